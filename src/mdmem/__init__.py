@@ -1,0 +1,98 @@
+"""mdmem: long-term memory for coding agents, kept as plain Markdown notes.
+
+The public API is the names in ``__all__``; they are loaded on first use, so
+``import mdmem`` costs almost nothing and ``mdmem index`` starts fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mdmem._kinds import Level, NoteType
+    from mdmem.errors import (
+        InvalidNote,
+        InvalidOperation,
+        InvalidPath,
+        LockTimeout,
+        MdmemError,
+        NoteExists,
+        NoteNotFound,
+        ProviderError,
+        StoreError,
+    )
+    from mdmem.manager import Manager
+    from mdmem.note import IndexEntry, Note
+    from mdmem.operations import Operation
+    from mdmem.store import ApplyResult, Applied, Problem, ReindexReport, Rejected, Store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Applied",
+    "ApplyResult",
+    "IndexEntry",
+    "InvalidNote",
+    "InvalidOperation",
+    "InvalidPath",
+    "Level",
+    "LockTimeout",
+    "Manager",
+    "MdmemError",
+    "Note",
+    "NoteExists",
+    "NoteNotFound",
+    "NoteType",
+    "Operation",
+    "Problem",
+    "ProviderError",
+    "ReindexReport",
+    "Rejected",
+    "Store",
+    "StoreError",
+    "__version__",
+]
+
+_HOMES = {
+    "Level": "mdmem._kinds",
+    "NoteType": "mdmem._kinds",
+    "Manager": "mdmem.manager",
+    "IndexEntry": "mdmem.note",
+    "Note": "mdmem.note",
+    "Operation": "mdmem.operations",
+    "Applied": "mdmem.store",
+    "ApplyResult": "mdmem.store",
+    "Problem": "mdmem.store",
+    "ReindexReport": "mdmem.store",
+    "Rejected": "mdmem.store",
+    "Store": "mdmem.store",
+    **{
+        name: "mdmem.errors"
+        for name in (
+            "InvalidNote",
+            "InvalidOperation",
+            "InvalidPath",
+            "LockTimeout",
+            "MdmemError",
+            "NoteExists",
+            "NoteNotFound",
+            "ProviderError",
+            "StoreError",
+        )
+    },
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'mdmem' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,180 @@
+"""Derived state that makes a settled store cheap to read: a stat pass, not a parse.
+
+The notes are the truth; this module only remembers what it learnt from them,
+under ``<store>/.mdmem/``:
+
+- ``catalog.json``: per note, its stat, content hash, index line and fields;
+- ``fingerprint``: a hash of every note's (name, mtime, size, inode) and of
+  MEMORY.md's, written only when the store is *settled*.
+
+A warm ``load_index`` scans the directory, hashes the stats and compares with
+``fingerprint``: equal means MEMORY.md is exactly what the notes say, and no
+JSON or YAML is read. Anything else falls back to the catalog, which re-reads
+only files whose stat changed, and re-parses only files whose bytes changed.
+
+Like git's index, this must not be fooled by a file rewritten twice within one
+tick of the file-system clock with the same size: an entry whose mtime is less
+than ``RACY_NS`` before the scan is not trusted by stat alone until later, and
+while any entry is that fresh no fingerprint is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+
+from mdmem import _fs
+from mdmem.errors import InvalidPath
+from mdmem.paths import (
+    INDEX_NAME,
+    STATE_DIR,
+    check_name,
+    is_candidate_name,
+    is_plain_name,
+    note_path,
+)
+
+__all__ = ["RACY_NS", "Entry", "Scan", "load", "read_fingerprint", "save", "scan"]
+
+RACY_NS = 2_000_000_000
+_VERSION = 1
+CATALOG = "catalog.json"
+FINGERPRINT = "fingerprint"
+
+Stat = tuple[int, int, int]
+# An entry of the catalog, as plain JSON-ready data:
+# {"st": [mtime_ns, size, ino], "sha": str, "settled": bool,
+#  "line": str | None, "error": str | None,
+#  "type": str, "title": str, "summary": str, "updated": str | None}
+Entry = dict[str, object]
+
+
+class Scan:
+    """What a directory listing says about a store, without opening a note."""
+
+    __slots__ = ("index_stat", "now_ns", "rejected", "stats")
+
+    def __init__(self, root: str) -> None:
+        self.now_ns = time.time_ns()
+        self.stats: dict[str, Stat] = {}
+        self.rejected: dict[str, str] = {}
+        self.index_stat: Stat | None = None
+        try:
+            it = os.scandir(root)
+        except FileNotFoundError:
+            return
+        with it:
+            for entry in it:
+                name = entry.name
+                if not is_candidate_name(name):
+                    if name == INDEX_NAME:
+                        st = entry.stat(follow_symlinks=False)
+                        self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+                    continue
+                try:
+                    if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
+                        # The one validator decides whether a link or an odd entry is a note.
+                        note_path(root, name, must_exist=True)
+                        st = entry.stat(follow_symlinks=True)
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        if not is_plain_name(name):
+                            check_name(name)
+                except InvalidPath as exc:
+                    self.rejected[name] = exc.reason
+                    continue
+                except FileNotFoundError:
+                    continue  # removed while we looked
+                self.stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def fingerprint(self) -> str:
+        """A hash of everything a stat pass can see; equal fingerprints mean an unchanged store."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"v{_VERSION}|{self.index_stat}|".encode())
+        for name in sorted(self.stats):
+            m, s, i = self.stats[name]
+            h.update(f"{name}\0{m}\0{s}\0{i}\n".encode("utf-8", "surrogatepass"))
+        for name in sorted(self.rejected):
+            h.update(f"!{name}\n".encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+    def settled(self, st: Stat) -> bool:
+        """Whether a stat is old enough that an unchanged stat proves unchanged bytes."""
+        return st[0] < self.now_ns - RACY_NS
+
+
+def read_fingerprint(root: str) -> str | None:
+    """The fingerprint saved when the store was last seen settled, if any."""
+    try:
+        with open(os.path.join(root, STATE_DIR, FINGERPRINT), encoding="ascii") as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
+
+
+def load(root: str) -> dict[str, Entry]:
+    """The catalog's entries by note name; empty when missing or unreadable."""
+    try:
+        with open(os.path.join(root, STATE_DIR, CATALOG), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != _VERSION:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def save(
+    root: str,
+    entries: dict[str, Entry],
+    fingerprint: str | None,
+    *,
+    private: bool,
+) -> None:
+    """Save the catalog, and the fingerprint when the store is settled (else remove it).
+
+    Derived state: failures are ignored, and it is not fsynced (it can always
+    be rebuilt from the notes).
+    """
+    state = os.path.join(root, STATE_DIR)
+    try:
+        ensure_state_dir(root, private=private)
+        payload = json.dumps(
+            {"version": _VERSION, "entries": entries}, ensure_ascii=False, separators=(",", ":")
+        )
+        _fs.atomic_write(
+            os.path.join(state, CATALOG), payload.encode("utf-8"), private=private, durable=False
+        )
+        fp_path = os.path.join(state, FINGERPRINT)
+        if fingerprint is None:
+            try:
+                os.unlink(fp_path)
+            except FileNotFoundError:
+                pass
+        else:
+            _fs.atomic_write(fp_path, fingerprint.encode("ascii"), private=private, durable=False)
+    except OSError:
+        pass
+
+
+def ensure_state_dir(root: str, *, private: bool) -> str:
+    """Create ``<root>/.mdmem/`` (ignored by git on its own) and return its path."""
+    state = os.path.join(root, STATE_DIR)
+    if not os.path.isdir(state):
+        _fs.ensure_dir(root, private=private)
+        _fs.ensure_dir(state, private=private)
+        ignore = os.path.join(state, ".gitignore")
+        if not os.path.exists(ignore):
+            _fs.atomic_write(ignore, b"# derived state of mdmem; safe to delete\n*\n", durable=False)
+    elif private and stat.S_IMODE(os.stat(state).st_mode) != 0o700:
+        os.chmod(state, 0o700)
+    return state
+
+
+def content_hash(data: bytes) -> str:
+    """The hash the catalog records for a note's bytes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()

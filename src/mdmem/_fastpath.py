@@ -1,0 +1,103 @@
+"""What ``mdmem index`` needs, without typer: a coding-agent hook runs it at every session start.
+
+``try_fast`` recognises the plain forms of ``mdmem index`` and answers them
+with nothing but the store and index modules imported; any other command line
+(``--help``, a typo, another command) returns None and goes to the typer CLI,
+which calls the same :func:`index_text`, so both paths print the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mdmem._kinds import Level
+from mdmem.index import merge
+from mdmem.paths import discover_workspace, project_root, user_root
+from mdmem.store import Store
+
+__all__ = ["index_text", "resolve", "try_fast"]
+
+_VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
+_FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
+
+
+def resolve(workspace: str | None, user_dir: str | None) -> tuple[str, Store, Store]:
+    """The workspace and its two stores, from options or the environment."""
+    if user_dir:
+        user = os.path.abspath(os.path.expanduser(user_dir))
+    else:
+        user = user_root()
+    if workspace:
+        ws = os.path.abspath(os.path.expanduser(workspace))
+    else:
+        ws = discover_workspace(os.getcwd(), user_store=user)
+    return ws, Store(project_root(ws), Level.PROJECT), Store(user, Level.USER)
+
+
+def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
+    """The text ``mdmem index`` prints (without the final newline)."""
+    ws, project, user = resolve(workspace, user_dir)
+    project_index = project.load_index() if level in ("all", "project") else ""
+    user_index = user.load_index() if level in ("all", "user") else ""
+    block = merge(project_index, user_index)
+    if not as_json:
+        return block
+    import json
+
+    return json.dumps(
+        {
+            "workspace": ws,
+            "project_store": project.path,
+            "user_store": user.path,
+            "level": level,
+            "block": block,
+        },
+        ensure_ascii=False,
+        indent=2,
+    )
+
+
+def try_fast(argv: list[str]) -> int | None:
+    """Answer ``mdmem [--workspace W] [--user-dir U] [-q] [-v] index [--level L] [--json]``."""
+    opts: dict[str, str | None] = {
+        "workspace": os.environ.get("MDMEM_WORKSPACE") or None,
+        "user_dir": os.environ.get("MDMEM_USER_DIR") or None,
+    }
+    level, as_json = "all", False
+    args = list(argv)
+    command_seen = False
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=")
+        if not command_seen and key in _VALUE_OPTIONS:
+            if not eq:
+                if not args:
+                    return None
+                value = args.pop(0)
+            opts[_VALUE_OPTIONS[key]] = value
+        elif not command_seen and arg in _FLAGS:
+            continue
+        elif not command_seen and arg == "index":
+            command_seen = True
+        elif command_seen and key == "--level":
+            if not eq:
+                if not args:
+                    return None
+                value = args.pop(0)
+            if value not in ("all", "project", "user"):
+                return None
+            level = value
+        elif command_seen and arg == "--json":
+            as_json = True
+        else:
+            return None
+    if not command_seen:
+        return None
+    try:
+        text = index_text(opts["workspace"], opts["user_dir"], level, as_json)
+    except Exception:
+        return None  # let the full CLI report it, with its error handling
+    if text:
+        sys.stdout.write(text + "\n")
+    return 0

@@ -1,0 +1,194 @@
+"""Turns validated operations into a plan of file writes, against the store as the batch leaves it.
+
+Operations in one batch see each other: a note created by the first can be
+updated by the second. The plan is carried out by :mod:`mdmem._txn`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+from mdmem import _txn
+from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
+from mdmem.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
+from mdmem.operations import Create, Delete, Update, validate
+from mdmem.paths import STATE_DIR, is_candidate_name, note_path, slugify
+from mdmem.store import Applied, Rejected
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from datetime import datetime
+
+    from mdmem.operations import Operation, ValidOperation
+    from mdmem.store import Store
+
+__all__ = ["Planner"]
+
+_MAX_SUFFIX = 999
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of a note's body, as a one-line summary."""
+    line = clean_inline(text.strip().split("\n\n", 1)[0].lstrip("#>-* "))
+    match = _SENTENCE_END.search(line)
+    sentence = line[: match.start()].strip() if match else line
+    return clean_inline(sentence or line, limit)
+
+
+class Planner:
+    """Collects the effect of a batch of operations on one store."""
+
+    def __init__(self, store: Store, now: datetime, redact: Callable[[str], str] | None) -> None:
+        self.store = store
+        self.now = now
+        self.plan = _txn.Plan()
+        self.applied: list[Applied] = []
+        self.rejected: list[Rejected] = []
+        if redact is None:
+            from mdmem.privacy import redact as default_redact
+
+            redact = default_redact
+        self._redact = redact
+        self._notes: dict[str, Note] = {}
+        try:
+            listing = os.listdir(store.path)
+        except FileNotFoundError:
+            listing = []
+        # Case-folded, because a name that differs only in case is the same
+        # file on macOS and Windows, where teammates check the store out.
+        self._taken = {n.casefold() for n in listing if is_candidate_name(n)}
+        self._deleted: set[str] = set()
+
+    def add(self, op: Operation | Mapping[str, object]) -> None:
+        """Validate one operation and add its effect to the plan, or record why not."""
+        try:
+            valid = validate(op, self.store.level)
+            if valid is None:
+                return
+            action, filename = self._apply(valid)
+        except (InvalidOperation, InvalidPath, InvalidNote, NoteNotFound) as exc:
+            self.rejected.append(Rejected(op, str(exc)))
+            return
+        self.applied.append(Applied(action, filename, self.store.level))
+
+    def _apply(self, op: ValidOperation) -> tuple[str, str]:
+        if isinstance(op, Create):
+            return self._create(op)
+        if isinstance(op, Update):
+            return self._update(op)
+        return self._delete(op)
+
+    # -- the batch's view of the store --------------------------------------------
+
+    def _exists(self, name: str) -> bool:
+        return name.casefold() in self._taken and name not in self._deleted
+
+    def _current(self, name: str) -> Note:
+        if name in self._deleted or not self._exists(name):
+            raise NoteNotFound(name, self.store.path)
+        if name in self._notes:
+            return self._notes[name]
+        try:
+            return self.store.read(name)
+        except InvalidNote as exc:
+            raise InvalidOperation(
+                f"{name} is not a valid note ({exc.reason}); fix it by hand first", "filename"
+            ) from None
+
+    def _write(self, note: Note) -> None:
+        path = note_path(self.store.path, note.filename)
+        if note.filename not in self.plan.before:
+            self.plan.before[note.filename] = _hash_or_none(path)
+        self._notes[note.filename] = note
+        self.plan.writes[note.filename] = render(note).encode("utf-8")
+        self._taken.add(note.filename.casefold())
+
+    # -- the three actions ---------------------------------------------------------
+
+    def _create(self, op: Create) -> tuple[str, str]:
+        title = clean_inline(self._redact(op.title))
+        body = self._redact(op.content).strip()
+        summary = clean_inline(self._redact(op.summary)) or first_sentence(body, MAX_SUMMARY_CHARS)
+        base = f"{op.type.value}_{slugify(op.slug or op.title)}"
+        for n in range(1, _MAX_SUFFIX + 1):
+            name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
+            note_path(self.store.path, name)
+            if name in self._deleted:
+                continue  # never reuse a name freed earlier in the same batch
+            if not self._exists(name):
+                break
+            try:
+                existing = self._current(name)
+            except (InvalidOperation, NoteNotFound):
+                continue
+            if existing.type is op.type and existing.title == title and existing.body == body:
+                return "unchanged", name  # the same note again: nothing to do
+        else:
+            raise InvalidOperation(f"too many notes named {base}*.md", "title")
+        note = Note(
+            filename=name,
+            type=op.type,
+            title=title,
+            summary=summary,
+            body=body,
+            created=self.now,
+            updated=self.now,
+        )
+        self._write(note)
+        return "create", name
+
+    def _update(self, op: Update) -> tuple[str, str]:
+        if not self._exists(op.filename):
+            raise InvalidOperation(f"there is no note {op.filename!r} to update", "filename")
+        note_path(self.store.path, op.filename)
+        old = self._current(op.filename)
+        new = old.with_changes(
+            body=self._redact(op.content).strip(),
+            title=clean_inline(self._redact(op.title)) if op.title else old.title,
+            summary=clean_inline(self._redact(op.summary)) if op.summary else old.summary,
+            type=op.type or old.type,
+        )
+        if new == old:
+            return "unchanged", op.filename
+        self._write(new.with_changes(created=old.created or self.now, updated=self.now))
+        return "update", op.filename
+
+    def _delete(self, op: Delete) -> tuple[str, str]:
+        if not self._exists(op.filename):
+            raise InvalidOperation(f"there is no note {op.filename!r} to delete", "filename")
+        path = note_path(self.store.path, op.filename)
+        if op.filename in self.plan.writes and self.plan.before.get(op.filename) is None:
+            # Created earlier in this batch: simply never write it.
+            del self.plan.writes[op.filename]
+            del self.plan.before[op.filename]
+        else:
+            self.plan.writes.pop(op.filename, None)
+            self.plan.before.setdefault(op.filename, _hash_or_none(path))
+            self.plan.deletes[op.filename] = self._trash_name(op.filename)
+        self._notes.pop(op.filename, None)
+        self._deleted.add(op.filename)
+        return "delete", op.filename
+
+    def _trash_name(self, name: str) -> str:
+        stamp = self.now.strftime("%Y%m%dT%H%M%SZ")
+        folder = os.path.join(self.store.path, STATE_DIR, _txn.TRASH_DIR)
+        planned = set(self.plan.deletes.values())
+        candidate, n = f"{stamp}~{name}", 1
+        while candidate in planned or os.path.lexists(os.path.join(folder, candidate)):
+            n += 1
+            candidate = f"{stamp}-{n:03d}~{name}"
+        return candidate
+
+
+def _hash_or_none(path: str) -> str | None:
+    from mdmem._catalog import content_hash
+
+    try:
+        with open(path, "rb") as f:
+            return content_hash(f.read())
+    except FileNotFoundError:
+        return None
+

@@ -1,0 +1,488 @@
+"""Store: one directory of Markdown notes plus its MEMORY.md index.
+
+The notes are the source of truth; MEMORY.md and everything under ``.mdmem/``
+follow them and can be rebuilt at any time (:meth:`Store.reindex`). Every
+read-modify-write happens under the store's file lock, so several processes
+(agents, a person's CLI, a git hook) can share one store.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem import _catalog, _fs, _txn
+from mdmem._kinds import Level
+from mdmem.errors import (
+    InvalidNote,
+    InvalidPath,
+    LockTimeout,
+    NoteExists,
+    NoteNotFound,
+)
+from mdmem.paths import INDEX_NAME, STATE_DIR, note_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+    from mdmem.note import IndexEntry, Note
+    from mdmem.operations import Operation
+
+__all__ = [
+    "MAX_NOTE_BYTES",
+    "ApplyResult",
+    "Applied",
+    "Problem",
+    "ReindexReport",
+    "Rejected",
+    "Store",
+    "TrashItem",
+]
+
+MAX_NOTE_BYTES = 256 * 1024
+_LOCK = "lock"
+_TURN_LOCK = "turn.lock"
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One operation that took effect: ``action`` is create, update, delete or unchanged."""
+
+    action: str
+    filename: str
+    level: Level
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """One operation that was dropped, and why."""
+
+    operation: object
+    reason: str
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What :meth:`Store.apply` did."""
+
+    applied: tuple[Applied, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether any note was written or deleted."""
+        return any(a.action != "unchanged" for a in self.applied)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that looks like a note but cannot be read as one; it is left untouched."""
+
+    filename: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """What :meth:`Store.reindex` found."""
+
+    notes: int
+    problems: tuple[Problem, ...]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class TrashItem:
+    """A deleted note, kept under ``.mdmem/trash/`` until someone restores or empties it."""
+
+    filename: str
+    deleted_at: str
+    path: str
+
+
+def _log() -> object:
+    import logging
+
+    return logging.getLogger("mdmem")
+
+
+class Store:
+    """One store of notes: a directory, its MEMORY.md and its lock.
+
+    ``Store(root, Level.PROJECT)``; the user store's files are private to
+    their owner (``0600``, directories ``0700``).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        level: Level | str,
+        *,
+        lock_timeout: float | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        self._root = os.path.abspath(os.fspath(root))
+        self.level = Level(level)
+        self.private = self.level is Level.USER
+        if lock_timeout is None:
+            lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
+        self.lock_timeout = lock_timeout
+        self._redact = redact
+        self._locks: dict[str, object] = {}
+        self._locks_guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Store({self._root!r}, {self.level.value!r})"
+
+    @property
+    def root(self) -> Path:
+        """The store's directory."""
+        from pathlib import Path
+
+        return Path(self._root)
+
+    @property
+    def path(self) -> str:
+        """The store's directory, as a string."""
+        return self._root
+
+    # -- locking -------------------------------------------------------------------
+
+    def _filelock(self, name: str) -> object:
+        with self._locks_guard:
+            lock = self._locks.get(name)
+            if lock is None:
+                from filelock import FileLock
+
+                state = _catalog.ensure_state_dir(self._root, private=self.private)
+                lock = FileLock(
+                    os.path.join(state, name), mode=0o600 if self.private else 0o644
+                )
+                self._locks[name] = lock
+            return lock
+
+    @contextmanager
+    def _hold(self, name: str, timeout: float) -> Iterator[None]:
+        from filelock import Timeout
+
+        lock = self._filelock(name)
+        try:
+            lock.acquire(timeout=timeout)  # type: ignore[attr-defined]
+        except Timeout:
+            raise LockTimeout(self._root, timeout) from None
+        try:
+            yield
+        finally:
+            lock.release()  # type: ignore[attr-defined]
+
+    @contextmanager
+    def lock(self, timeout: float | None = None) -> Iterator[None]:
+        """Hold the store's write lock (re-entrant in one thread), finishing any interrupted batch.
+
+        Raises:
+            LockTimeout: another process held it for longer than ``timeout``.
+        """
+        with self._hold(_LOCK, self.lock_timeout if timeout is None else timeout):
+            for message in _txn.recover(self._root, private=self.private):
+                _log().warning("%s: %s", self._root, message)  # type: ignore[attr-defined]
+            yield
+
+    def turn_lock(self, timeout: float) -> AbstractContextManager[None]:
+        """Hold the lock that serialises memory updates of whole turns across processes.
+
+        Separate from :meth:`lock`: it is held across a model call, which may
+        take a while, and a person's edits must not wait for that.
+
+        Raises:
+            LockTimeout: another process held it for longer than ``timeout``.
+        """
+        return self._hold(_TURN_LOCK, timeout)
+
+    # -- reading -------------------------------------------------------------------
+
+    def load_index(self) -> str:
+        """MEMORY.md's text, first brought up to date with notes changed behind mdmem's back."""
+        if not os.path.isdir(self._root):
+            return ""
+        scan = _catalog.Scan(self._root)
+        if scan.fingerprint() == _catalog.read_fingerprint(self._root):
+            try:
+                with open(os.path.join(self._root, INDEX_NAME), encoding="utf-8") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return ""
+        return self._refresh(scan)[0]
+
+    def entries(self) -> list[IndexEntry]:
+        """Every readable note's index entry, sorted by file name, without parsing settled notes."""
+        from mdmem.note import IndexEntry
+
+        _, entries = self._refresh(_catalog.Scan(self._root))
+        return [
+            IndexEntry(
+                filename=name,
+                type=str(e["type"]),
+                title=str(e["title"]),
+                summary=str(e["summary"]),
+                updated=e.get("updated"),  # type: ignore[arg-type]
+            )
+            for name, e in sorted(entries.items())
+            if e.get("line")
+        ]
+
+    def problems(self) -> list[Problem]:
+        """Files that look like notes but cannot be read as notes."""
+        _, entries = self._refresh(_catalog.Scan(self._root))
+        return [
+            Problem(name, str(e["error"])) for name, e in sorted(entries.items()) if e.get("error")
+        ]
+
+    def read(self, filename: str) -> Note:
+        """Read one note.
+
+        Raises:
+            InvalidPath: not a note name, or it escapes the store.
+            NoteNotFound: no such note.
+            InvalidNote: the file cannot be read as a note.
+        """
+        from mdmem.note import parse
+
+        try:
+            path = note_path(self._root, filename, must_exist=True)
+        except FileNotFoundError:
+            raise NoteNotFound(filename, self._root) from None
+        return parse(self._decode(path, filename), filename)
+
+    def notes(self) -> list[Note]:
+        """Every readable note, sorted by file name (malformed ones are in :meth:`problems`)."""
+        out = []
+        for entry in self.entries():
+            try:
+                out.append(self.read(entry.filename))
+            except (NoteNotFound, InvalidNote, InvalidPath):
+                continue  # changed under our feet; the next refresh reports it
+        return out
+
+    def exists(self, filename: str) -> bool:
+        """Whether a note of that name exists (the name is validated first).
+
+        Raises:
+            InvalidPath: not a note name.
+        """
+        try:
+            note_path(self._root, filename, must_exist=True)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _decode(self, path: str, filename: str) -> str:
+        try:
+            data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+        except ValueError as exc:
+            raise InvalidNote(filename, f"too large: {exc}") from None
+        except FileNotFoundError:
+            raise NoteNotFound(filename, self._root) from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
+
+    # -- the catalog ---------------------------------------------------------------
+
+    def _entry(
+        self, name: str, st: _catalog.Stat, prev: _catalog.Entry | None, known: Mapping[str, bytes]
+    ) -> _catalog.Entry:
+        from mdmem.note import format_time, index_line, parse
+
+        path = os.path.join(self._root, name)
+        data = known.get(name)
+        if data is None:
+            try:
+                data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+            except ValueError as exc:
+                return {"st": list(st), "error": f"too large: {exc}"}
+            except OSError as exc:
+                return {"st": list(st), "error": f"cannot be read: {exc.strerror}"}
+        sha = _catalog.content_hash(data)
+        if prev is not None and prev.get("sha") == sha:
+            return {**prev, "st": list(st)}
+        try:
+            note = parse(data.decode("utf-8"), name)
+        except UnicodeDecodeError as exc:
+            return {"st": list(st), "sha": sha, "error": f"not UTF-8 (byte {exc.start})"}
+        except InvalidNote as exc:
+            return {"st": list(st), "sha": sha, "error": exc.reason}
+        return {
+            "st": list(st),
+            "sha": sha,
+            "line": index_line(note),
+            "type": note.type.value,
+            "title": note.title,
+            "summary": note.summary,
+            "updated": format_time(note.updated) if note.updated else None,
+        }
+
+    def _refresh(
+        self,
+        scan: _catalog.Scan,
+        *,
+        known: Mapping[str, bytes] | None = None,
+        full: bool = False,
+        locked: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[str, dict[str, _catalog.Entry]]:
+        """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
+        old = {} if full else _catalog.load(self._root)
+        known = known or {}
+        entries: dict[str, _catalog.Entry] = {}
+        total = len(scan.stats)
+        for done, (name, st) in enumerate(scan.stats.items(), 1):
+            prev = old.get(name)
+            if prev is not None and prev.get("settled") and prev.get("st") == list(st):
+                entry = prev
+            else:
+                entry = self._entry(name, st, prev, known)
+                if entry.get("error") and (prev is None or prev.get("error") != entry["error"]):
+                    _log().warning("%s/%s is not a valid note: %s", self._root, name, entry["error"])  # type: ignore[attr-defined]
+            entry["settled"] = scan.settled(st)
+            entries[name] = entry
+            if progress is not None:
+                progress(done, total)
+        for name, reason in scan.rejected.items():
+            entries[name] = {"error": reason, "settled": True}
+        lines = [str(e["line"]) for _, e in sorted(entries.items()) if e.get("line")]
+        text = "\n".join(lines) + "\n" if lines else ""
+        index_path = os.path.join(self._root, INDEX_NAME)
+        try:
+            with open(index_path, encoding="utf-8") as f:
+                current: str | None = f.read()
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = None
+        rewrote = False
+        if current != text and not (current is None and not text):
+            if not locked:
+                try:
+                    with self.lock(timeout=0):
+                        return self._refresh(
+                            _catalog.Scan(self._root), known=known, full=full, locked=True
+                        )
+                except (LockTimeout, OSError):
+                    # Someone else is writing, or the store is read-only: the text
+                    # is still right, MEMORY.md catches up on the next write.
+                    return text, entries
+            _fs.atomic_write(index_path, text.encode("utf-8"), private=self.private)
+            rewrote = True
+        settled = not rewrote and all(e.get("settled") for e in entries.values())
+        if settled and scan.index_stat is not None:
+            settled = scan.settled(scan.index_stat)
+        fingerprint = scan.fingerprint() if settled else None
+        if entries != old or fingerprint != _catalog.read_fingerprint(self._root):
+            _catalog.save(self._root, entries, fingerprint, private=self.private)
+        return text, entries
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
+        """Rebuild MEMORY.md and the catalog from the notes, parsing every one.
+
+        Malformed notes are reported, never changed or deleted. ``progress``
+        is called with (done, total) as notes are read.
+
+        Raises:
+            LockTimeout: the store is locked by someone else.
+        """
+        if not os.path.isdir(self._root):
+            return ReindexReport(0, (), False)
+        with self.lock():
+            index_path = os.path.join(self._root, INDEX_NAME)
+            before = _read_text(index_path)
+            text, entries = self._refresh(
+                _catalog.Scan(self._root), full=True, locked=True, progress=progress
+            )
+        problems = tuple(
+            Problem(name, str(e["error"])) for name, e in sorted(entries.items()) if e.get("error")
+        )
+        count = sum(1 for e in entries.values() if e.get("line"))
+        return ReindexReport(count, problems, changed=(before or "") != text)
+
+    # -- writing -------------------------------------------------------------------
+
+    def apply(
+        self, ops: Iterable[Operation | Mapping[str, object]], now: datetime | None = None
+    ) -> ApplyResult:
+        """Validate each operation and apply the valid ones, as one batch, under the lock.
+
+        Returns what was applied and what was rejected, with the reason. A
+        create never overwrites a note; an update or delete of a missing note
+        is rejected.
+
+        Raises:
+            LockTimeout: the store is locked by someone else.
+        """
+        from mdmem._planner import Planner
+
+        moment = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        ops = list(ops)
+        with self.lock():
+            planner = Planner(self, moment, self._redact)
+            for op in ops:
+                planner.add(op)
+            if planner.plan:
+                _txn.commit(self._root, planner.plan, private=self.private)
+            if planner.plan or not os.path.exists(os.path.join(self._root, INDEX_NAME)):
+                self._refresh(
+                    _catalog.Scan(self._root), known=planner.plan.writes, locked=True
+                )
+        return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
+
+    # -- the trash -----------------------------------------------------------------
+
+    def trash(self) -> list[TrashItem]:
+        """Deleted notes that can still be restored, newest first."""
+        folder = os.path.join(self._root, STATE_DIR, _txn.TRASH_DIR)
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return []
+        items = []
+        for entry in names:
+            stamp, sep, name = entry.partition("~")
+            if sep:
+                items.append(TrashItem(name, stamp, os.path.join(folder, entry)))
+        return sorted(items, key=lambda item: item.deleted_at, reverse=True)
+
+    def restore(self, filename: str) -> Note:
+        """Bring back the most recently deleted note of that name.
+
+        Raises:
+            InvalidPath: not a note name.
+            NoteNotFound: nothing of that name in the trash.
+            NoteExists: a note of that name exists again; move it away first.
+            LockTimeout: the store is locked by someone else.
+        """
+        path = note_path(self._root, filename)
+        with self.lock():
+            candidates = [item for item in self.trash() if item.filename == filename]
+            if not candidates:
+                raise NoteNotFound(filename, os.path.join(self._root, STATE_DIR, _txn.TRASH_DIR))
+            if os.path.lexists(path):
+                raise NoteExists(filename, self._root)
+            os.replace(candidates[0].path, path)
+            _fs.fsync_dir(self._root)
+            self._refresh(_catalog.Scan(self._root), locked=True)
+        return self.read(filename)
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+
