@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mdmem.manager import Manager
     from mdmem.note import IndexEntry, Note
     from mdmem.operations import Operation
-    from mdmem.store import ApplyResult, Applied, Problem, ReindexReport, Rejected, Store
+    from mdmem.store import Applied, ApplyResult, Problem, ReindexReport, Rejected, Store
 
 __version__ = "0.1.0"
 

@@ -20,6 +20,7 @@ while any entry is that fresh no fingerprint is written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -37,7 +38,16 @@ from mdmem.paths import (
     note_path,
 )
 
-__all__ = ["RACY_NS", "Entry", "Scan", "load", "read_fingerprint", "save", "scan"]
+__all__ = [
+    "RACY_NS",
+    "Entry",
+    "Scan",
+    "content_hash",
+    "ensure_state_dir",
+    "load",
+    "read_fingerprint",
+    "save",
+]
 
 RACY_NS = 2_000_000_000
 _VERSION = 1
@@ -151,10 +161,8 @@ def save(
         )
         fp_path = os.path.join(state, FINGERPRINT)
         if fingerprint is None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(fp_path)
-            except FileNotFoundError:
-                pass
         else:
             _fs.atomic_write(fp_path, fingerprint.encode("ascii"), private=private, durable=False)
     except OSError:
@@ -169,7 +177,12 @@ def ensure_state_dir(root: str, *, private: bool) -> str:
         _fs.ensure_dir(state, private=private)
         ignore = os.path.join(state, ".gitignore")
         if not os.path.exists(ignore):
-            _fs.atomic_write(ignore, b"# derived state of mdmem; safe to delete\n*\n", durable=False)
+            _fs.atomic_write(
+                ignore,
+                b"# derived state of mdmem; safe to delete\n*\n",
+                private=private,
+                durable=False,
+            )
     elif private and stat.S_IMODE(os.stat(state).st_mode) != 0o700:
         os.chmod(state, 0o700)
     return state

@@ -24,10 +24,7 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 
 def resolve(workspace: str | None, user_dir: str | None) -> tuple[str, Store, Store]:
     """The workspace and its two stores, from options or the environment."""
-    if user_dir:
-        user = os.path.abspath(os.path.expanduser(user_dir))
-    else:
-        user = user_root()
+    user = os.path.abspath(os.path.expanduser(user_dir)) if user_dir else user_root()
     if workspace:
         ws = os.path.abspath(os.path.expanduser(workspace))
     else:

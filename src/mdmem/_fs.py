@@ -9,6 +9,7 @@ share one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 __all__ = [
@@ -23,12 +24,21 @@ TMP_SUFFIX = ".tmp"
 
 
 def ensure_dir(path: str, *, private: bool = False) -> None:
-    """Create ``path`` and its parents; ``private`` makes new and existing ones ``0700``."""
-    os.makedirs(path, mode=0o700 if private else 0o777, exist_ok=True)
-    if private:
-        st = os.stat(path)
-        if st.st_mode & 0o777 != 0o700:
+    """Create ``path`` and its parents; ``private`` makes new ones and ``path`` itself ``0700``."""
+    if os.path.isdir(path):
+        if private and os.stat(path).st_mode & 0o777 != 0o700:
             os.chmod(path, 0o700)
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        ensure_dir(parent, private=private)
+    try:
+        os.mkdir(path, 0o700 if private else 0o777)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    if private:
+        os.chmod(path, 0o700)  # exact, whatever the umask
 
 
 def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:
@@ -63,10 +73,8 @@ def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool
         os.replace(tmp, path)
     except BaseException:
         # Never leave a temp file behind, whatever stopped us.
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -191,4 +191,3 @@ def _hash_or_none(path: str) -> str | None:
             return content_hash(f.read())
     except FileNotFoundError:
         return None
-

@@ -12,7 +12,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -68,17 +68,21 @@ class Options:
 def _global(
     ctx: typer.Context,
     workspace: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             envvar="MDMEM_WORKSPACE",
             help="The workspace (default: the nearest ancestor with .PseudoClaude/ or .git).",
         ),
     ] = None,
     user_dir: Annotated[
-        Optional[str],
-        typer.Option(envvar="MDMEM_USER_DIR", help="The user store (default: ~/.PseudoClaude/memory)."),
+        str | None,
+        typer.Option(
+            envvar="MDMEM_USER_DIR", help="The user store (default: ~/.PseudoClaude/memory)."
+        ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only what was asked for.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only what was asked for.")
+    ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log details, and show tracebacks on errors.")
     ] = False,
@@ -173,5 +177,3 @@ def run(argv: list[str]) -> int:
     finally:
         sys.stdout.flush()
     return 0
-
-

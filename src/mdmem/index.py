@@ -35,7 +35,9 @@ def _lines(index: str) -> list[str]:
     return [line.rstrip() for line in index.splitlines() if line.strip()]
 
 
-def merge(project: str, user: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> str:
+def merge(
+    project: str, user: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+) -> str:
     """The merged prompt block of a project index and a user index, trimmed."""
     sections: list[list[str]] = []
     for heading, text in ((PROJECT_HEADING, project), (USER_HEADING, user)):
@@ -50,7 +52,9 @@ def _omitted_line(count: int) -> str:
     return f"({count} more {noun} not shown; run `mdmem list` to see them all)"
 
 
-def trim(sections: list[list[str]], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES) -> str:
+def trim(
+    sections: list[list[str]], *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+) -> str:
     """Join sections (a heading line, then note lines) within the limits.
 
     Whole lines are dropped from the end of the block, keeping each kept
@@ -66,7 +70,11 @@ def trim(sections: list[list[str]], *, max_lines: int = MAX_LINES, max_bytes: in
     def fits(extra_lines: int, extra_bytes: int, reserve: bool) -> bool:
         # Reserve room for the "N more" line whenever something may be left out.
         lines = len(kept) + extra_lines + (1 if reserve else 0)
-        size = used_bytes + extra_bytes + (len(_omitted_line(total_notes).encode()) + 1 if reserve else 0)
+        size = (
+            used_bytes
+            + extra_bytes
+            + (len(_omitted_line(total_notes).encode()) + 1 if reserve else 0)
+        )
         return lines <= max_lines and size <= max_bytes
 
     stop = False

@@ -168,10 +168,10 @@ def parse(text: str, filename: str = "<note>") -> Note:
     Raises:
         InvalidNote: no front matter, bad YAML, a missing or wrong field.
     """
-    import frontmatter
     import yaml
+    from frontmatter.default_handlers import YAMLHandler
 
-    handler = frontmatter.YAMLHandler()
+    handler = YAMLHandler()
     text = text.lstrip("\ufeff")
     stripped = text.strip()
     if not handler.detect(stripped):
@@ -259,9 +259,7 @@ def parse_index_line(line: str) -> IndexEntry | None:
     if match is None:
         return None
     title, _, summary = match["text"].partition(" — ")
-    return IndexEntry(
-        filename=match["filename"], type=match["type"], title=title, summary=summary
-    )
+    return IndexEntry(filename=match["filename"], type=match["type"], title=title, summary=summary)
 
 
 def level_of(value: object) -> Level:

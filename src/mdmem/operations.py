@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidOperation, InvalidPath, ProviderError
@@ -111,7 +111,7 @@ class Delete:
     filename: str
 
 
-ValidOperation = Union[Create, Update, Delete]
+ValidOperation = Create | Update | Delete
 
 
 def _level(value: object, expected: Level | None) -> Level:
@@ -122,7 +122,9 @@ def _level(value: object, expected: Level | None) -> Level:
     except ValueError:
         raise InvalidOperation(f"{value!r} is not 'project' or 'user'", "level") from None
     if expected is not None and level is not expected:
-        raise InvalidOperation(f"{level.value} operation sent to the {expected.value} store", "level")
+        raise InvalidOperation(
+            f"{level.value} operation sent to the {expected.value} store", "level"
+        )
     return level
 
 
@@ -161,7 +163,7 @@ def _content(value: str | None) -> str:
     except UnicodeEncodeError:
         raise InvalidOperation("not valid Unicode", "content") from None
     # Keep line structure, drop characters that have no business in Markdown.
-    cleaned = "".join(ch for ch in value if ch in "\n\t" or ch >= " " and ch != "\x7f")
+    cleaned = "".join(ch for ch in value if ch in "\n\t" or (ch >= " " and ch != "\x7f"))
     return cleaned.strip()
 
 
@@ -174,7 +176,9 @@ def _filename(value: str | None) -> str:
         raise InvalidOperation(exc.reason, "filename") from None
 
 
-def validate(op: Operation | Mapping[str, object], level: Level | None = None) -> ValidOperation | None:
+def validate(
+    op: Operation | Mapping[str, object], level: Level | None = None
+) -> ValidOperation | None:
     """Check one operation; ``None`` means a no-op. ``level`` is the store it is meant for.
 
     Raises:

@@ -27,17 +27,20 @@ from mdmem.errors import (
 from mdmem.paths import INDEX_NAME, STATE_DIR, note_path
 
 if TYPE_CHECKING:
+    import logging
     from collections.abc import Callable, Iterable, Iterator, Mapping
     from contextlib import AbstractContextManager
     from pathlib import Path
+
+    from filelock import BaseFileLock
 
     from mdmem.note import IndexEntry, Note
     from mdmem.operations import Operation
 
 __all__ = [
     "MAX_NOTE_BYTES",
-    "ApplyResult",
     "Applied",
+    "ApplyResult",
     "Problem",
     "ReindexReport",
     "Rejected",
@@ -106,7 +109,8 @@ class TrashItem:
     path: str
 
 
-def _log() -> object:
+def _log() -> logging.Logger:
+    # logging costs ~15 ms to import; only paths that report something pay it.
     import logging
 
     return logging.getLogger("mdmem")
@@ -134,7 +138,7 @@ class Store:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
         self.lock_timeout = lock_timeout
         self._redact = redact
-        self._locks: dict[str, object] = {}
+        self._locks: dict[str, BaseFileLock] = {}
         self._locks_guard = threading.Lock()
 
     def __repr__(self) -> str:
@@ -154,16 +158,14 @@ class Store:
 
     # -- locking -------------------------------------------------------------------
 
-    def _filelock(self, name: str) -> object:
+    def _filelock(self, name: str) -> BaseFileLock:
         with self._locks_guard:
             lock = self._locks.get(name)
             if lock is None:
                 from filelock import FileLock
 
                 state = _catalog.ensure_state_dir(self._root, private=self.private)
-                lock = FileLock(
-                    os.path.join(state, name), mode=0o600 if self.private else 0o644
-                )
+                lock = FileLock(os.path.join(state, name), mode=0o600 if self.private else 0o644)
                 self._locks[name] = lock
             return lock
 
@@ -173,13 +175,13 @@ class Store:
 
         lock = self._filelock(name)
         try:
-            lock.acquire(timeout=timeout)  # type: ignore[attr-defined]
+            lock.acquire(timeout=timeout)
         except Timeout:
             raise LockTimeout(self._root, timeout) from None
         try:
             yield
         finally:
-            lock.release()  # type: ignore[attr-defined]
+            lock.release()
 
     @contextmanager
     def lock(self, timeout: float | None = None) -> Iterator[None]:
@@ -190,7 +192,7 @@ class Store:
         """
         with self._hold(_LOCK, self.lock_timeout if timeout is None else timeout):
             for message in _txn.recover(self._root, private=self.private):
-                _log().warning("%s: %s", self._root, message)  # type: ignore[attr-defined]
+                _log().warning("%s: %s", self._root, message)
             yield
 
     def turn_lock(self, timeout: float) -> AbstractContextManager[None]:
@@ -336,9 +338,11 @@ class Store:
         full: bool = False,
         locked: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        baseline: dict[str, _catalog.Entry] | None = None,
     ) -> tuple[str, dict[str, _catalog.Entry]]:
         """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
-        old = {} if full else _catalog.load(self._root)
+        saved = {} if full else _catalog.load(self._root)
+        old = saved if baseline is None else baseline
         known = known or {}
         entries: dict[str, _catalog.Entry] = {}
         total = len(scan.stats)
@@ -349,7 +353,9 @@ class Store:
             else:
                 entry = self._entry(name, st, prev, known)
                 if entry.get("error") and (prev is None or prev.get("error") != entry["error"]):
-                    _log().warning("%s/%s is not a valid note: %s", self._root, name, entry["error"])  # type: ignore[attr-defined]
+                    _log().warning(
+                        "%s/%s is not a valid note: %s", self._root, name, entry["error"]
+                    )
             entry["settled"] = scan.settled(st)
             entries[name] = entry
             if progress is not None:
@@ -369,8 +375,9 @@ class Store:
             if not locked:
                 try:
                     with self.lock(timeout=0):
+                        # Scan again inside the lock; what was just parsed is not parsed twice.
                         return self._refresh(
-                            _catalog.Scan(self._root), known=known, full=full, locked=True
+                            _catalog.Scan(self._root), known=known, locked=True, baseline=entries
                         )
                 except (LockTimeout, OSError):
                     # Someone else is writing, or the store is read-only: the text
@@ -382,7 +389,7 @@ class Store:
         if settled and scan.index_stat is not None:
             settled = scan.settled(scan.index_stat)
         fingerprint = scan.fingerprint() if settled else None
-        if entries != old or fingerprint != _catalog.read_fingerprint(self._root):
+        if entries != saved or fingerprint != _catalog.read_fingerprint(self._root):
             _catalog.save(self._root, entries, fingerprint, private=self.private)
         return text, entries
 
@@ -436,9 +443,7 @@ class Store:
             if planner.plan:
                 _txn.commit(self._root, planner.plan, private=self.private)
             if planner.plan or not os.path.exists(os.path.join(self._root, INDEX_NAME)):
-                self._refresh(
-                    _catalog.Scan(self._root), known=planner.plan.writes, locked=True
-                )
+                self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
     # -- the trash -----------------------------------------------------------------
@@ -457,8 +462,8 @@ class Store:
                 items.append(TrashItem(name, stamp, os.path.join(folder, entry)))
         return sorted(items, key=lambda item: item.deleted_at, reverse=True)
 
-    def restore(self, filename: str) -> Note:
-        """Bring back the most recently deleted note of that name.
+    def restore(self, filename: str) -> str:
+        """Bring back the most recently deleted note of that name; return its file name.
 
         Raises:
             InvalidPath: not a note name.
@@ -476,7 +481,7 @@ class Store:
             os.replace(candidates[0].path, path)
             _fs.fsync_dir(self._root)
             self._refresh(_catalog.Scan(self._root), locked=True)
-        return self.read(filename)
+        return filename
 
 
 def _read_text(path: str) -> str | None:
@@ -485,4 +490,3 @@ def _read_text(path: str) -> str | None:
             return f.read()
     except (FileNotFoundError, UnicodeDecodeError):
         return None
-

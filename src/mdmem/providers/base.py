@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import Protocol, Union
+from typing import Protocol
 
 __all__ = ["Answer", "ExtractionRequest", "Message", "Provider"]
 
 #: What a provider answers: a decoded JSON value (a list of operation objects,
 #: or an object wrapping one) or raw text that still has to be parsed.
-Answer = Union[list[object], dict[str, object], str]
+Answer = list[object] | dict[str, object] | str
 
 
 @dataclass(frozen=True)

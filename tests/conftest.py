@@ -1,0 +1,58 @@
+"""Shared fixtures: every test runs with its stores, home and API settings inside tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests touch real files; keep them deterministic and bounded on a 2-core machine.
+settings.register_profile(
+    "mdmem",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mdmem"))
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+
+pytest_plugins = ["fake_anthropic"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the real home, the real user store or a real API."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
+    for name in (
+        "MDMEM_WORKSPACE",
+        "MDMEM_MODEL",
+        "MDMEM_PROVIDER",
+        "MDMEM_REDACT_PATTERNS",
+        "MDMEM_LOCK_TIMEOUT",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "VISUAL",
+        "EDITOR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python process that imports mdmem from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,183 @@
+"""Hand edits are first-class: notes are the truth, and MEMORY.md follows them."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from mdmem import Level, Store
+from mdmem._catalog import RACY_NS
+
+NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: {summary}\n---\n{body}\n"
+
+
+def write(
+    path: Path, title: str, summary: str = "s", type: str = "project_knowledge", body: str = "b"
+) -> None:
+    path.write_text(
+        NOTE.format(type=type, title=title, summary=summary, body=body), encoding="utf-8"
+    )
+
+
+def age(path: Path, seconds: float = 60) -> None:
+    """Make a file look written a while ago, as most notes in a real store are."""
+    past = time.time() - seconds
+    os.utime(path, (past, past))
+
+
+def disk_lines(store: Store) -> list[str]:
+    """What MEMORY.md should say, computed independently of the store's catalog."""
+    fresh = Store(store.root, Level.PROJECT)
+    (store.root / ".mdmem" / "catalog.json").unlink(missing_ok=True)
+    (store.root / ".mdmem" / "fingerprint").unlink(missing_ok=True)
+    return fresh.load_index().splitlines()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "mem", Level.PROJECT)
+    s.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": f"Note {i}",
+                "content": f"body {i}",
+            }
+            for i in range(5)
+        ]
+    )
+    for p in s.root.glob("*.md"):
+        age(p)
+    s.load_index()
+    return s
+
+
+def test_add_edit_rename_delete_by_hand(store: Store) -> None:
+    root = store.root
+    write(root / "added_by_hand.md", "Added by hand")
+    text = (root / "project_knowledge_note-1.md").read_text()
+    (root / "project_knowledge_note-1.md").write_text(
+        text.replace("title: Note 1", "title: Edited")
+    )
+    os.rename(root / "project_knowledge_note-2.md", root / "renamed.md")
+    (root / "project_knowledge_note-3.md").unlink()
+
+    index = store.load_index()
+    assert "Added by hand" in index and "(added_by_hand.md)" in index
+    assert "Edited" in index and "Note 1 " not in index
+    assert "(renamed.md)" in index and "(project_knowledge_note-2.md)" not in index
+    assert "note-3" not in index
+    assert (root / "MEMORY.md").read_text() == index
+    report = store.reindex()
+    assert report.notes == 5 and report.problems == () and not report.changed
+    assert index.splitlines() == disk_lines(store)
+
+
+def test_same_size_edit_within_one_clock_tick_is_noticed(store: Store) -> None:
+    path = store.root / "project_knowledge_note-0.md"
+    write(path, "AAAA")
+    assert "AAAA" in store.load_index()
+    st = path.stat()
+    write(path, "BBBB")  # same size...
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # ...and the same mtime
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert "BBBB" in store.load_index()
+
+
+def test_settled_store_loads_without_parsing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    store.load_index()  # settle: fingerprint written
+    assert (store.root / ".mdmem" / "fingerprint").exists()
+    import mdmem.note
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("a settled store must not parse notes")
+
+    monkeypatch.setattr(mdmem.note, "parse", boom)
+    monkeypatch.setattr("mdmem._catalog.load", boom)
+    assert store.load_index().count("\n") == 5
+
+
+def test_only_changed_notes_are_parsed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mdmem.note
+
+    parsed: list[str] = []
+    real = mdmem.note.parse
+    monkeypatch.setattr(
+        mdmem.note, "parse", lambda text, name="": parsed.append(name) or real(text, name)
+    )
+    write(store.root / "project_knowledge_note-4.md", "Changed", body="a longer body than before")
+    store.load_index()
+    assert parsed == ["project_knowledge_note-4.md"]
+
+
+MALFORMED = {
+    "bad_yaml.md": "---\ntitle: [unclosed\n---\ntext I typed\n",
+    "no_front_matter.md": "just some text\n",
+    "missing_type.md": "---\ntitle: No type\n---\nbody\n",
+    "latin1.md": None,
+}
+
+
+def test_malformed_notes_never_crash_and_are_never_deleted(store: Store) -> None:
+    for name, text in MALFORMED.items():
+        if text is None:
+            (store.root / name).write_bytes(b"---\ntype: project_knowledge\ntitle: caf\xe9\n---\n")
+        else:
+            (store.root / name).write_text(text)
+    before = {name: (store.root / name).read_bytes() for name in MALFORMED}
+    index = store.load_index()
+    assert index.count("\n") == 5
+    report = store.reindex()
+    assert sorted(p.filename for p in report.problems) == sorted(MALFORMED)
+    assert {p.filename: p.reason for p in store.problems()}["bad_yaml.md"].startswith("bad YAML")
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "After",
+                "content": "x",
+            }
+        ]
+    )
+    store.apply([{"action": "delete", "level": "project", "filename": "bad_yaml.md"}])
+    store.restore("bad_yaml.md")
+    assert {name: (store.root / name).read_bytes() for name in MALFORMED} == before
+
+
+def test_index_rebuilt_after_memory_md_is_deleted_or_mangled(store: Store) -> None:
+    good = store.load_index()
+    (store.root / "MEMORY.md").unlink()
+    assert store.load_index() == good
+    (store.root / "MEMORY.md").write_text("# someone typed here\n")
+    assert store.load_index() == good
+    assert (store.root / "MEMORY.md").read_text() == good
+
+
+def test_derived_state_is_safe_to_delete(store: Store) -> None:
+    good = store.load_index()
+    import shutil
+
+    shutil.rmtree(store.root / ".mdmem")
+    assert store.load_index() == good
+    assert store.reindex().notes == 5
+
+
+def test_store_without_writable_state_still_answers(store: Store) -> None:
+    import shutil
+
+    shutil.rmtree(store.root / ".mdmem")
+    (store.root / ".mdmem").write_text("not a directory")  # derived state cannot be written
+    write(store.root / "new.md", "New")
+    assert "New" in store.load_index()
+    assert "New" in store.load_index()
+
+
+def test_racy_window_is_a_few_seconds() -> None:
+    assert 1_000_000_000 <= RACY_NS <= 5_000_000_000
