@@ -1,0 +1,423 @@
+"""Manager: the two stores of a workspace, the prompt block, and background extraction.
+
+The runner calls :meth:`Manager.update_async` after a top-level agent turn
+that completed normally. The call writes the turn (redacted) to a journal on
+disk and returns a future at once. One worker thread per Manager then, turn by
+turn and under both stores' turn locks (so across processes too):
+
+    read both indexes -> build the prompt -> provider -> operations
+    -> validate -> apply to the project store, then the user store
+    -> refresh the prompt block -> drop the turn from the journal
+
+A turn whose process exits or is killed stays in the journal and is finished
+by the next Manager that starts in the same workspace. Nothing here raises into
+the agent: failures go to the ``mdmem`` logger and to the turn's future.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem import _catalog, prompt
+from mdmem import turn as turn_
+from mdmem._journal import Journal, new_turn_id
+from mdmem._kinds import Level
+from mdmem.errors import InvalidOperation, MdmemError, ProviderError
+from mdmem.index import merge
+from mdmem.operations import Operation, parse_answer
+from mdmem.paths import STATE_DIR, discover_workspace, project_root, user_root
+from mdmem.privacy import Redactor, extra_patterns_from_env
+from mdmem.providers.base import Message
+from mdmem.store import ApplyResult, Rejected, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import TracebackType
+
+    from mdmem.providers.base import Provider
+
+__all__ = ["MAX_OPERATIONS", "Manager", "TurnResult"]
+
+log = logging.getLogger("mdmem")
+
+#: A model answer is capped: a runaway answer must not flood the stores.
+MAX_OPERATIONS = 100
+JOURNAL_DIR = "turns"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What became of one turn."""
+
+    turn_id: str
+    project: ApplyResult = field(default_factory=ApplyResult)
+    user: ApplyResult = field(default_factory=ApplyResult)
+    rejected: tuple[Rejected, ...] = ()
+    """Operations dropped before reaching a store (no level, not an object, over the cap)."""
+    provider: str = ""
+
+
+class Manager:
+    """Memory for one workspace: its project store, the user store, and a background worker.
+
+    ``Manager(workspace=".", user_dir=None, provider=None)``. Without a
+    provider, Anthropic is used when ``ANTHROPIC_API_KEY`` or
+    ``ANTHROPIC_AUTH_TOKEN`` is set, and the offline provider otherwise.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] = ".",
+        user_dir: str | os.PathLike[str] | None = None,
+        provider: Provider | None = None,
+        *,
+        include_tools: bool = False,
+        redact_patterns: Iterable[str] = (),
+        drain_timeout: float = 5.0,
+        turn_lock_timeout: float = 600.0,
+        max_attempts: int = 3,
+        retry_delay: float = 30.0,
+        resume: bool = True,
+    ) -> None:
+        user_path = os.path.abspath(os.fspath(user_dir)) if user_dir is not None else user_root()
+        self.workspace = discover_workspace(os.fspath(workspace), user_store=user_path)
+        self._redactor = Redactor([*extra_patterns_from_env(), *redact_patterns])
+        self.project = Store(
+            project_root(self.workspace), Level.PROJECT, redact=self._redactor.redact
+        )
+        self.user = Store(user_path, Level.USER, redact=self._redactor.redact)
+        self._provider = provider
+        self.limits = turn_.TurnLimits(include_tools=include_tools)
+        self.drain_timeout = drain_timeout
+        self.turn_lock_timeout = turn_lock_timeout
+        self.max_attempts = max_attempts
+        self.retry_delay = retry_delay
+        self._journal = Journal(os.path.join(self.project.path, STATE_DIR, JOURNAL_DIR))
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[str, Future[TurnResult] | None]] = deque()
+        self._retry_at: dict[str, float] = {}
+        self._busy = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._index = ""
+        # Turns that could not be journaled (a read-only disk): kept while we live.
+        self._memory_turns: dict[str, dict[str, object]] = {}
+        self.refresh_index()
+        atexit.register(_drain_at_exit, weakref.ref(self))
+        if resume and os.path.isdir(self._journal.root):
+            self._resume()
+
+    def __repr__(self) -> str:
+        return f"Manager(workspace={self.workspace!r})"
+
+    # -- the prompt block ----------------------------------------------------------
+
+    @property
+    def index(self) -> str:
+        """The merged prompt block (project, then user), trimmed to 200 lines and 25,600 bytes."""
+        with self._cond:
+            return self._index
+
+    def refresh_index(self) -> str:
+        """Recompute the prompt block from both stores, and return it."""
+        block = merge(self.project.load_index(), self.user.load_index())
+        with self._cond:
+            self._index = block
+        return block
+
+    @property
+    def provider(self) -> Provider:
+        """The model provider (chosen on first use when none was given)."""
+        if self._provider is None:
+            from mdmem.providers import default_provider
+
+            self._provider = default_provider()
+        return self._provider
+
+    # -- accepting turns -------------------------------------------------------------
+
+    def update_async(self, messages: Iterable[object]) -> Future[TurnResult]:
+        """Queue one completed turn for extraction; returns at once with a future.
+
+        The turn (roles and text, redacted) is on disk before this returns.
+        Call it only for a top-level agent turn that completed normally.
+
+        Raises:
+            TypeError: a message has no role.
+            MdmemError: the manager is closed.
+        """
+        texts = [
+            Message(m.role, self._redactor.redact(m.text))
+            for m in turn_.from_messages(messages, self.limits)
+        ]
+        texts = [m for m in texts if m.text.strip()]
+        future: Future[TurnResult] = Future()
+        turn_id = new_turn_id()
+        if not texts:
+            future.set_result(TurnResult(turn_id))
+            return future
+        with self._cond:
+            if self._closed:
+                raise MdmemError("this Manager is closed")
+        record: dict[str, object] = {
+            "id": turn_id,
+            "accepted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "workspace": self.workspace,
+            "messages": [[m.role, m.text] for m in texts],
+            "attempts": 0,
+            "errors": [],
+        }
+        try:
+            self._open_journal()
+            self._journal.add(record)
+        except OSError as exc:
+            # Not durable, but not lost either while this process lives.
+            log.warning("cannot write the turn journal (%s); keeping the turn in memory", exc)
+            self._memory_turns[turn_id] = record
+        with self._cond:
+            self._queue.append((turn_id, future))
+            self._start_worker()
+            self._cond.notify_all()
+        return future
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued turn has been processed; False if ``timeout`` ran out first.
+
+        A turn whose model call failed counts as processed: it stays in the
+        journal, on disk, and is tried again later.
+        """
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush, stop the worker and release the journal; False if turns were left for later."""
+        done = self.flush(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=0 if not done else None)
+        if thread is None or not thread.is_alive():
+            self._journal.close()
+            closer = getattr(self._provider, "close", None)
+            if callable(closer):
+                closer()
+        return done
+
+    def __enter__(self) -> Manager:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(timeout=self.drain_timeout if exc_type is not None else None)
+
+    # -- the worker --------------------------------------------------------------------
+
+    def _open_journal(self) -> None:
+        _catalog.ensure_state_dir(self.project.path, private=False)
+        self._journal.open()
+
+    def _resume(self) -> None:
+        try:
+            self._open_journal()
+            adopted = self._journal.adopt()
+        except OSError as exc:
+            log.warning("cannot read the turn journal: %s", exc)
+            return
+        if adopted:
+            log.info("resuming %d pending turn(s) in %s", len(adopted), self.workspace)
+            with self._cond:
+                self._queue.extend((turn_id, None) for turn_id in adopted)
+                self._start_worker()
+                self._cond.notify_all()
+
+    def _start_worker(self) -> None:
+        # Called with self._cond held.
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="mdmem-worker", daemon=True)
+            self._thread.start()
+
+    def _next(self) -> tuple[str, Future[TurnResult] | None] | None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for turn_id, due in sorted(self._retry_at.items(), key=lambda kv: kv[1]):
+                    if due <= now:
+                        del self._retry_at[turn_id]
+                        self._queue.append((turn_id, None))
+                if self._queue:
+                    self._busy = True
+                    return self._queue.popleft()
+                if self._closed:
+                    return None
+                wait = min(self._retry_at.values(), default=now + 3600) - now
+                self._cond.wait(timeout=max(wait, 0.01))
+
+    def _run(self) -> None:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            turn_id, future = item
+            try:
+                result = self._process(turn_id)
+            except BaseException as exc:
+                log.warning("memory update of turn %s failed: %s", turn_id, exc)
+                if future is not None and not future.done():
+                    future.set_exception(exc)
+            else:
+                if future is not None and not future.done():
+                    future.set_result(result)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _load(self, turn_id: str) -> dict[str, object]:
+        if turn_id in self._memory_turns:
+            return self._memory_turns[turn_id]
+        return self._journal.load(turn_id)
+
+    def _save(self, turn: dict[str, object]) -> None:
+        if str(turn["id"]) not in self._memory_turns:
+            self._journal.save(turn)
+
+    def _process(self, turn_id: str) -> TurnResult:
+        turn = self._load(turn_id)
+        try:
+            with (
+                self.project.turn_lock(self.turn_lock_timeout),
+                self.user.turn_lock(self.turn_lock_timeout),
+            ):
+                if "answer" not in turn:
+                    turn["answer"] = self._ask(turn)
+                    self._save(turn)
+                result = self._apply(turn)
+        except Exception as exc:
+            self._failed_attempt(turn, exc)
+            raise
+        self._memory_turns.pop(turn_id, None)
+        self._journal.remove(turn_id)
+        self.refresh_index()
+        return result
+
+    def _ask(self, turn: dict[str, object]) -> dict[str, list[object]]:
+        """Call the provider (inside the turn locks) and sort its operations by level."""
+        raw = turn.get("messages")
+        messages = [Message(str(r), str(t)) for r, t in raw] if isinstance(raw, list) else []
+        request = prompt.build(
+            messages,
+            self.project.load_index(),
+            self.user.load_index(),
+            datetime.now(timezone.utc).date(),
+        )
+        provider = self.provider
+        try:
+            items = parse_answer(provider.extract(request))
+        except ProviderError as first:
+            if first.raw is None:
+                raise
+            log.info("unreadable answer from %s; asking once more", provider.name)
+            try:
+                items = parse_answer(provider.extract(request))
+            except ProviderError as second:
+                raise ProviderError(
+                    f"the model's answer could not be read twice: {second.reason}",
+                    raw=second.raw,
+                    retryable=False,
+                ) from None
+        return _by_level(items)
+
+    def _apply(self, turn: dict[str, object]) -> TurnResult:
+        answer = turn["answer"]
+        assert isinstance(answer, dict)
+        done = turn.setdefault("applied", [])
+        assert isinstance(done, list)
+        results: dict[str, ApplyResult] = {}
+        for store in (self.project, self.user):
+            level = store.level.value
+            if level in done:
+                continue
+            results[level] = store.apply(answer.get(level, []))
+            done.append(level)
+            self._save(turn)
+        rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))
+        return TurnResult(
+            turn_id=str(turn["id"]),
+            project=results.get("project", ApplyResult()),
+            user=results.get("user", ApplyResult()),
+            rejected=rejected,
+            provider=self.provider.name,
+        )
+
+    def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:
+        attempts = int(str(turn.get("attempts", 0))) + 1
+        turn["attempts"] = attempts
+        errors = turn.setdefault("errors", [])
+        assert isinstance(errors, list)
+        entry: dict[str, object] = {
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "error": str(exc),
+        }
+        if isinstance(exc, ProviderError) and exc.raw is not None:
+            entry["raw_answer"] = exc.raw
+        errors.append(entry)
+        retryable = not (isinstance(exc, ProviderError) and not exc.retryable)
+        turn_id = str(turn["id"])
+        try:
+            if retryable and attempts < self.max_attempts:
+                self._save(turn)
+                with self._cond:
+                    self._retry_at[turn_id] = time.monotonic() + self.retry_delay * attempts
+            else:
+                self._memory_turns.pop(turn_id, None)
+                where = self._journal.fail(turn)
+                log.error("turn %s moved aside after %d attempt(s): %s", turn_id, attempts, where)
+        except OSError as io_error:
+            log.error("cannot record the failure of turn %s: %s", turn_id, io_error)
+
+
+def _by_level(items: list[object]) -> dict[str, list[object]]:
+    """Split a model's operations by store; what has no valid level is rejected here."""
+    out: dict[str, list[object]] = {"project": [], "user": [], "rejected": []}
+    for position, item in enumerate(items):
+        if position >= MAX_OPERATIONS:
+            out["rejected"].append([item, f"more than {MAX_OPERATIONS} operations in one turn"])
+            continue
+        try:
+            op = Operation.from_dict(item)
+        except InvalidOperation as exc:
+            out["rejected"].append([item, str(exc)])
+            continue
+        if op.action in ("", "noop"):
+            continue
+        level = str(op.level.value if isinstance(op.level, Level) else op.level)
+        if level not in ("project", "user"):
+            out["rejected"].append(
+                [op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'"]
+            )
+            continue
+        out[level].append(op.to_dict())
+    return out
+
+
+def _drain_at_exit(ref: weakref.ReferenceType[Manager]) -> None:
+    """At interpreter exit, give queued turns a bounded time to reach disk."""
+    manager = ref()
+    if manager is not None and not manager._closed:
+        manager.close(timeout=manager.drain_timeout)

@@ -1,0 +1,169 @@
+"""The Anthropic provider: one Messages API call per turn, with forced tool use.
+
+The model must call ``record_memory_operations`` with an object whose
+``operations`` array follows a JSON schema, so the answer is JSON by
+construction; a plain text answer is still accepted and parsed tolerantly.
+
+``anthropic`` is imported when the first turn is processed, never at import
+time: it costs over a second, and ``mdmem index`` runs at every session start.
+The SDK reads ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN`` and
+``ANTHROPIC_BASE_URL``; this module translates its errors into
+:class:`~mdmem.errors.ProviderError`, saying whether a later try may help.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from mdmem._kinds import Level, NoteType
+from mdmem.errors import ProviderError
+
+if TYPE_CHECKING:
+    from mdmem.providers.base import Answer, ExtractionRequest
+
+__all__ = ["DEFAULT_MODEL", "TOOL_NAME", "AnthropicProvider", "operations_schema"]
+
+DEFAULT_MODEL = "claude-haiku-5-5"
+TOOL_NAME = "record_memory_operations"
+# Status codes for which trying the same request later can succeed.
+_RETRYABLE_STATUS = {408, 409, 429}
+
+
+def operations_schema() -> dict[str, object]:
+    """The JSON schema of the tool's input: ``{"operations": [...]}``."""
+    operation = {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["create", "update", "delete"]},
+            "level": {"type": "string", "enum": [level.value for level in Level]},
+            "type": {"type": "string", "enum": [t.value for t in NoteType]},
+            "title": {"type": "string", "description": "Short title, under 60 characters."},
+            "summary": {"type": "string", "description": "One sentence."},
+            "content": {"type": "string", "description": "The note's Markdown body."},
+            "filename": {
+                "type": "string",
+                "description": "For update and delete: a file name from the existing memory.",
+            },
+        },
+        "required": ["action", "level"],
+    }
+    return {
+        "type": "object",
+        "properties": {"operations": {"type": "array", "items": operation}},
+        "required": ["operations"],
+    }
+
+
+class AnthropicProvider:
+    """Extraction through the Anthropic Messages API."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        max_tokens: int = 4096,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        stream: bool | None = None,
+        client: Any = None,
+    ) -> None:
+        self.model = model or os.environ.get("MDMEM_MODEL") or DEFAULT_MODEL
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_retries = max_retries
+        if stream is None:
+            stream = os.environ.get("MDMEM_STREAM", "").lower() in ("1", "true", "yes")
+        self.stream = stream
+        self._client = client
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            import anthropic
+
+            self._client = anthropic.Anthropic(timeout=self.timeout, max_retries=self.max_retries)
+        return self._client
+
+    def close(self) -> None:
+        """Close the HTTP client and its pooled connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def extract(self, request: ExtractionRequest) -> Answer:
+        """Ask the model for this turn's operations.
+
+        Raises:
+            ProviderError: the API could not be reached, refused, or failed.
+        """
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": request.system,
+            "messages": [{"role": "user", "content": request.prompt}],
+            "tools": [
+                {
+                    "name": TOOL_NAME,
+                    "description": "Record the memory operations for this turn (an empty list "
+                    "when nothing is worth keeping).",
+                    "input_schema": operations_schema(),
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+        }
+        try:
+            client = self._get_client()
+            if self.stream:
+                with client.messages.stream(**kwargs) as stream:
+                    message = stream.get_final_message()
+            else:
+                message = client.messages.create(**kwargs)
+        except Exception as exc:
+            raise _translate(exc) from exc
+        return _answer_of(message)
+
+
+def _answer_of(message: Any) -> Answer:
+    texts: list[str] = []
+    for block in getattr(message, "content", None) or []:
+        kind = getattr(block, "type", None)
+        if kind == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
+            value = getattr(block, "input", None)
+            if isinstance(value, (dict, list)):
+                return value
+        if kind == "text":
+            texts.append(str(getattr(block, "text", "")))
+    if getattr(message, "stop_reason", None) == "max_tokens":
+        raise ProviderError("the answer was cut off at max_tokens", raw="".join(texts))
+    return "".join(texts)
+
+
+def _translate(exc: Exception) -> ProviderError:
+    """An SDK or transport error as a ProviderError that says whether to try again."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        retryable = status in _RETRYABLE_STATUS or status >= 500 or status == 200
+        return ProviderError(f"Anthropic API error {status}: {exc.message}", retryable=retryable)
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        return ProviderError(f"cannot reach the Anthropic API: {exc}", retryable=True)
+    if isinstance(exc, TypeError) and "authentication" in str(exc).lower():
+        return ProviderError(
+            "no Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
+            "or use the offline provider (MDMEM_PROVIDER=offline)",
+            retryable=False,
+        )
+    if isinstance(exc, anthropic.AnthropicError):
+        return ProviderError(f"Anthropic SDK error: {exc}", retryable=True)
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+    ):
+        # Errors in the middle of a stream come from the transport, untranslated by the SDK.
+        return ProviderError(f"connection to the Anthropic API failed: {exc!r}", retryable=True)
+    return ProviderError(f"unexpected error from the Anthropic SDK: {exc!r}", retryable=True)

@@ -1,0 +1,135 @@
+"""One agent turn, reduced to what the extraction model may see: roles and text.
+
+Messages arrive as dicts or objects with ``role`` and ``content``, where content
+is a string or a list of Anthropic-style content blocks. Only text blocks are
+kept by default, as in the original design: tool calls and tool results are
+large, and a fact worth keeping should be in what the assistant said. When
+asked, tool calls and results are kept as short, truncated excerpts.
+
+The turn is bounded: each message and the whole turn are cut to fixed sizes,
+keeping the start and the end of what is cut, so a turn carrying megabytes of
+tool output still makes a small extraction prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from mdmem.providers.base import Message
+
+__all__ = [
+    "TurnLimits",
+    "estimate_tokens",
+    "from_messages",
+    "render",
+]
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """How much of a turn reaches the model."""
+
+    include_tools: bool = False
+    """Keep tool calls and tool results, as excerpts."""
+    tool_excerpt_chars: int = 400
+    message_chars: int = 4_000
+    turn_chars: int = 16_000
+
+
+def _get(obj: object, key: str) -> object:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _cut(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` within ``limit`` characters, saying what was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 0)
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
+    return f"{head} […{len(text) - len(head) - len(tail)} characters cut…] {tail}"
+
+
+def _block_text(block: object, limits: TurnLimits) -> str | None:
+    kind = _get(block, "type")
+    if kind == "text":
+        text = _get(block, "text")
+        return text if isinstance(text, str) else None
+    if not limits.include_tools:
+        return None
+    if kind in ("tool_use", "server_tool_use"):
+        raw = _get(block, "input")
+        try:
+            args = json.dumps(raw, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            args = str(raw)
+        return f"[tool call {_get(block, 'name')}: {_cut(args, limits.tool_excerpt_chars)}]"
+    if kind == "tool_result":
+        content = _get(block, "content")
+        if isinstance(content, list):
+            parts = [_get(b, "text") for b in content if _get(b, "type") == "text"]
+            content = "\n".join(p for p in parts if isinstance(p, str))
+        if not isinstance(content, str):
+            return None
+        error = " (error)" if _get(block, "is_error") else ""
+        return f"[tool result{error}: {_cut(content, limits.tool_excerpt_chars)}]"
+    return None  # thinking, images, documents: nothing a note should be made of
+
+
+def _content_text(content: object, limits: TurnLimits) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
+        parts = [_block_text(block, limits) for block in content]
+        return "\n".join(p for p in parts if p)
+    return ""
+
+
+def from_messages(messages: Iterable[object], limits: TurnLimits | None = None) -> list[Message]:
+    """The turn's messages as (role, text), empty ones dropped, each cut to size.
+
+    Raises:
+        TypeError: ``messages`` is not an iterable of messages with a role.
+    """
+    limits = limits or TurnLimits()
+    out: list[Message] = []
+    for message in messages:
+        role = _get(message, "role")
+        if not isinstance(role, str) or not role:
+            raise TypeError(f"a message needs a 'role' string, got {message!r:.80}")
+        text = _content_text(_get(message, "content"), limits).strip()
+        if text:
+            out.append(Message(role=role, text=_cut(text, limits.message_chars)))
+    return _bound(out, limits.turn_chars)
+
+
+def _bound(messages: list[Message], limit: int) -> list[Message]:
+    """Drop messages from the middle until the turn fits, keeping the first and the latest."""
+    total = sum(len(m.text) for m in messages)
+    if total <= limit or len(messages) <= 2:
+        return messages
+    first, rest = messages[0], messages[1:]
+    kept: list[Message] = []
+    budget = limit - len(first.text)
+    for message in reversed(rest):
+        if len(message.text) > budget:
+            break
+        kept.append(message)
+        budget -= len(message.text)
+    dropped = len(rest) - len(kept)
+    note = Message(role="note", text=f"[{dropped} messages of this turn left out for length]")
+    return [first, note, *reversed(kept)]
+
+
+def render(messages: Iterable[Message]) -> str:
+    """The turn as the prompt shows it: a ``role=...`` line, then the text, per message."""
+    return "".join(f"role={m.role}\n{m.text}\n" for m in messages)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: a CJK character is about one token, other text about four characters."""
+    wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
+    return wide + (len(text) - wide + 3) // 4
