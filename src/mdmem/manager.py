@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from mdmem import _catalog, prompt
 from mdmem import turn as turn_
-from mdmem._journal import Journal, new_turn_id
+from mdmem._journal import Journal, new_turn_id, put_pending
 from mdmem._kinds import Level
 from mdmem.errors import InvalidOperation, MdmemError, ProviderError
 from mdmem.index import merge
@@ -156,27 +156,15 @@ class Manager:
             TypeError: a message has no role.
             MdmemError: the manager is closed.
         """
-        texts = [
-            Message(m.role, self._redactor.redact(m.text))
-            for m in turn_.from_messages(messages, self.limits)
-        ]
-        texts = [m for m in texts if m.text.strip()]
+        record = self._record(messages)
         future: Future[TurnResult] = Future()
-        turn_id = new_turn_id()
-        if not texts:
-            future.set_result(TurnResult(turn_id))
+        if record is None:
+            future.set_result(TurnResult(new_turn_id()))
             return future
+        turn_id = str(record["id"])
         with self._cond:
             if self._closed:
                 raise MdmemError("this Manager is closed")
-        record: dict[str, object] = {
-            "id": turn_id,
-            "accepted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "workspace": self.workspace,
-            "messages": [[m.role, m.text] for m in texts],
-            "attempts": 0,
-            "errors": [],
-        }
         try:
             self._open_journal()
             self._journal.add(record)
@@ -189,6 +177,41 @@ class Manager:
             self._start_worker()
             self._cond.notify_all()
         return future
+
+    def defer(self, messages: Iterable[object]) -> str | None:
+        """Journal a turn for another process to extract (as a hook does); return its id.
+
+        Nothing is processed here: the turn waits, on disk, until a Manager
+        starts in this workspace (``mdmem worker``). None for a turn with no text.
+
+        Raises:
+            TypeError: a message has no role.
+            OSError: the journal cannot be written.
+        """
+        record = self._record(messages)
+        if record is None:
+            return None
+        _catalog.ensure_state_dir(self.project.path, private=False)
+        put_pending(self._journal.root, record)
+        return str(record["id"])
+
+    def _record(self, messages: Iterable[object]) -> dict[str, object] | None:
+        """The journal record of a turn: roles and redacted text; None when there is no text."""
+        texts = [
+            Message(m.role, self._redactor.redact(m.text))
+            for m in turn_.from_messages(messages, self.limits)
+        ]
+        texts = [m for m in texts if m.text.strip()]
+        if not texts:
+            return None
+        return {
+            "id": new_turn_id(),
+            "accepted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "workspace": self.workspace,
+            "messages": [[m.role, m.text] for m in texts],
+            "attempts": 0,
+            "errors": [],
+        }
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued turn has been processed; False if ``timeout`` ran out first.
