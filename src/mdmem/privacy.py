@@ -1,0 +1,457 @@
+"""The privacy filter: what must never reach disk is taken out of every text first.
+
+mdmem runs :func:`redact` on each turn before it is journaled and on each note
+before it is written. Two things happen, in this order:
+
+1. Text between ``<private>`` and ``</private>`` (any case, across lines) is
+   dropped entirely. An unclosed ``<private>`` drops everything after it: when
+   in doubt, keep less.
+2. Secrets are replaced by ``[REDACTED:<kind>]``. :data:`KINDS` lists the kinds,
+   most specific first; that order names a text that two rules both find:
+   ``private_key`` (BEGIN ... PRIVATE KEY blocks, to the end of the text when
+   the END line is missing), ``anthropic_key`` (sk-ant-), ``openai_key`` (sk-,
+   sk-proj-), ``aws_access_key_id`` (AKIA, ASIA), ``aws_secret_key`` (the value
+   of aws_secret_access_key), ``github_token`` (ghp_ gho_ ghu_ ghs_ ghr_
+   github_pat_), ``slack_token`` (xoxb- xoxp- xoxa- xoxs-), ``slack_webhook``
+   (hooks.slack.com), ``google_api_key`` (AIza), ``jwt``, ``bearer_token`` and
+   ``basic_auth`` (Authorization headers, "bearer <long token>"),
+   ``url_password`` (scheme://user:password@host), ``password`` (password=,
+   passwd:, --password, mysql -p..., curl -u user:..., <password>), ``secret``
+   (secret=, token:, api_key=, --token, --api-key) and ``custom`` (an extra
+   pattern).
+
+   For key/value secrets only the value is replaced, so the note still reads as
+   what it was: ``DB_PASSWORD=[REDACTED:password]``.
+
+Extra patterns come from :class:`Redactor`'s argument, or for the module-level
+:func:`redact` from the environment variable ``MDMEM_REDACT_PATTERNS``: one
+regular expression per line; blank lines are ignored, and a line that is not a
+valid expression is matched as literal text.
+
+The rules are patterns, not a classifier: they aim at few false positives on
+ordinary prose and code (``password reset flow``, ``--password-file``, a git
+SHA, a UUID), so a secret in no known shape, such as a bare random password in
+a sentence, passes through. Markers are never matched again, which makes
+redaction idempotent. Every pattern is linear in the length of its input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+__all__ = ["ENV_VAR", "KINDS", "Redactor", "extra_patterns_from_env", "redact"]
+
+
+def _split(words: str) -> tuple[str, ...]:
+    return tuple(words.split())
+
+
+ENV_VAR = "MDMEM_REDACT_PATTERNS"
+"""The environment variable holding extra patterns, one per line."""
+
+KINDS = _split(
+    "private_key anthropic_key openai_key aws_access_key_id aws_secret_key github_token "
+    "slack_token slack_webhook google_api_key jwt bearer_token basic_auth url_password "
+    "password secret custom"
+)
+"""Every kind a marker can name, most specific first."""
+
+_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
+# Redaction re-runs until nothing new is found; two passes suffice in practice,
+# the cap only bounds a pathological custom pattern.
+_MAX_PASSES = 4
+
+_Finding = tuple[str, int, int]
+_Accept = Callable[["re.Match[str]", str, bool], bool]
+_KindOf = Callable[["re.Match[str]"], str]
+
+
+# Values that name a secret rather than hold one, or are clearly not one.
+_NOT_SECRET = frozenset(
+    _split(
+        "none null nil true false undefined empty unset required optional missing invalid "
+        "expired redacted hidden str string bytes int float bool any object dict list tuple "
+        "text secretstr value pass password passwd pwd secret token foo bar baz example dummy "
+        "placeholder changeme await yield self this new not"
+    )
+)
+# Words that follow a flag or a key in prose ("use the --token flag").
+_STOPWORDS = frozenset(
+    _split(
+        "the and for with from your our their this that its here there not yes set see via "
+        "using should must will would can could flag option options argument arg param "
+        "parameter instead also too when then was were are is has have"
+    )
+)
+# A value without digits that contains one of these names a secret, as in "my-api-key".
+_KEY_ROOTS = ("pass", "pwd", "token", "secret", "key", "auth", "cred")
+
+_B64 = r"A-Za-z0-9+/_\-"
+_QUOTED = r"""(?:"(?P<v1>[^"\\\n]*(?:\\.[^"\\\n]*)*)"|'(?P<v2>[^'\\\n]*(?:\\.[^'\\\n]*)*)'"""
+_VALUE = _QUOTED + r"""|(?P<v3>[^\s'"`,;&|(){}<>\[\]]+))"""
+_PASSWORD_KEYS = ("pass(?:word|wd|phrase|(?<![a-z0-9]pass))", "pwd")
+_SECRET_KEYS = ("secret(?:[_-]?key)?", "token", "api[_-]?key", "access[_-]?key", "private[_-]?key")
+_SECRET_WORDS = "|".join(_SECRET_KEYS)
+_ASSIGN_TAIL = r"""["']?(?P<s1>[ \t]*)(?P<sep>=>|:=|=(?!=)|:(?![:=/]))(?P<s2>[ \t]*)""" + _VALUE
+
+
+def _token(prefix: str, body: str, chars: str = "A-Za-z0-9_-") -> str:
+    """A token that starts with ``prefix`` and is not the tail of a longer word."""
+    # The look-behind comes after the literal: a pattern that starts with a
+    # literal is scanned many times faster than one that starts with anything else.
+    lit = re.escape(prefix)
+    return rf"{lit}(?<![{chars}]{lit}){body}"
+
+
+class _Rule:
+    """One pattern: which part of a match is the secret, its kind, and a veto."""
+
+    __slots__ = ("accept", "kind", "lower", "pattern")
+
+    def __init__(
+        self,
+        pattern: str | re.Pattern[str],
+        kind: str | _KindOf,
+        accept: _Accept | None = None,
+        *,
+        lower: bool = False,
+    ) -> None:
+        self.pattern = re.compile(pattern, re.DOTALL) if isinstance(pattern, str) else pattern
+        self.kind = kind
+        self.accept = accept
+        # Case-insensitive rules are written in lower case and run on a lowered
+        # copy of the text with the same offsets: re.IGNORECASE is several times slower.
+        self.lower = lower
+
+    def scan(self, text: str, low: str) -> Iterable[_Finding]:
+        for m in self.pattern.finditer(low if self.lower else text):
+            start, end, quoted = m.start(), m.end(), False
+            names = m.re.groupindex
+            for name in ("v1", "v2", "v3"):
+                if name in names and m.start(name) != -1:
+                    start, end, quoted = m.start(name), m.end(name), name != "v3"
+                    break
+            if start >= end:
+                continue
+            if self.accept is not None and not self.accept(m, text[start:end], quoted):
+                continue
+            yield (self.kind if isinstance(self.kind, str) else self.kind(m)), start, end
+
+
+def _pw_or_secret(m: re.Match[str]) -> str:
+    return "password" if m.group("pw") is not None else "secret"
+
+
+def _lower(text: str) -> str:
+    """``text.lower()`` with the same length, so offsets stay valid."""
+    # U+0130 is the one character whose lower case is two code points.
+    return text.replace("\u0130", "i").lower() if "\u0130" in text else text.lower()
+
+
+def _plausible(value: str) -> bool:
+    """Whether a captured value could be a secret rather than a reference to one."""
+    low = value.lower()
+    if not value.strip() or low in _NOT_SECRET or value.startswith("[REDACTED:"):
+        return False
+    if not low.strip("*x.•") or (low[0] == "#" and not low.strip("#0123456789abcdef")):
+        return False  # a mask such as "****" or "xxxx", or a colour such as "#d8dee9"
+    if value[0] in "$%{" or "${" in value or "{{" in value or "environ" in low or "env." in low:
+        return False
+    if not any(c.isdigit() for c in value) and any(root in low for root in _KEY_ROOTS):
+        return False  # it names itself: "my-client-secret", "ANTHROPIC_API_KEY", api_key
+    # A path to a key or password file is where the secret lives, not the secret.
+    return not (value.startswith(("~/", "./", "../")) or (value[0] == "/" and "/" in value[1:]))
+
+
+def _on_command_line(m: re.Match[str], commands: tuple[str, ...]) -> bool:
+    """Whether one of ``commands`` appears earlier on the same line, at most 200 chars back."""
+    text, start = m.string, m.start()
+    lo = max(0, start - 200)
+    lo = max(lo, text.rfind("\n", lo, start) + 1)
+    return any(text.rfind(command, lo, start) != -1 for command in commands)
+
+
+class _Patterns:
+    """Every compiled pattern, built once on first use to keep ``import mdmem`` cheap."""
+
+    def __init__(self) -> None:
+        self.private = re.compile(r"<private\s*>.*?(?:</private\s*>|\Z)", re.I | re.S)
+        self.private_open = re.compile(r"<private\s*>", re.I)
+        self.marker = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
+        self.eol = re.compile(r"[ \t]*(?:[#\"'`]|\r|\n|$)")
+        self.ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+        self.camel = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+")
+        sk_body = (
+            r"(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|(?=[A-Za-z]*[0-9])[A-Za-z0-9]{20,})"
+        )
+        jwt_body = r"[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+){0,2}"
+        header = r"""["']?[ \t]*[:=][ \t]*["']?(?:(?P<basic>basic)|bearer|token)[ \t]+"""
+        tag = r"<(?P<tag>[a-z0-9_.:-]{0,40}?(?:(?P<pw>password|passwd|passphrase)|"
+        flag = r"-?[a-z0-9-]*?(?:(?P<pw>password|passwd|passphrase|(?<![a-z0-9])pass)|"
+        rules = [
+            _Rule(
+                r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----.*?"
+                r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)",
+                "private_key",
+            ),
+            _Rule(_token("sk-ant-", r"[A-Za-z0-9_-]{20,}"), "anthropic_key"),
+            _Rule(_token("sk-", sk_body), "openai_key"),
+            _Rule(
+                _token("A", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9+/])", "A-Za-z0-9+/"),
+                "aws_access_key_id",
+            ),
+            _Rule(
+                r"""secret[_-]?access[_-]?key["']?[ \t]*[:=][ \t]*["']?"""
+                r"(?P<v3>[a-z0-9/+]{40})(?![a-z0-9/+=])",
+                "aws_secret_key",
+                lower=True,
+            ),
+            _Rule(
+                _token("g", r"(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
+                "github_token",
+            ),
+            _Rule(_token("x", r"(?:ox[abeprs]|app)-[A-Za-z0-9-]{10,}"), "slack_token"),
+            _Rule(
+                r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[a-z0-9_/+-]{8,}",
+                "slack_webhook",
+                lower=True,
+            ),
+            # An all-letter prefix can occur inside a base64 blob, hence "+" and "/" here.
+            _Rule(_token("AIza", rf"[0-9A-Za-z_-]{{35}}(?![{_B64}])", _B64), "google_api_key"),
+            _Rule(_token("eyJ", jwt_body), "jwt"),
+            _Rule(
+                _token("authorization", header + r"(?P<v3>[a-z0-9._~+/-]+=*)", "a-z0-9_"),
+                lambda m: "basic_auth" if m.group("basic") else "bearer_token",
+                self._accept_header,
+                lower=True,
+            ),
+            _Rule(
+                _token("bearer", r"[ \t]+(?P<v3>[a-z0-9._~+/-]{16,}=*)", "a-z0-9_-"),
+                "bearer_token",
+                lambda m, v, q: any(c.isdigit() for c in v),
+                lower=True,
+            ),
+            _Rule(
+                r"""(?<=[A-Za-z0-9+.-])://[^\s:/@?#'"<>]*:(?P<v3>[^\s/?#'"<>]+)@""",
+                "url_password",
+                lambda m, v, q: _plausible(v),
+            ),
+            # One pattern per key word, each starting with a literal (see _token).
+            *(
+                _Rule(word + _ASSIGN_TAIL, kind, self._accept_assignment, lower=True)
+                for words, kind in ((_PASSWORD_KEYS, "password"), (_SECRET_KEYS, "secret"))
+                for word in words
+            ),
+            _Rule(
+                _token("-", flag + _SECRET_WORDS + r")(?P<sep>=|[ \t]+)" + _VALUE, "a-z0-9_-"),
+                _pw_or_secret,
+                self._accept_flag,
+                lower=True,
+            ),
+            _Rule(
+                tag + _SECRET_WORDS + r"))>(?P<v3>[^<\n]{1,256})</(?P=tag)>",
+                _pw_or_secret,
+                lambda m, v, q: _plausible(v),
+                lower=True,
+            ),
+            _Rule(
+                r"-p(?<=[ \t]-p)" + _QUOTED + r"""|(?P<v3>[^\s'"`;&|<>()]+))""",
+                "password",
+                lambda m, v, q: _on_command_line(m, ("mysql", "mariadb")),
+            ),
+            _Rule(
+                _token("-", r"""(?:u[ \t]*|-user(?:[ \t]+|=))["']?[^\s:'"]+:(?P<v3>[^\s'"]+)"""),
+                "password",
+                lambda m, v, q: _plausible(v) and _on_command_line(m, ("curl",)),
+            ),
+        ]
+        self.rules: tuple[_Rule, ...] = tuple(rules)
+
+    @staticmethod
+    def _accept_header(m: re.Match[str], value: str, quoted: bool) -> bool:
+        return value.lower() not in _STOPWORDS and (
+            len(value) >= 8 or any(c.isdigit() for c in value)
+        )
+
+    def _accept_assignment(self, m: re.Match[str], value: str, quoted: bool) -> bool:
+        if not _plausible(value):
+            return False
+        if quoted:
+            return len(value) > 1
+        if len(value) < 3 or value.lower() in _STOPWORDS:
+            return False
+        sep, text, end = m.group("sep"), m.string, m.end()
+        ident = self.ident.fullmatch(value) is not None
+        # An identifier followed by a call, subscript or argument list is code.
+        if ident and text[end : end + 1] in ("(", ")", "[", ","):
+            return False
+        if sep == ":":
+            # YAML values follow a space and run to the end of the line; "token: it
+            # expires" is prose, "password: str" an annotation, "passwd:dir" a name.
+            return (
+                bool(m.group("s2"))
+                and self.eol.match(text, end) is not None
+                and self.camel.fullmatch(value) is None
+                and not (value[:1].isupper() and value[1:].islower() and value.isalpha())
+            )
+        code_style = bool(m.group("s1") or m.group("s2"))
+        if code_style and ident and ("." in value or not any(c.isdigit() for c in value)):
+            # ``password = form.password`` and ``token = Error`` are code.
+            return value[0].islower() and not any(c in value for c in "._")
+        return True
+
+    @staticmethod
+    def _accept_flag(m: re.Match[str], value: str, quoted: bool) -> bool:
+        if not _plausible(value) or value[0] == "-":
+            return False
+        if quoted or m.group("sep") == "=":
+            return True
+        return len(value) >= 3 and value.lower() not in _STOPWORDS
+
+
+_patterns: _Patterns | None = None
+
+
+def _compiled() -> _Patterns:
+    global _patterns
+    if _patterns is None:
+        _patterns = _Patterns()
+    return _patterns
+
+
+def _merge(found: list[_Finding]) -> list[_Finding]:
+    """Overlapping findings become one, named by the most specific kind among them."""
+    found.sort(key=lambda f: (f[1], -f[2]))
+    merged: list[_Finding] = []
+    for kind, start, end in found:
+        if merged and start < merged[-1][2]:
+            prev_kind, prev_start, prev_end = merged[-1]
+            best = prev_kind if _RANK[prev_kind] <= _RANK[kind] else kind
+            merged[-1] = (best, prev_start, max(prev_end, end))
+        else:
+            merged.append((kind, start, end))
+    return merged
+
+
+def _clip(spans: list[_Finding], holes: list[tuple[int, int]]) -> list[_Finding]:
+    """Cut ``holes`` (sorted, disjoint) out of ``spans`` (sorted, disjoint)."""
+    out: list[_Finding] = []
+    first = 0
+    for kind, start, end in spans:
+        while first < len(holes) and holes[first][1] <= start:
+            first += 1
+        cur, j = start, first
+        while j < len(holes) and holes[j][0] < end:
+            if holes[j][0] > cur:
+                out.append((kind, cur, holes[j][0]))
+            cur = max(cur, holes[j][1])
+            j += 1
+        if cur < end:
+            out.append((kind, cur, end))
+    return out
+
+
+def _strip_private(text: str) -> str:
+    p = _compiled()
+    for _ in range(3):
+        if p.private_open.search(text) is None:
+            return text
+        text = p.private.sub("", text)
+    # Removing blocks can join "<priv" and "ate>" into a new tag; rather than
+    # loop on adversarial nesting, drop everything from the first such tag.
+    m = p.private_open.search(text)
+    return text if m is None else text[: m.start()]
+
+
+class Redactor:
+    """Replaces secrets with ``[REDACTED:<kind>]`` and drops ``<private>`` blocks."""
+
+    def __init__(self, extra_patterns: Iterable[str | re.Pattern[str]] = ()) -> None:
+        """Build a redactor with extra patterns whose whole match is redacted as ``custom``.
+
+        Raises:
+            ValueError: a pattern is not a valid regular expression.
+        """
+        extra: list[_Rule] = []
+        for pattern in extra_patterns:
+            if isinstance(pattern, str):
+                try:
+                    pattern = re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"invalid redaction pattern {pattern!r}: {exc}") from exc
+            extra.append(_Rule(pattern, "custom"))
+        self._extra = tuple(extra)
+
+    def _secrets(self, text: str) -> list[_Finding]:
+        p = _compiled()
+        low = _lower(text)
+        found: list[_Finding] = []
+        for rule in p.rules + self._extra:
+            found.extend(rule.scan(text, low))
+        if not found:
+            return found
+        # Markers already in the text are never redacted again: that keeps
+        # redaction idempotent and stops a custom pattern feeding on its own output.
+        holes = [m.span() for m in p.marker.finditer(text)]
+        return _clip(_merge(found), holes)
+
+    def redact(self, text: str) -> str:
+        """Return ``text`` without private blocks and with every secret replaced by a marker."""
+        text = _strip_private(text)
+        for _ in range(_MAX_PASSES):
+            spans = self._secrets(text)
+            if not spans:
+                break
+            parts: list[str] = []
+            pos = 0
+            for kind, start, end in spans:
+                parts += (text[pos:start], f"[REDACTED:{kind}]")
+                pos = end
+            parts.append(text[pos:])
+            text = "".join(parts)
+        return text
+
+    def findings(self, text: str) -> list[tuple[str, int, int]]:
+        """Return ``(kind, start, end)`` for every secret and ``private`` block in ``text``."""
+        private = [m.span() for m in _compiled().private.finditer(text)]
+        secrets = self._secrets(text)
+        # A secret inside a private block is dropped with it, so it is not listed twice.
+        kept: list[_Finding] = []
+        j = 0
+        for finding in secrets:
+            while j < len(private) and private[j][1] <= finding[1]:
+                j += 1
+            if j == len(private) or private[j][0] >= finding[2]:
+                kept.append(finding)
+        found = kept + [("private", s, e) for s, e in private]
+        return sorted(found, key=lambda f: (f[1], f[2]))
+
+
+_default: Redactor | None = None
+
+
+def redact(text: str) -> str:
+    """Redact ``text`` with built-in rules plus ``MDMEM_REDACT_PATTERNS`` (read on first use)."""
+    global _default
+    if _default is None:
+        _default = Redactor(extra_patterns_from_env())
+    return _default.redact(text)
+
+
+def extra_patterns_from_env() -> list[str]:
+    """Return the patterns in ``MDMEM_REDACT_PATTERNS``: one per line, invalid ones as literals."""
+    import os
+
+    patterns: list[str] = []
+    for line in os.environ.get(ENV_VAR, "").splitlines():
+        pattern = line.strip()
+        if not pattern:
+            continue
+        try:
+            re.compile(pattern)
+        except re.error:
+            # A literal reading is the conservative one for a secret someone typed in.
+            pattern = re.escape(pattern)
+        patterns.append(pattern)
+    return patterns

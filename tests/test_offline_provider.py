@@ -1,0 +1,279 @@
+"""The offline provider: explicit requests and corrections in, create operations out."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mdmem.providers.base import ExtractionRequest, Message
+from mdmem.providers.offline import OfflineProvider
+
+LEVELS = {"project", "user"}
+TYPES = {"user_preference", "correction_feedback", "project_knowledge", "reference_material"}
+KEYS = {"action", "level", "type", "title", "summary", "content"}
+
+P, U = "project", "user"
+PREF, CORR, KNOW, REF = (
+    "user_preference",
+    "correction_feedback",
+    "project_knowledge",
+    "reference_material",
+)
+
+
+def request(*messages: tuple[str, str]) -> ExtractionRequest:
+    return ExtractionRequest(
+        system="",
+        prompt="",
+        messages=tuple(Message(role, text) for role, text in messages),
+        project_index="",
+        user_index="",
+        today=date(2026, 11, 29),
+    )
+
+
+def extract(*messages: tuple[str, str]) -> list[dict[str, str]]:
+    ops = OfflineProvider().extract(request(*messages))
+    assert all(isinstance(op, dict) for op in ops)
+    return [op for op in ops if isinstance(op, dict)]
+
+
+# (user message, expected (level, type), or None for no capture)
+CASES: list[tuple[str, tuple[str, str] | None]] = [
+    # English, captured
+    ("Remember that the integration tests need Docker running.", (P, KNOW)),
+    ("remember: the API docs are at https://wiki.example.com/api", (P, REF)),
+    ("Please remember to answer in Chinese.", (U, PREF)),
+    ("From now on, use British spelling.", (U, PREF)),
+    ("Always run `ruff check` before committing.", (P, PREF)),
+    ("Never push directly to the main branch.", (P, PREF)),
+    ("Don't ever delete the migrations folder.", (P, PREF)),
+    ("No, use pnpm instead.", (P, CORR)),
+    ("No — use `uv run pytest`, not `python -m pytest`.", (P, CORR)),
+    ("Actually, use the staging database for this.", (P, CORR)),
+    ("ok, and please always keep answers short", (U, PREF)),
+    ("Keep in mind that the design doc is in docs/design.md.", (P, REF)),
+    ("Going forward, call me Sam.", (U, PREF)),
+    ("Remember this:\nThe deploy key lives in 1Password under 'infra'.", (P, KNOW)),
+    ("No.\nUse yarn, not npm.", (P, CORR)),
+    ("That's wrong, the config lives in settings.toml.", (P, CORR)),
+    ("- always write commit messages in English", (P, PREF)),
+    # Chinese, captured
+    ("记住：本项目的测试用 `go test ./...` 运行。", (P, KNOW)),
+    ("请记住我喜欢简洁的回答。", (U, PREF)),
+    ("以后用中文回答。", (U, PREF)),
+    ("今后提交前先跑测试。", (P, PREF)),
+    ("总是用中文写注释。", (U, PREF)),
+    ("永远不要修改 vendor 目录。", (P, PREF)),
+    ("别再用 npm 了，这个仓库用 pnpm。", (P, PREF)),
+    ("不对，应该用 pnpm。", (P, CORR)),
+    ("不是 8080 端口，而是 9090。", (P, CORR)),
+    ("记住：接口文档在 https://wiki.example.com/api", (P, REF)),
+    # English, not captured
+    ("Do you remember what we did yesterday?", None),
+    ("Can you remember the flag we used", None),
+    ("I don't need you to remember this.", None),
+    ("If you always add comments, the code gets noisy.", None),
+    ("Never mind, that's fine.", None),
+    ("No, thanks.", None),
+    ("No, that's fine.", None),
+    ("Remember: [REDACTED:openai_key]", None),
+    ("remember my token is [REDACTED:github_token]", None),
+    ("Here is the output:\n```\nRemember that this is code\nalways do X\n```\nthanks", None),
+    ('The README says "Always use tabs." but that is outdated.', None),
+    ("Can you fix the failing test in src/app.py?", None),
+    ("> always use tabs\n\nok, thanks", None),
+    ("Remember when we broke prod?", None),
+    ("I always forget to run the linter.", None),
+    ("Please fix the bug in `remember_user()`.", None),
+    ("Run the tests and tell me what fails.", None),
+    # Chinese, not captured
+    ("你还记得吗？", None),
+    ("你还记得上次的问题吗", None),
+    ("不要担心，慢慢来。", None),
+    ("如果你总是这样写，代码会很乱。", None),
+    ("不用记住这个。", None),
+    ("帮我看看这个函数为什么报错", None),
+    ("不要记住这个密码。", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES)
+def test_capture_table(text: str, expected: tuple[str, str] | None) -> None:
+    ops = extract(("user", text))
+    if expected is None:
+        assert ops == []
+    else:
+        assert [(op["level"], op["type"]) for op in ops] == [expected]
+        assert ops[0]["action"] == "create"
+
+
+def test_table_is_balanced() -> None:
+    positive = sum(1 for _, expected in CASES if expected is not None)
+    assert len(CASES) >= 30
+    assert positive >= 15
+    assert len(CASES) - positive >= 15
+
+
+def test_operation_fields() -> None:
+    (op,) = extract(("user", "Remember that the integration tests need Docker running."))
+    assert op == {
+        "action": "create",
+        "level": "project",
+        "type": "project_knowledge",
+        "title": "The integration tests need Docker running",
+        "summary": "Remember that the integration tests need Docker running.",
+        "content": "Remember that the integration tests need Docker running.",
+    }
+
+
+def test_long_sentence_is_cut_for_title_and_summary() -> None:
+    text = "Remember that " + " ".join(f"step{i} runs before step{i + 1}" for i in range(40))
+    (op,) = extract(("user", text))
+    assert len(op["title"]) <= 60
+    assert len(op["summary"]) <= 160
+    assert op["title"].endswith("…")
+    assert op["summary"].endswith("…")
+    assert op["content"] == text
+
+
+def test_only_user_messages_are_read() -> None:
+    ops = extract(
+        ("assistant", "Remember that I always use npm. From now on I will answer in French."),
+        ("user", "Thanks, looks good."),
+    )
+    assert ops == []
+
+
+def test_several_captures_in_one_turn_in_order() -> None:
+    ops = extract(
+        ("user", "Remember that CI runs on Node 20. Also, always answer in English."),
+        ("assistant", "Understood."),
+        ("user", "记住：部署前要先跑 `make check`。"),
+    )
+    assert [(op["level"], op["type"]) for op in ops] == [(P, KNOW), (U, PREF), (P, PREF)]
+
+
+def test_identical_captures_are_kept_once() -> None:
+    ops = extract(
+        ("user", "Always run `ruff` before committing."),
+        ("user", "always run `ruff`   before committing."),
+        ("user", "Always run `ruff` before committing."),
+    )
+    assert len(ops) == 1
+
+
+def test_correction_quotes_the_assistant_it_corrects() -> None:
+    (op,) = extract(
+        ("user", "Install the dependencies."),
+        ("assistant", "I'll run `npm install` now.\nThen the tests."),
+        ("user", "No, use pnpm instead."),
+    )
+    assert op["type"] == CORR
+    assert op["content"] == (
+        "No, use pnpm instead.\n\nIn reply to the assistant: I'll run `npm install` now."
+    )
+
+
+def test_remember_this_takes_the_following_lines() -> None:
+    (op,) = extract(("user", "Remember this:\n- staging is eu-west-1\n- prod is us-east-1\n\nBye."))
+    assert "staging is eu-west-1" in op["content"]
+    assert "prod is us-east-1" in op["content"]
+    assert "Bye" not in op["content"]
+
+
+def test_unclosed_fence_hides_the_rest() -> None:
+    assert extract(("user", "Look:\n```\nalways use tabs\nremember that x = 1\n")) == []
+
+
+def test_no_messages_no_operations() -> None:
+    assert extract() == []
+
+
+def test_name_is_offline() -> None:
+    assert OfflineProvider.name == "offline"
+    assert OfflineProvider().name == "offline"
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        "remember",
+        "Remember that ",
+        "always ",
+        "never ",
+        "No, ",
+        "actually, ",
+        "instead",
+        "from now on, ",
+        "记住：",
+        "以后",
+        "不对，",
+        "不是",
+        "而是",
+        "总是",
+        "不要",
+        "```",
+        "\n",
+        "\n\n",
+        " ",
+        ".",
+        "?",
+        "？",
+        "`x`",
+        '"',
+        "「",
+        "」",
+        "[REDACTED:secret]",
+        "\u0130",
+        "🙂",
+        "use pnpm",
+        ", not ",
+        "吗",
+        "- ",
+        "> ",
+        "# ",
+        "https://x.example/a",
+        "src/app.py",
+    ]
+)
+texts = st.one_of(st.text(), st.lists(st.one_of(FRAGMENTS, st.text(max_size=4))).map("".join))
+roles = st.sampled_from(["user", "assistant", "system", "tool", ""])
+
+
+@given(st.lists(st.tuples(roles, texts), max_size=5))
+def test_any_turn_gives_valid_operations(messages: list[tuple[str, str]]) -> None:
+    ops = OfflineProvider().extract(request(*messages))
+    assert isinstance(ops, list)
+    for op in ops:
+        assert isinstance(op, dict)
+        assert set(op) == KEYS
+        assert all(isinstance(v, str) for v in op.values())
+        assert op["action"] == "create"
+        assert op["level"] in LEVELS
+        assert op["type"] in TYPES
+        assert op["title"].strip() and "\n" not in op["title"] and len(op["title"]) <= 60
+        assert op["summary"].strip() and "\n" not in op["summary"] and len(op["summary"]) <= 160
+        assert op["content"].strip()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "remember that " + "a-" * 500_000 + ".py",
+        "remember that " + "a/" * 500_000,
+        "remember " + "? " * 500_000,
+        "remember that " + "`a" * 500_000,
+        "```a\n" * 200_000,
+        "ok, " * 250_000 + "always do x",
+        "- always x\n" * 90_000,
+        "不是" * 500_000 + "而是",
+        "remember:\n" * 100_000,
+    ],
+    ids=lambda text: repr(text[:12]),
+)
+def test_megabyte_messages_finish(text: str) -> None:
+    ops = extract(("assistant", text), ("user", text))
+    assert len(ops) <= 20
