@@ -154,7 +154,8 @@ def test_several_captures_in_one_turn_in_order() -> None:
         ("assistant", "Understood."),
         ("user", "记住：部署前要先跑 `make check`。"),
     )
-    assert [(op["level"], op["type"]) for op in ops] == [(P, KNOW), (U, PREF), (P, PREF)]
+    # "记住：部署前要先跑 ..." states how this project works: knowledge, not a preference.
+    assert [(op["level"], op["type"]) for op in ops] == [(P, KNOW), (U, PREF), (P, KNOW)]
 
 
 def test_identical_captures_are_kept_once() -> None:

@@ -17,8 +17,9 @@ A trigger counts only at the start of a sentence (after "ok,", "also", "please",
 * **type**: a correction is ``correction_feedback``; a standing rule ("from now
   on", "always", "never", "以后", "不要") is ``user_preference``; "remember ..."
   is ``reference_material`` when it holds a URL or points at documentation,
-  ``user_preference`` when it says how to behave ("remember to ...", "I
-  prefer"), and ``project_knowledge`` otherwise.
+  ``user_preference`` when it opens with how to behave ("remember to ...", "I
+  prefer", "要..."; a "never" later in a remembered fact does not count), and
+  ``project_knowledge`` otherwise.
 * **level**: ``project`` when the sentence names something in the repository:
   code in backticks, a path or file name, a URL, a tool (npm, pytest, git ...),
   "this repo", "the tests", "our CI", branches or commits, "本项目", "这个仓库",
@@ -133,10 +134,12 @@ _DOC_POINTER = re.compile(
     r"\b(?:docs?|documentation|wiki|spec|specification|runbook|dashboard|design doc|adr|rfc)\b"
     r"[^.]{0,40}?\b(?:at|in|under|on)\s+\S|(?:文档|链接|手册|wiki|规范)"
 )
-_BEHAVIOUR = re.compile(
-    r"^to\s|\b(?:always|never|from now on|i prefer|i like|i want|i[’']d like|i hate|don[’']?t"
-    r"|call me|answer|reply|respond)\b|^(?:要|先|每次|别|不要)|要先|必须|务必|一定要"
-    r"|总是|永远|不要|别再|以后|我喜欢|我希望|我习惯|叫我|回答|回复|用中文|用英文"
+# "Remember to ..." is about behaviour; "remember that X, so never do Y" is a fact
+# about the project, so for a remembered sentence only its opening counts.
+_BEHAVIOUR_FIRST = re.compile(
+    r"\s*(?:to\s|i (?:prefer|like|want|hate)\b|i[’']d like|always\b|never\b|call me\b"
+    r"|answer\b|reply\b|respond\b|don[’']?t\b|要|先|每次|别|不要|总是|永远|以后|我喜欢|我希望"
+    r"|我习惯|叫我|回答|回复|用中文|用英文)"
 )
 # Look-behinds keep each run of path characters to one start: linear on any input.
 _PROJECT_CUES = re.compile(
@@ -323,7 +326,7 @@ class OfflineProvider:
             if kind is NoteType.PROJECT_KNOWLEDGE:
                 if _URL.search(rest) or _DOC_POINTER.search(rest.lower()):
                     kind = NoteType.REFERENCE_MATERIAL
-                elif _BEHAVIOUR.search(rest.lower()):
+                elif _BEHAVIOUR_FIRST.match(rest.lower()):
                     kind = NoteType.USER_PREFERENCE
             level = _level(content, kind)
             if kind is NoteType.CORRECTION_FEEDBACK and previous is not None:

@@ -1,0 +1,74 @@
+"""The demo behind ``mdmem demo``: the bundled example, with no API key and no network.
+
+It copies the example project store into a scratch workspace, runs the
+bundled example turn through a Manager with the offline provider (the whole
+pipeline: journal, redaction, extraction, validation, atomic writes, index),
+and returns what happened so the CLI can show it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+
+from mdmem.manager import Manager, TurnResult
+from mdmem.paths import project_root
+from mdmem.providers.offline import OfflineProvider
+
+__all__ = ["DemoResult", "example_files", "run"]
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Where the demo ran, what the turn produced, and the prompt block afterwards."""
+
+    workspace: str
+    user_dir: str
+    result: TurnResult
+    block: str
+
+
+def example_files() -> tuple[str, str]:
+    """The bundled example store and example turn (installed package data, or this checkout).
+
+    Raises:
+        FileNotFoundError: neither is available.
+    """
+    packaged = resources.files("mdmem").joinpath("_example")
+    store, turn = packaged.joinpath(".PseudoClaude", "memory"), packaged.joinpath("turn.json")
+    if store.is_dir() and turn.is_file():
+        return str(store), str(turn)
+    # An editable install or a source checkout: the files are at the repository root.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    store_path = os.path.join(root, ".PseudoClaude.example", "memory")
+    turn_path = os.path.join(root, "examples", "turn.json")
+    if os.path.isdir(store_path) and os.path.isfile(turn_path):
+        return store_path, turn_path
+    raise FileNotFoundError("the bundled example is missing from this installation")
+
+
+def run(directory: str | None = None) -> DemoResult:
+    """Run the example turn into a scratch workspace (a new temporary one by default).
+
+    Raises:
+        FileNotFoundError: the bundled example is missing.
+        FileExistsError: ``directory`` already holds a project store.
+    """
+    store, turn_file = example_files()
+    workspace = directory or tempfile.mkdtemp(prefix="mdmem-demo-")
+    target = project_root(workspace)
+    if os.path.exists(target):
+        raise FileExistsError(f"{target} already exists; pick an empty directory")
+    shutil.copytree(store, target)
+    os.makedirs(os.path.join(workspace, ".git"), exist_ok=True)  # mark it as a workspace
+    user_dir = os.path.join(workspace, "user-memory")
+    with open(turn_file, encoding="utf-8") as f:
+        messages = json.load(f)
+    with Manager(workspace, user_dir=user_dir, provider=OfflineProvider()) as manager:
+        result = manager.update_async(messages).result(timeout=60)
+        block = manager.index
+    return DemoResult(workspace, user_dir, result, block)
