@@ -429,3 +429,49 @@ def test_unreadable_journal_is_discarded(store: Store) -> None:
     store.apply([])
     assert names(store) == ["project_knowledge_keep.md"]
     assert not (store.root / ".mdmem" / "txn.json").exists()
+
+
+def test_create_with_an_exact_file_name(store: Store) -> None:
+    op = create("Progress", "where we are", filename="progress.md")
+    assert store.apply([op]).applied[0].filename == "progress.md"
+    assert store.apply([op]).applied[0].action == "unchanged"  # the same note again
+    clash = store.apply([create("Other", "different", filename="progress.md")])
+    assert "already exists" in clash.rejected[0].reason
+    hostile = store.apply([create("Bad", filename="../progress.md")])
+    assert "filename" in hostile.rejected[0].reason
+    assert names(store) == ["progress.md"]
+
+
+def test_rename_keeps_the_bytes_and_never_overwrites(store: Store) -> None:
+    store.apply([create("Keep me", "body")])
+    path = store.root / "project_knowledge_keep-me.md"
+    path.write_text(path.read_text().replace("---\nbody", "owner: ana\n---\nbody"))
+    before = path.read_bytes()
+    assert store.rename("project_knowledge_keep-me.md", "kept.md") == "kept.md"
+    assert (store.root / "kept.md").read_bytes() == before
+    assert "(kept.md)" in store.load_index() and "keep-me" not in store.load_index()
+    store.apply([create("Other")])
+    with pytest.raises(NoteExists):
+        store.rename("kept.md", "project_knowledge_other.md")
+    with pytest.raises(NoteNotFound):
+        store.rename("ghost.md", "x.md")
+    from mdmem import InvalidPath
+
+    with pytest.raises(InvalidPath):
+        store.rename("kept.md", "../kept.md")
+    assert (store.root / "kept.md").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("body", "summary"),
+    [
+        ("# Build\nRun `make` first. Then test.", "Run `make` first."),
+        ("## A\n\n### B\n\nText here.\n\nMore.", "Text here."),
+        ("# Only a heading", "Only a heading"),
+        ("用中文回答。代码用英文。", "用中文回答。"),
+        ("- item one\n- item two", "item one - item two"),
+    ],
+)
+def test_derived_summary_skips_headings(store: Store, body: str, summary: str) -> None:
+    result = store.apply([create("S", body)])
+    assert store.read(result.applied[0].filename).summary == summary

@@ -31,8 +31,12 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 
 
 def first_sentence(text: str, limit: int = 160) -> str:
-    """The first sentence of a note's body, as a one-line summary."""
-    line = clean_inline(text.strip().split("\n\n", 1)[0].lstrip("#>-* "))
+    """The first sentence of a note's body, as a one-line summary (headings are skipped)."""
+    lines = [ln for ln in text.strip().splitlines() if not ln.lstrip().startswith("#")]
+    paragraph = "\n".join(lines).strip().split("\n\n", 1)[0]
+    if not paragraph:  # nothing but headings
+        paragraph = text.strip().split("\n", 1)[0]
+    line = clean_inline(paragraph.lstrip("#>-* "))
     match = _SENTENCE_END.search(line)
     sentence = line[: match.start()].strip() if match else line
     return clean_inline(sentence or line, limit)
@@ -108,26 +112,38 @@ class Planner:
 
     # -- the three actions ---------------------------------------------------------
 
+    def _same(self, name: str, note_type: object, title: str, body: str) -> bool:
+        """Whether ``name`` already holds this very note (a create sent twice)."""
+        try:
+            existing = self._current(name)
+        except (InvalidOperation, NoteNotFound):
+            return False
+        return existing.type is note_type and existing.title == title and existing.body == body
+
     def _create(self, op: Create) -> tuple[str, str]:
         title = clean_inline(self._redact(op.title))
         body = self._redact(op.content).strip()
         summary = clean_inline(self._redact(op.summary)) or first_sentence(body, MAX_SUMMARY_CHARS)
-        base = f"{op.type.value}_{slugify(op.slug or op.title)}"
-        for n in range(1, _MAX_SUFFIX + 1):
-            name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
+        if op.filename is not None:
+            name = op.filename
             note_path(self.store.path, name)
-            if name in self._deleted:
-                continue  # never reuse a name freed earlier in the same batch
-            if not self._exists(name):
-                break
-            try:
-                existing = self._current(name)
-            except (InvalidOperation, NoteNotFound):
-                continue
-            if existing.type is op.type and existing.title == title and existing.body == body:
-                return "unchanged", name  # the same note again: nothing to do
+            if name in self._deleted or self._exists(name):
+                if self._same(name, op.type, title, body):
+                    return "unchanged", name
+                raise InvalidOperation(f"a note named {name!r} already exists; update it", "filename")
         else:
-            raise InvalidOperation(f"too many notes named {base}*.md", "title")
+            base = f"{op.type.value}_{slugify(op.slug or op.title)}"
+            for n in range(1, _MAX_SUFFIX + 1):
+                name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
+                note_path(self.store.path, name)
+                if name in self._deleted:
+                    continue  # never reuse a name freed earlier in the same batch
+                if not self._exists(name):
+                    break
+                if self._same(name, op.type, title, body):
+                    return "unchanged", name  # the same note again: nothing to do
+            else:
+                raise InvalidOperation(f"too many notes named {base}*.md", "title")
         note = Note(
             filename=name,
             type=op.type,

@@ -39,7 +39,8 @@ def example_files() -> tuple[str, str]:
         FileNotFoundError: neither is available.
     """
     packaged = resources.files("mdmem").joinpath("_example")
-    store, turn = packaged.joinpath(".PseudoClaude", "memory"), packaged.joinpath("turn.json")
+    store = packaged.joinpath(".PseudoClaude").joinpath("memory")
+    turn = packaged.joinpath("turn.json")
     if store.is_dir() and turn.is_file():
         return str(store), str(turn)
     # An editable install or a source checkout: the files are at the repository root.

@@ -89,6 +89,8 @@ class Create:
     content: str
     summary: str = ""
     slug: str | None = None
+    filename: str | None = None
+    """An exact file name, when the caller must have one (the memory tool); else from the slug."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,7 @@ def validate(
             content=_content(op.content),
             summary=_inline(op.summary, "summary", MAX_SUMMARY_CHARS, required=False) or "",
             slug=op.slug if op.slug and op.slug.strip() else None,
+            filename=_filename(op.filename) if op.filename else None,
         )
     if action == "update":
         return Update(

@@ -446,6 +446,29 @@ class Store:
                 self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
+    def rename(self, old: str, new: str) -> str:
+        """Give a note a new file name, keeping its content (front matter included); return it.
+
+        Raises:
+            InvalidPath: either name is not a note name.
+            NoteNotFound: there is no note ``old``.
+            NoteExists: a note ``new`` exists already (mdmem never overwrites one).
+            LockTimeout: the store is locked by someone else.
+        """
+        source = note_path(self._root, old)
+        target = note_path(self._root, new)
+        with self.lock():
+            if not os.path.lexists(source):
+                raise NoteNotFound(old, self._root)
+            taken = {n.casefold() for n in os.listdir(self._root)} - {old.casefold()}
+            if os.path.lexists(target) and old != new or new.casefold() in taken:
+                raise NoteExists(new, self._root)
+            # The same directory: a rename is atomic, and the note's bytes do not change.
+            os.rename(source, target)
+            _fs.fsync_dir(self._root)
+            self._refresh(_catalog.Scan(self._root), locked=True)
+        return new
+
     # -- the trash -----------------------------------------------------------------
 
     def trash(self) -> list[TrashItem]:
