@@ -3,41 +3,88 @@
 Each command parses its arguments, calls the library, and echoes the result.
 Errors become one line on stderr: exit status 1 for an operational error, 2
 for a usage error; a traceback only with ``-v``.
+
+Layout: the group and its error handling, the global options, helpers shared
+by several commands (finding a note, the editor), then the commands, one
+after another; a new command is appended at the end of that section.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-import traceback
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
 from mdmem._fastpath import index_text, resolve
-from mdmem.errors import MdmemError
+from mdmem._kinds import Level, NoteType
+from mdmem.errors import InvalidNote, MdmemError, NoteNotFound
 
 if TYPE_CHECKING:
-    from mdmem.store import Store
+    from collections.abc import Callable, Iterator, Sequence
+
+    from typer._click._termui_impl import ProgressBar
+
+    from mdmem.store import ApplyResult, Store
 
 __all__ = ["app", "run"]
 
+_T = TypeVar("_T")
+
 
 class _Group(TyperGroup):
-    """Turns mdmem errors into one line on stderr and exit status 1."""
+    """Turns errors into one line on stderr: exit status 1 for mdmem's, 2 for usage errors."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # `mdmem list | head`: typer exits quietly
         except (MdmemError, OSError) as exc:
             options = ctx.obj if isinstance(ctx.obj, Options) else None
             if options is not None and options.verbose:
+                import traceback
+
                 traceback.print_exc()
             typer.echo(f"mdmem: error: {exc}", err=True)
             raise typer.Exit(1) from None
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        forward = (args, prog_name, complete_var, False, windows_expand_args)
+        if not standalone_mode:
+            return super().main(*forward, **extra)
+        try:
+            # Not standalone, so that usage errors come here and become one line.
+            status = super().main(*forward, **extra)
+        except typer.Abort:
+            typer.echo("mdmem: aborted", err=True)
+            sys.exit(1)
+        except typer.TyperException as exc:  # click's usage errors, as vendored by typer
+            message = exc.format_message()
+            context = getattr(exc, "ctx", None)
+            if "\n" in message:  # `mdmem` alone: the "error" is the help text
+                typer.echo(message, err=True)
+            elif context is not None:
+                hint = f"{context.command_path} {context.help_option_names[0]}"
+                typer.echo(f"mdmem: error: {message} (see '{hint}')", err=True)
+            else:
+                typer.echo(f"mdmem: error: {message}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+        sys.exit(status if isinstance(status, int) else 0)
 
 
 app = typer.Typer(
@@ -81,10 +128,17 @@ def _global(
         ),
     ] = None,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="Print only what was asked for.")
+        bool,
+        typer.Option("--quiet", "-q", envvar="MDMEM_QUIET", help="Print only what was asked for."),
     ] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Log details, and show tracebacks on errors.")
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            envvar="MDMEM_VERBOSE",
+            help="Log details, and show tracebacks on errors.",
+        ),
     ] = False,
 ) -> None:
     """mdmem keeps what a coding agent learns as Markdown notes you can read, edit and commit."""
@@ -105,6 +159,11 @@ def _selected(options: Options, level: Which) -> list[Store]:
     return [s for s in (project, user) if level.value in ("all", s.level.value)]
 
 
+def _existing(stores: list[Store]) -> list[Store]:
+    # Store.entries() creates a missing store's directory; a read must not.
+    return [s for s in stores if os.path.isdir(s.path)]
+
+
 class Which(str, Enum):
     """Which store(s) a command looks at."""
 
@@ -113,8 +172,205 @@ class Which(str, Enum):
     user = "user"
 
 
+def _complete_note(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of note names, from both stores."""
+    params = ctx.find_root().params
+    _, project, user = resolve(params.get("workspace"), params.get("user_dir"))
+    names = {e.filename for store in _existing([project, user]) for e in store.entries()}
+    return sorted(n for n in names if n.startswith(incomplete))
+
+
 LevelOption = Annotated[Which, typer.Option("--level", help="Which store(s).")]
+FindOption = Annotated[
+    Which, typer.Option("--level", help="Which store (default: project, then user).")
+]
+StoreOption = Annotated[Level, typer.Option("--level", help="Which store.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+NameArgument = Annotated[
+    str, typer.Argument(metavar="NAME", help="The note's file name.", autocompletion=_complete_note)
+]
+
+
+# -- helpers shared by commands --------------------------------------------------------
+
+
+def _find(options: Options, name: str, level: Which) -> Store:
+    """The store holding note ``name``: the one ``--level`` names, else project, then user.
+
+    Raises:
+        InvalidPath: not a note name.
+        NoteNotFound: no store holds it.
+    """
+    stores = _selected(options, level)
+    for store in stores:
+        if store.exists(name):
+            return store
+    raise NoteNotFound(name, " or ".join(s.path for s in stores))
+
+
+def _checked(result: ApplyResult, label: str) -> str:
+    """The file name an applied operation touched; a rejected one becomes an InvalidNote."""
+    if result.rejected:
+        raise InvalidNote(label, result.rejected[0].reason)
+    return result.applied[0].filename
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _editor(text: str, filename: str) -> tuple[int, str]:
+    """Open ``text`` in ``$VISUAL``/``$EDITOR`` (else vi) as ``filename``; (status, text after)."""
+    import shlex
+    import subprocess
+    import tempfile
+
+    command = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "") or ["vi"]
+    with tempfile.TemporaryDirectory(prefix="mdmem-") as folder:
+        path = os.path.join(folder, filename)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            status = subprocess.run([*command, path], check=False).returncode
+        except OSError as exc:
+            raise OSError(
+                f"cannot run the editor {command[0]!r} ({exc.strerror}); set $VISUAL or $EDITOR"
+            ) from None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return status, f.read()
+
+
+def _ask() -> str:
+    while True:
+        answer = str(
+            typer.prompt("[e]dit again, [k]eep the text aside, or [a]bort?", "e", err=True)
+        )
+        if answer.strip()[:1].lower() in ("e", "k", "a"):
+            return answer.strip()[:1].lower()
+
+
+def _edit_until_saved(
+    store: Store, filename: str, text: str, save: Callable[[str], _T]
+) -> _T | None:
+    """Edit ``text`` until ``save`` accepts it; None when left unchanged. Never loses typed text.
+
+    When ``save`` finds the text invalid, say why and ask: edit again, keep the
+    text aside under ``.mdmem/rescued/``, or abort. Without a terminal to ask
+    on, or when saving fails otherwise, the text is kept aside.
+    """
+    from mdmem.doctor import rescue
+
+    original = text
+    while True:
+        status, text = _editor(text, filename)
+        if status != 0 or text == original:
+            if text != original:
+                typer.echo(f"mdmem: your text is kept in {rescue(store, filename, text)}", err=True)
+            if status != 0:
+                typer.echo(f"mdmem: error: the editor exited with status {status}", err=True)
+                raise typer.Exit(1)
+            return None
+        try:
+            return save(text)
+        except InvalidNote as exc:
+            typer.echo(f"mdmem: {exc}", err=True)
+            choice = _ask() if _interactive() else "k"
+            if choice == "e":
+                continue
+            if choice == "k":
+                typer.echo(f"mdmem: your text is kept in {rescue(store, filename, text)}", err=True)
+            typer.echo("mdmem: nothing was saved", err=True)
+            raise typer.Exit(1) from None
+        except MdmemError:
+            typer.echo(f"mdmem: your text is kept in {rescue(store, filename, text)}", err=True)
+            raise
+
+
+@contextlib.contextmanager
+def _progress(options: Options, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback drawing a bar on stderr, for long work on a terminal; else None."""
+    if options.quiet or not sys.stderr.isatty():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[ProgressBar[int]] = []
+
+        def update(done: int, total: int) -> None:
+            if not bars and total >= _PROGRESS_MIN_ITEMS:
+                bar = typer.progressbar(length=total, label=label, file=sys.stderr)
+                bars.append(stack.enter_context(bar))
+            # Redraw about a hundred times, whatever the number of notes.
+            if bars and (done == total or done - bars[0].pos >= max(1, total // 100)):
+                bars[0].update(done - bars[0].pos)
+
+        yield update
+
+
+_PROGRESS_MIN_ITEMS = 200
+_DEFAULT_TYPE = {Level.PROJECT: NoteType.PROJECT_KNOWLEDGE, Level.USER: NoteType.USER_PREFERENCE}
+_TEMPLATE = """\
+---
+# A new {level} note. Fill in the title (the summary may stay empty: the first
+# sentence is used), write the note below the closing '---', save and quit.
+# Leave the file as it is to add nothing.
+type: {type}
+title: {title}
+summary: {summary}
+---
+
+"""
+
+
+def _template(level: Level, kind: NoteType, title: str | None, summary: str | None) -> str:
+    """What `mdmem add` opens in the editor; JSON strings are valid YAML scalars."""
+    return _TEMPLATE.format(
+        level=level.value,
+        type=kind.value,
+        title=json.dumps(title, ensure_ascii=False) if title else "",
+        summary=json.dumps(summary, ensure_ascii=False) if summary else "",
+    )
+
+
+def _create(store: Store, kind: NoteType, title: str, summary: str, body: str) -> str:
+    """Create a note through the store; its file name. A rejected one is an InvalidNote."""
+    op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
+    return _checked(store.apply([{**op, "summary": summary, "content": body}]), "new note")
+
+
+# -- commands --------------------------------------------------------------------------
+# Each is a few lines: parse arguments -> call the public API -> echo. New ones go last.
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    driver_command: Annotated[
+        str | None,
+        typer.Option(
+            help="The merge driver's command, before '%O %A %B' (default: mdmem merge-index).",
+        ),
+    ] = None,
+) -> None:
+    """Set up the project store for sharing through git.
+
+    Creates the store with an empty MEMORY.md, .gitignore (.mdmem/) and
+    .gitattributes (MEMORY.md merge=mdmem-index), and, inside a git work tree,
+    the merge driver in the repository's git config. Run it once in every
+    clone: git config is not committed. Safe to run again.
+
+    Example: mdmem init --driver-command "python3 -m mdmem merge-index"
+    """
+    from mdmem.merge import init_store
+
+    options = _options(ctx)
+    workspace, project, _ = options.stores()
+    report = init_store(project, workspace, driver_command)
+    for change in report.changes:
+        typer.echo(change)
+    for note in report.notes:
+        typer.echo(f"mdmem: {note}", err=True)
+    if not report.changes and not options.quiet:
+        typer.echo(f"{project.path} is already set up")
 
 
 @app.command()
@@ -130,15 +386,23 @@ def index(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOptio
 
 
 @app.command("list")
-def list_(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOption = False) -> None:
+def list_(
+    ctx: typer.Context,
+    level: LevelOption = Which.all,
+    note_type: Annotated[
+        NoteType | None, typer.Option("--type", help="Only notes of this type.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
     """List notes: level, type, file name and title.
 
-    Example: mdmem list --level user --json
+    Example: mdmem list --level user --type user_preference --json
     """
     rows = [
         {"level": store.level.value, **vars(entry)}
-        for store in _selected(_options(ctx), level)
+        for store in _existing(_selected(_options(ctx), level))
         for entry in store.entries()
+        if note_type is None or entry.type == note_type.value
     ]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -148,15 +412,167 @@ def list_(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOptio
 
 
 @app.command()
+def show(
+    ctx: typer.Context,
+    name: NameArgument,
+    level: FindOption = Which.all,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a note: its front matter and body.
+
+    Example: mdmem show project_knowledge_build-and-test.md
+    """
+    from mdmem.note import format_time, render
+
+    store = _find(_options(ctx), name, level)
+    note = store.read(name)
+    if not as_json:
+        typer.echo(render(note), nl=False)
+        return
+    data = {
+        "level": store.level.value,
+        "path": os.path.join(store.path, name),
+        **vars(note),
+        "type": note.type.value,
+        "created": format_time(note.created) if note.created else None,
+        "updated": format_time(note.updated) if note.updated else None,
+    }
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    body: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TEXT", help="The note's text; '-' reads stdin; none opens $EDITOR."
+        ),
+    ] = None,
+    level: StoreOption = Level.PROJECT,
+    note_type: Annotated[
+        NoteType | None,
+        typer.Option(
+            "--type",
+            help="What the note means (default: project_knowledge, user_preference for user).",
+        ),
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="Required with a text.")] = None,
+    summary: Annotated[
+        str | None, typer.Option(help="One line for MEMORY.md (default: the first sentence).")
+    ] = None,
+) -> None:
+    """Add a note; print its file name.
+
+    Without a text, the note is written in $VISUAL or $EDITOR from a template.
+
+    Example: mdmem add --title "Build" "Run make test before pushing."
+    """
+    from mdmem.note import parse
+
+    _, project, user = _options(ctx).stores()
+    store = project if level is Level.PROJECT else user
+    kind = note_type or _DEFAULT_TYPE[level]
+    if body is not None:
+        if title is None:
+            raise typer.BadParameter("required when the text is given", param_hint="'--title'")
+        text = sys.stdin.read() if body == "-" else body
+        typer.echo(_create(store, kind, title, summary or "", text))
+        return
+    template = _template(level, kind, title, summary)
+
+    def save(text: str) -> str:
+        note = parse(text, "new note")
+        return _create(store, note.type, note.title, note.summary, note.body)
+
+    name = _edit_until_saved(store, "new-note.md", template, save)
+    if name is None:
+        typer.echo("mdmem: nothing added", err=True)
+        raise typer.Exit(1)
+    typer.echo(name)
+
+
+@app.command()
+def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) -> None:
+    """Edit a note in $VISUAL or $EDITOR; MEMORY.md follows.
+
+    The note is checked on save. When the front matter is broken, mdmem says
+    what is wrong and offers to edit again, keep the text aside under
+    .mdmem/rescued/, or abort; without a terminal it keeps the text aside and
+    exits with status 1.
+
+    Example: EDITOR=nano mdmem edit project_knowledge_build-and-test.md
+    """
+    from mdmem.doctor import note_text, save_edit
+
+    options = _options(ctx)
+    store = _find(options, name, level)
+    before = note_text(store, name)
+    action = _edit_until_saved(store, name, before, lambda t: save_edit(store, name, before, t))
+    if not options.quiet:
+        typer.echo(f"{name}: {'no changes' if action in (None, 'unchanged') else 'saved'}")
+
+
+@app.command()
+def rm(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) -> None:
+    """Move a note to the trash; `mdmem restore` brings it back.
+
+    Example: mdmem rm project_knowledge_old-build.md
+    """
+    options = _options(ctx)
+    store = _find(options, name, level)
+    _checked(
+        store.apply([{"action": "delete", "level": store.level.value, "filename": name}]), name
+    )
+    if not options.quiet:
+        typer.echo(f"moved {name} to the trash; `mdmem restore {name}` brings it back")
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(metavar="NAME", help="The note's file name; none lists the trash."),
+    ] = None,
+    level: FindOption = Which.all,
+) -> None:
+    """Bring back a deleted note, or list the trash.
+
+    The newest deleted note of that name comes back.
+
+    Example: mdmem restore project_knowledge_old-build.md
+    """
+    from mdmem.paths import check_name
+
+    stores = _selected(_options(ctx), level)
+    if name is None:
+        for store in stores:
+            for item in store.trash():
+                typer.echo(f"{store.level.value:<8} {item.deleted_at:<18} {item.filename}")
+        return
+    check_name(name)
+    for store in stores:
+        if any(item.filename == name for item in store.trash()):
+            typer.echo(f"restored {store.restore(name)} ({store.level.value})")
+            return
+    raise NoteNotFound(name, " or ".join(f"the trash of {s.path}" for s in stores))
+
+
+@app.command()
 def reindex(ctx: typer.Context, level: LevelOption = Which.all) -> None:
-    """Rebuild MEMORY.md from the notes; report notes that cannot be read (they are left alone).
+    """Rebuild MEMORY.md from the notes.
+
+    Notes that cannot be read are reported, and left alone. A terminal shows
+    a progress bar for large stores.
 
     Example: mdmem reindex --level project
     """
     options = _options(ctx)
     problems = 0
     for store in _selected(options, level):
-        report = store.reindex()
+        with _progress(options, store.level.value) as progress:
+            report = store.reindex(progress=progress)
         problems += len(report.problems)
         if not options.quiet:
             state = "rewritten" if report.changed else "up to date"
@@ -165,6 +581,65 @@ def reindex(ctx: typer.Context, level: LevelOption = Which.all) -> None:
             typer.echo(f"{store.level.value}: {problem.filename}: {problem.reason}", err=True)
     if problems:
         raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what can be repaired.")] = False,
+    level: LevelOption = Which.all,
+) -> None:
+    """Check the stores; --fix repairs what it can.
+
+    Finds index lines without a note, notes missing from MEMORY.md, malformed
+    notes (reported, never changed), stray temporary files, interrupted
+    batches, wrong permissions in the user store, and who holds a lock. Exit
+    status 1 while problems remain.
+
+    Example: mdmem doctor --fix
+    """
+    from mdmem.doctor import examine
+
+    options = _options(ctx)
+    remaining = 0
+    for store in _selected(options, level):
+        report = examine(store, fix=fix)
+        remaining += len(report.problems)
+        typer.echo(f"{store.level.value} store {store.path}")
+        for line in report.fixed:
+            typer.echo(f"  fixed: {line}")
+        for line in report.failed:
+            typer.echo(f"  could not fix: {line}")
+        for finding in report.findings:
+            if finding.problem or not options.quiet:
+                kind = ("fixable" if finding.fixable else "problem") if finding.problem else "note"
+                typer.echo(f"  {kind}: {finding.subject}: {finding.message}")
+        if not report.problems:
+            typer.echo("  ok")
+    if remaining:
+        hint = "" if fix else "; `mdmem doctor --fix` repairs the fixable ones"
+        typer.echo(f"{remaining} problem{'s' if remaining != 1 else ''}{hint}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("merge-index")
+def merge_index(
+    base: Annotated[str, typer.Argument(help="The common ancestor's MEMORY.md (git's %O).")],
+    ours: Annotated[str, typer.Argument(help="Our MEMORY.md (%A); the result is written here.")],
+    theirs: Annotated[str, typer.Argument(help="Their MEMORY.md (%B).")],
+) -> None:
+    """Merge MEMORY.md note by note: git's merge driver.
+
+    Set up by `mdmem init`. A line added on either side is kept, deleted on
+    either side dropped, changed on one side takes that side; changed on both,
+    ours. The result goes to OURS, sorted by file name, and the exit status is
+    0.
+
+    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B"
+    """
+    from mdmem.merge import merge_files
+
+    merge_files(base, ours, theirs)
 
 
 def run(argv: list[str]) -> int:

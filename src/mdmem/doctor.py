@@ -1,0 +1,543 @@
+"""The health of a store: checks that report problems, repairs for the ones that can be fixed.
+
+Each :class:`Check` finds :class:`Finding` objects and may repair them;
+:func:`examine` runs them all, repairs when asked, looks again and returns a
+:class:`Report`. Nothing here prints: ``mdmem doctor`` shows the report.
+
+Malformed notes are reported, never changed: they hold what a person wrote.
+The store's locks are ``flock`` locks, which the kernel releases when their
+holder exits, so a lock is never stale; a held one is reported with its
+holder, for information.
+
+The module is also the safety net of hand edits (``mdmem edit``): a text that
+cannot be saved is kept under ``.mdmem/rescued/`` (:func:`rescue`), and
+:func:`save_edit` writes an edited note through the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem import _fs
+from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound, StoreError
+from mdmem.paths import INDEX_NAME, STATE_DIR, is_candidate_name, note_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mdmem.note import Note
+    from mdmem.store import Store
+
+__all__ = [
+    "CHECKS",
+    "PENDING_TURN_CHECKS",
+    "RESCUED_DIR",
+    "Check",
+    "Finding",
+    "Report",
+    "examine",
+    "lock_holders",
+    "note_text",
+    "rescue",
+    "save_edit",
+]
+
+RESCUED_DIR = "rescued"
+_LOCKS = ("lock", "turn.lock")
+_TXN = "txn.json"
+_TRASH = "trash"
+# What _fs.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
+_TEMP = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
+_TEMP_GRACE_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check noticed: ``subject`` is a path relative to the store."""
+
+    check: str
+    subject: str
+    message: str
+    problem: bool = True
+    """False for information only: it does not make ``mdmem doctor`` fail."""
+    fixable: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    """One kind of problem: how to find it, and how to repair it (None: report only)."""
+
+    name: str
+    find: Callable[[Store], list[Finding]]
+    repair: Callable[[Store, list[Finding]], list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`examine` found in one store (after repairs), and what it repaired."""
+
+    store: Store
+    findings: tuple[Finding, ...] = ()
+    fixed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+
+    @property
+    def problems(self) -> tuple[Finding, ...]:
+        """The findings that are problems, not information."""
+        return tuple(f for f in self.findings if f.problem)
+
+
+# -- who holds a lock -----------------------------------------------------------------
+
+
+def lock_holders(path: str) -> list[int] | None:
+    """The ids of the processes holding a ``flock`` on ``path``; None where the system won't say."""
+    try:
+        inode = os.stat(path).st_ino
+    except FileNotFoundError:
+        return []
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return None
+    pids = []
+    for line in table.splitlines():
+        # "3: FLOCK  ADVISORY  WRITE 12412 fe:00:2150844 0 EOF"; waiters have "->" after "3:".
+        # The inode alone: under overlayfs the device differs from what stat() says.
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+            with contextlib.suppress(ValueError):
+                pids.append(int(parts[4]))
+    return pids
+
+
+def _describe(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return f"pid {pid}"
+    if len(command) > 80:
+        command = command[:79] + "…"
+    return f"pid {pid} ({command})" if command else f"pid {pid}"
+
+
+def _held(store: Store, name: str) -> list[str] | None:
+    """Who holds one of the store's locks: descriptions, [] when free, None when unknown."""
+    path = os.path.join(store.path, STATE_DIR, name)
+    pids = lock_holders(path)
+    if pids is not None:
+        return [_describe(p) for p in pids]
+    if not os.path.exists(path):
+        return []
+    if name == "lock" and os.path.exists(os.path.join(store.path, STATE_DIR, _TXN)):
+        return None  # taking it would finish the batch: that is a repair, not a look
+    probe = store.lock(timeout=0) if name == "lock" else store.turn_lock(0)
+    try:
+        with probe:
+            return []
+    except LockTimeout:
+        return ["another process"]
+
+
+# -- the checks -------------------------------------------------------------------------
+
+
+def _find_locks(store: Store) -> list[Finding]:
+    found = []
+    for name in _LOCKS:
+        holders = _held(store, name)
+        if holders:
+            found.append(
+                Finding(
+                    "locks",
+                    f"{STATE_DIR}/{name}",
+                    f"held by {', '.join(holders)}. It is released the moment that process "
+                    "exits (an flock lock is never stale, and the file itself is no lock: "
+                    "leave it); if that process hangs, stop it",
+                    problem=False,
+                )
+            )
+    return found
+
+
+def _find_batch(store: Store) -> list[Finding]:
+    if not os.path.exists(os.path.join(store.path, STATE_DIR, _TXN)):
+        return []
+    subject = f"{STATE_DIR}/{_TXN}"
+    holders = _held(store, "lock")
+    if holders:
+        message = f"a batch is being written by {holders[0]}"
+        return [Finding("batch", subject, message, problem=False)]
+    return [
+        Finding(
+            "batch",
+            subject,
+            "a batch of writes was interrupted; the next write finishes it (--fix does it now)",
+            fixable=True,
+        )
+    ]
+
+
+def _repair_batch(store: Store, findings: list[Finding]) -> list[str]:
+    with store.lock():  # taking the lock finishes an interrupted batch
+        pass
+    return ["finished the interrupted batch of writes"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _find_temp_files(store: Store) -> list[Finding]:
+    found = []
+    now = time.time()
+    for folder in ("", STATE_DIR, f"{STATE_DIR}/{RESCUED_DIR}"):
+        try:
+            entries = list(os.scandir(os.path.join(store.path, folder)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            match = _TEMP.match(entry.name)
+            if match is None or not entry.is_file(follow_symlinks=False):
+                continue
+            pid = int(match["pid"])
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            # A write takes milliseconds: a temp file of a live writer is left alone
+            # unless it is old enough that the pid must have been reused.
+            if _alive(pid) and age < _TEMP_GRACE_SECONDS:
+                continue
+            subject = f"{folder}/{entry.name}" if folder else entry.name
+            found.append(
+                Finding(
+                    "temp-files",
+                    subject,
+                    f"a temporary file left by a write that never finished (pid {pid})",
+                    fixable=True,
+                )
+            )
+    return found
+
+
+def _repair_temp_files(store: Store, findings: list[Finding]) -> list[str]:
+    done = []
+    for finding in findings:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(store.path, finding.subject))
+        done.append(f"removed {finding.subject}")
+    return done
+
+
+def _note_names(store: Store) -> tuple[list[str], list[Finding]]:
+    """Candidate note names in the store, and findings for entries the validator refuses."""
+    names, refused = [], []
+    for name in sorted(os.listdir(store.path)):
+        if not is_candidate_name(name):
+            continue
+        try:
+            note_path(store.path, name, must_exist=True)
+        except InvalidPath as exc:
+            refused.append(Finding("notes", name, f"not a note: {exc.reason}; left alone"))
+            continue
+        except FileNotFoundError:
+            continue
+        names.append(name)
+    return names, refused
+
+
+def _read_notes(store: Store) -> tuple[dict[str, Note], list[Finding]]:
+    names, findings = _note_names(store)
+    notes = {}
+    for name in names:
+        try:
+            notes[name] = store.read(name)
+        except InvalidNote as exc:
+            findings.append(
+                Finding("notes", name, f"cannot be read as a note: {exc.reason}; fix it by hand")
+            )
+        except NoteNotFound:
+            continue
+    return notes, findings
+
+
+def _find_malformed(store: Store) -> list[Finding]:
+    return _read_notes(store)[1]
+
+
+def _find_index(store: Store) -> list[Finding]:
+    from mdmem.merge import index_lines
+    from mdmem.note import index_line
+
+    notes, _ = _read_notes(store)
+    expected = {name: index_line(note) for name, note in notes.items()}
+    try:
+        with open(os.path.join(store.path, INDEX_NAME), encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError:
+        text = None
+    if text is None:
+        return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+    actual = index_lines(text)
+    found = []
+    for name in sorted(actual.keys() | expected.keys()):
+        if name not in expected:
+            missing = os.path.lexists(os.path.join(store.path, name))
+            what = "cannot be read" if missing else "does not exist"
+            message = f"MEMORY.md lists this note, which {what}"
+        elif name not in actual:
+            message = "this note is missing from MEMORY.md"
+        elif actual[name] != expected[name]:
+            message = "MEMORY.md's line for this note is out of date"
+        else:
+            continue
+        found.append(Finding("index", name, message, fixable=True))
+    canonical = "".join(f"{expected[name]}\n" for name in sorted(expected))
+    if not found and text != canonical:
+        found.append(
+            Finding(
+                "index",
+                INDEX_NAME,
+                "MEMORY.md has lines that are not index lines, or is out of order",
+                fixable=True,
+            )
+        )
+    return found
+
+
+def _repair_index(store: Store, findings: list[Finding]) -> list[str]:
+    report = store.reindex()
+    return [f"rebuilt MEMORY.md from {report.notes} notes"]
+
+
+def _permission_targets(store: Store) -> list[tuple[str, int]]:
+    """Every path of a private store, and the mode it must have."""
+    targets = [(store.path, 0o700)]
+    for folder in ("", STATE_DIR, f"{STATE_DIR}/{_TRASH}", f"{STATE_DIR}/{RESCUED_DIR}"):
+        try:
+            entries = list(os.scandir(os.path.join(store.path, folder)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir():
+                if folder == "" and entry.name != STATE_DIR:
+                    continue  # a person's own folder inside the store is theirs
+                targets.append((entry.path, 0o700))
+            else:
+                targets.append((entry.path, 0o600))
+    return targets
+
+
+def _find_permissions(store: Store) -> list[Finding]:
+    if not store.private:
+        return []
+    found = []
+    for path, wanted in _permission_targets(store):
+        try:
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077 or mode & wanted != wanted:
+            subject = os.path.relpath(path, store.path)
+            found.append(
+                Finding(
+                    "permissions",
+                    subject,
+                    f"mode {mode:04o}; the user store is private to its owner ({wanted:04o})",
+                    fixable=True,
+                )
+            )
+    return found
+
+
+def _repair_permissions(store: Store, findings: list[Finding]) -> list[str]:
+    done = []
+    for path, wanted in _permission_targets(store):
+        subject = os.path.relpath(path, store.path)
+        if any(f.subject == subject for f in findings):
+            os.chmod(path, wanted)
+            done.append(f"set {subject} to {wanted:04o}")
+    return done
+
+
+def _find_rescued(store: Store) -> list[Finding]:
+    folder = os.path.join(store.path, STATE_DIR, RESCUED_DIR)
+    try:
+        names = sorted(n for n in os.listdir(folder) if not _TEMP.match(n))
+    except FileNotFoundError:
+        return []
+    return [
+        Finding(
+            "rescued",
+            f"{STATE_DIR}/{RESCUED_DIR}/{name}",
+            "text kept aside by `mdmem edit` or `mdmem add`; take what you need, then delete it",
+            problem=False,
+        )
+        for name in names
+    ]
+
+
+CHECKS: list[Check] = [
+    Check("locks", _find_locks),
+    Check("batch", _find_batch, _repair_batch),
+    Check("temp-files", _find_temp_files, _repair_temp_files),
+    Check("notes", _find_malformed),
+    Check("index", _find_index, _repair_index),
+    Check("permissions", _find_permissions, _repair_permissions),
+    Check("rescued", _find_rescued),
+]
+"""The built-in checks, in the order they run and repair."""
+
+# Extension point: the Manager's journal of pending turns under <store>/.mdmem/.
+# Append a Check here (its findings use check="pending-turns") that finds turns
+# stuck in the journal and, as its repair, resumes or discards them; examine()
+# runs these after the built-in checks.
+PENDING_TURN_CHECKS: list[Check] = []
+"""Checks of turns accepted for extraction but not yet on disk; filled in by the Manager."""
+
+
+def examine(store: Store, *, fix: bool = False) -> Report:
+    """Run every check on ``store``; with ``fix``, repair what can be repaired, then look again."""
+    if not os.path.isdir(store.path):
+        return Report(store, (Finding("store", ".", "does not exist yet", problem=False),))
+    checks = [*CHECKS, *PENDING_TURN_CHECKS]
+    fixed: list[str] = []
+    failed: list[str] = []
+    if fix:
+        # Check by check, so that each looks at the store as the repairs before it left it.
+        for check in checks:
+            todo = [f for f in check.find(store) if f.problem and f.fixable]
+            if not todo or check.repair is None:
+                continue
+            try:
+                fixed.extend(check.repair(store, todo))
+            except (MdmemError, OSError) as exc:
+                failed.append(f"{check.name}: {exc}")
+    findings = tuple(f for check in checks for f in check.find(store))
+    return Report(store, findings, tuple(fixed), tuple(failed))
+
+
+# -- hand edits -------------------------------------------------------------------------
+
+
+def note_text(store: Store, filename: str) -> str:
+    """The text of a note's file as it is on disk, valid or not.
+
+    Raises:
+        InvalidPath: not a note name, or it escapes the store.
+        NoteNotFound: no such note.
+        InvalidNote: too large, or not UTF-8.
+    """
+    from mdmem.store import MAX_NOTE_BYTES
+
+    try:
+        path = note_path(store.path, filename, must_exist=True)
+        data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+    except FileNotFoundError:
+        raise NoteNotFound(filename, store.path) from None
+    except ValueError as exc:
+        raise InvalidNote(filename, f"too large: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
+
+
+def rescue(store: Store, label: str, text: str) -> str:
+    """Keep text a person typed in ``.mdmem/rescued/``, named after ``label``; return the path."""
+    folder = os.path.join(store.path, STATE_DIR, RESCUED_DIR)
+    _fs.ensure_dir(folder, private=store.private)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(folder, f"{stamp}~{label}")
+    n = 1
+    while os.path.lexists(path):
+        n += 1
+        path = os.path.join(folder, f"{stamp}-{n}~{label}")
+    _fs.atomic_write(path, text.encode("utf-8"), private=store.private)
+    return path
+
+
+def _expressible(old: Note, new: Note) -> bool:
+    """Whether an update operation can carry the change from ``old`` to ``new``."""
+    return (
+        new.extra == old.extra
+        and new.created == old.created
+        and (bool(new.summary) or not old.summary)
+    )
+
+
+def save_edit(store: Store, filename: str, before: str, after: str) -> str:
+    """Save a person's edit of a note, from text ``before`` to ``after``; return what was done.
+
+    An ordinary edit is an update through the store (``"update"`` or
+    ``"unchanged"``): ``updated`` is refreshed and the index follows. An edit
+    an update cannot express (a note that was malformed, added or changed
+    keys, a removed summary) is written whole, redacted like an update
+    (``"rewrite"``).
+
+    Raises:
+        InvalidNote: ``after`` is not a valid note; say why, and let the person edit again.
+        StoreError: the note changed on disk since ``before`` was read.
+        NoteNotFound: the note was deleted meanwhile.
+        LockTimeout: the store is locked by someone else.
+    """
+    from mdmem.note import parse, render
+    from mdmem.privacy import redact
+
+    note = parse(after, filename)
+    if not note.body:
+        raise InvalidNote(filename, "the body is empty (to delete the note, use `mdmem rm`)")
+    with store.lock():
+        if note_text(store, filename) != before:
+            raise StoreError(
+                os.path.join(store.path, filename), "changed on disk while you were editing it"
+            )
+        try:
+            old: Note | None = parse(before, filename)
+        except InvalidNote:
+            old = None
+        if old is not None and _expressible(old, note):
+            op = {
+                "action": "update",
+                "level": store.level.value,
+                "filename": filename,
+                "type": note.type.value,
+                "title": note.title,
+                "summary": note.summary or None,
+                "content": note.body,
+            }
+            result = store.apply([op])
+            if result.rejected:
+                raise InvalidNote(filename, result.rejected[0].reason)
+            return result.applied[0].action
+        # What an update would do, done by hand: redact, keep the person's keys and
+        # created, refresh updated.
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        note = note.with_changes(
+            title=redact(note.title),
+            summary=redact(note.summary),
+            body=redact(note.body),
+            created=note.created or now,
+            updated=now,
+        )
+        data = render(note).encode("utf-8")
+        _fs.atomic_write(note_path(store.path, filename), data, private=store.private)
+    store.load_index()
+    return "rewrite"

@@ -1,0 +1,208 @@
+"""Team memory over git: the three-way merge of MEMORY.md, and the set-up that makes git use it.
+
+MEMORY.md is one line per note, keyed by the note's file name, so two people
+who each add, change or delete different notes touch different lines, often
+adjacent ones, which git's line merge calls a conflict. :func:`merge_index`
+merges by key instead::
+
+    base  ours  theirs   result
+    ----  ----  ------   ------
+    any   X     X        X        (the same on both sides, including both deleted)
+    B     B     T        T        (changed, added or deleted on their side only)
+    B     O     B        O        (changed, added or deleted on our side only)
+    B     -     T        -        (deleted on one side, changed on the other: dropped)
+    B     O     T        O        (changed differently on both sides: ours)
+
+The last two rows are arbitrary but deterministic, and cannot matter much: a
+merge driver runs before the merged notes are in the working tree, so it cannot
+reindex them, but the line it writes is derived state. The next
+``Store.load_index`` after the merge sees that the note files changed and
+re-derives every line from the notes; when git merged the note itself, the
+line follows the merged note.
+
+:func:`init_store` is what ``mdmem init`` does: the store directory, a
+``.gitignore`` for the derived state, a ``.gitattributes`` line naming the
+merge driver, and the driver in the repository's git config.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mdmem import _fs
+from mdmem.errors import InvalidPath
+from mdmem.note import parse_index_line
+from mdmem.paths import INDEX_NAME, STATE_DIR, check_name
+
+if TYPE_CHECKING:
+    from mdmem.store import Store
+
+__all__ = [
+    "ATTRIBUTES_LINE",
+    "DEFAULT_DRIVER",
+    "DRIVER_NAME",
+    "InitReport",
+    "index_lines",
+    "init_store",
+    "merge_files",
+    "merge_index",
+]
+
+DRIVER_NAME = "mdmem-index"
+DEFAULT_DRIVER = "mdmem merge-index"
+ATTRIBUTES_LINE = f"{INDEX_NAME} merge={DRIVER_NAME}"
+_IGNORE_LINE = f"{STATE_DIR}/"
+
+
+def index_lines(text: str) -> dict[str, str]:
+    """The index lines of a MEMORY.md text by note file name; other lines are dropped.
+
+    A line whose file name is not a valid note name is dropped too, as a
+    reindex would never write it; of two lines for one name the last wins.
+    """
+    lines: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        entry = parse_index_line(line)
+        if entry is None:
+            continue
+        try:
+            check_name(entry.filename)
+        except InvalidPath:
+            continue
+        lines[entry.filename] = line
+    return lines
+
+
+def merge_index(base: str, ours: str, theirs: str) -> str:
+    """Merge three versions of MEMORY.md by note file name; see the module's table.
+
+    The result is what a store writes: one line per note sorted by file name,
+    a final newline, and the empty string when no line is left.
+    """
+    b, o, t = index_lines(base), index_lines(ours), index_lines(theirs)
+    merged: dict[str, str] = {}
+    for name in b.keys() | o.keys() | t.keys():
+        mine, other, old = o.get(name), t.get(name), b.get(name)
+        if mine == other or other == old:
+            line = mine
+        elif mine == old:
+            line = other
+        elif mine is None or other is None:
+            line = None  # deleted on one side wins over a change on the other
+        else:
+            line = mine  # changed differently on both sides
+        if line is not None:
+            merged[name] = line
+    return "".join(f"{merged[name]}\n" for name in sorted(merged))
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def merge_files(base: str, ours: str, theirs: str) -> None:
+    """Git's merge driver: merge the three files and write the result to ``ours``."""
+    merged = merge_index(_read(base), _read(ours), _read(theirs))
+    _fs.atomic_write(ours, merged.encode("utf-8"))
+
+
+# -- mdmem init ----------------------------------------------------------------------
+
+
+@dataclass
+class InitReport:
+    """What :func:`init_store` changed, and what it chose not to do and why."""
+
+    changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _ensure_line(path: str, line: str, header: str, report: InitReport) -> None:
+    """Append ``line`` to the text file ``path`` unless it is already there."""
+    try:
+        text: str | None = _read(path)
+    except FileNotFoundError:
+        text = None
+    if text is not None and line in (existing.strip() for existing in text.splitlines()):
+        return
+    if text is None:
+        new = f"{header}\n{line}\n"
+    else:
+        new = text + ("" if not text or text.endswith("\n") else "\n") + f"{line}\n"
+    _fs.atomic_write(path, new.encode("utf-8"))
+    report.changes.append(f"{'wrote' if text is None else 'updated'} {path}")
+
+
+def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", workspace, *args], capture_output=True, text=True, check=False
+    )
+
+
+def _setup_driver(workspace: str, command: str | None, report: InitReport) -> None:
+    try:
+        inside = _git(workspace, "rev-parse", "--is-inside-work-tree")
+    except FileNotFoundError:
+        report.notes.append("git is not installed: the merge driver is not configured")
+        return
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        report.notes.append(
+            f"{workspace} is not in a git repository: the merge driver is not configured"
+        )
+        return
+    key = f"merge.{DRIVER_NAME}.driver"
+    wanted = f"{command or DEFAULT_DRIVER} %O %A %B"
+    current = _git(workspace, "config", "--local", "--get", key).stdout.strip()
+    if current and command is None and current != wanted:
+        report.notes.append(f"kept {key} = {current!r} (--driver-command replaces it)")
+        wanted = current
+    settings = {f"merge.{DRIVER_NAME}.name": "mdmem: merge MEMORY.md by note", key: wanted}
+    for name, value in settings.items():
+        if _git(workspace, "config", "--local", "--get", name).stdout.strip() == value:
+            continue
+        done = _git(workspace, "config", "--local", name, value)
+        if done.returncode != 0:
+            raise OSError(f"git config {name} failed: {done.stderr.strip()}")
+        report.changes.append(f"git config {name} {shlex.quote(value)}")
+
+
+def init_store(store: Store, workspace: str, driver_command: str | None = None) -> InitReport:
+    """Prepare a project store for sharing through git; safe to run again.
+
+    Creates the store and an empty MEMORY.md, ``.gitignore`` (``.mdmem/``),
+    ``.gitattributes`` (``MEMORY.md merge=mdmem-index``) and, inside a git
+    work tree, the driver in the repository's config: ``<driver_command> %O
+    %A %B``, ``mdmem merge-index`` unless given. An existing, different
+    driver is kept unless ``driver_command`` is given.
+
+    Raises:
+        OSError: a file could not be written, or ``git config`` failed.
+    """
+    report = InitReport()
+    if not os.path.isdir(store.path):
+        _fs.ensure_dir(store.path, private=store.private)
+        report.changes.append(f"created {store.path}")
+    index = os.path.join(store.path, INDEX_NAME)
+    if not os.path.exists(index) and not store.load_index():
+        _fs.atomic_write(index, b"", private=store.private)
+        report.changes.append(f"wrote {index}")
+    _ensure_line(
+        os.path.join(store.path, ".gitignore"),
+        _IGNORE_LINE,
+        "# derived state of mdmem (safe to delete, rebuilt on demand)",
+        report,
+    )
+    _ensure_line(
+        os.path.join(store.path, ".gitattributes"),
+        ATTRIBUTES_LINE,
+        "# merge the index note by note, never as text (mdmem merge-index)",
+        report,
+    )
+    _setup_driver(workspace, driver_command, report)
+    return report

@@ -1,0 +1,185 @@
+"""Team memory over real git: clones and branches merge MEMORY.md with no hand-resolved conflict."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SRC
+from mdmem import Level, Store
+from mdmem.cli import app
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary"),
+    pytest.mark.timeout(120),
+]
+
+DRIVER = f"{shlex.quote(sys.executable)} -m mdmem merge-index"
+# A scripted editor: sets the summary of the note it is given to $NEW_SUMMARY.
+EDITOR = """
+import os, sys
+path = sys.argv[1]
+lines = open(path, encoding="utf-8").read().split("\\n")
+lines = [f"summary: {os.environ['NEW_SUMMARY']}" if x.startswith("summary:") else x for x in lines]
+open(path, "w", encoding="utf-8").write("\\n".join(lines))
+"""
+
+
+@pytest.fixture(autouse=True)
+def _git_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Git never reads or writes the real global or system config."""
+    config = tmp_path / "gitconfig"
+    config.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
+        monkeypatch.delenv(name, raising=False)
+    # The merge driver is a child of git: let it import this checkout.
+    monkeypatch.setenv("PYTHONPATH", str(SRC))
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=check,
+    )
+
+
+class Clone:
+    """A clone of the shared repository, and mdmem run in it."""
+
+    def __init__(self, path: Path, editor: Path) -> None:
+        self.path = path
+        self.editor = editor
+
+    def mdmem(self, *args: str, **env: str) -> str:
+        result = CliRunner().invoke(app, ["--workspace", str(self.path), *args], env=env)
+        assert result.exit_code == 0, (args, result.output)
+        return result.stdout
+
+    def add(self, title: str) -> str:
+        return self.mdmem("add", "--title", title, f"What {title} says.").strip()
+
+    def update(self, name: str, summary: str) -> None:
+        editor = f"{shlex.quote(sys.executable)} {shlex.quote(str(self.editor))}"
+        self.mdmem("edit", name, VISUAL=editor, NEW_SUMMARY=summary)
+
+    def commit(self, message: str) -> None:
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "-m", message)
+
+    @property
+    def store(self) -> Store:
+        return Store(self.path / ".PseudoClaude" / "memory", Level.PROJECT)
+
+    def index(self) -> str:
+        return (self.store.root / "MEMORY.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", "origin.git")
+    return tmp_path / "origin.git"
+
+
+def clone(origin: Path, name: str, *, init: bool = True) -> Clone:
+    path = origin.parent / name
+    git(origin.parent, "clone", "-q", str(origin), name)
+    git(path, "checkout", "-q", "-B", "main")
+    editor = origin.parent / "editor.py"
+    editor.write_text(EDITOR, encoding="utf-8")
+    repo = Clone(path, editor)
+    if init:
+        repo.mdmem("init", "--driver-command", DRIVER)
+    return repo
+
+
+def assert_index_is_a_reindex(repo: Clone) -> None:
+    merged = repo.index()
+    report = repo.store.reindex()
+    assert report.changed is False, (merged, repo.index())
+    assert repo.index() == merged
+    assert not report.problems
+
+
+def test_two_clones_create_update_delete_then_merge_without_conflict(origin: Path) -> None:
+    a = clone(origin, "a")
+    base = [a.add(title) for title in ("Base one", "Base two", "Base three", "Base four")]
+    a.commit("base notes")
+    git(a.path, "push", "-q", "origin", "main")
+    assert "MEMORY.md merge=mdmem-index" in (a.store.root / ".gitattributes").read_text()
+    assert git(a.path, "status", "--porcelain", "--ignored").stdout.count(".mdmem") == 1
+
+    b = clone(origin, "b")
+    assert git(b.path, "config", "merge.mdmem-index.driver").stdout.strip() == f"{DRIVER} %O %A %B"
+
+    from_a = a.add("From A")
+    a.update(base[1], "changed in A")
+    a.mdmem("rm", base[0])
+    a.commit("A's work")
+    git(a.path, "push", "-q", "origin", "main")
+
+    from_b = b.add("From B")
+    b.update(base[2], "changed in B")
+    b.mdmem("rm", base[3])
+    b.commit("B's work")
+    git(b.path, "branch", "b-work")
+
+    merge = git(b.path, "pull", "--no-rebase", "--no-edit", "origin", "main", check=False)
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert git(b.path, "status", "--porcelain").stdout == ""
+    assert "<<<<<<<" not in b.index()
+    names = [line.rsplit("(", 1)[1][:-1] for line in b.index().splitlines()]
+    assert names == sorted([base[1], base[2], from_a, from_b])
+    assert "changed in A" in b.index() and "changed in B" in b.index()
+    assert_index_is_a_reindex(b)
+
+    # The same merge without the driver (a clone where `mdmem init` never ran) conflicts:
+    # the test above is not passing by luck.
+    c = clone(origin, "c", init=False)
+    git(c.path, "fetch", "-q", str(b.path), "b-work")
+    plain = git(c.path, "merge", "--no-edit", "FETCH_HEAD", check=False)
+    assert plain.returncode != 0 and "MEMORY.md" in plain.stdout
+
+
+def test_a_worktree_branch_carries_its_own_memory_and_merges_back(origin: Path) -> None:
+    a = clone(origin, "a")
+    first = a.add("First")
+    a.commit("first")
+    worktree = Clone(origin.parent / "feature-tree", a.editor)
+    git(a.path, "worktree", "add", "-q", "-b", "feature", str(worktree.path))
+    # The worktree shares the repository's config, so its driver too; its memory is its own.
+    assert git(worktree.path, "config", "merge.mdmem-index.driver").stdout.strip()
+    on_feature = worktree.add("Feature detail")
+    worktree.update(first, "changed on the feature branch")
+    worktree.commit("feature work")
+    assert on_feature not in a.index()
+
+    on_main = a.add("Main detail")
+    a.commit("main work")
+    merge = git(a.path, "merge", "--no-edit", "feature", check=False)
+    assert merge.returncode == 0, merge.stdout + merge.stderr
+    assert on_feature in a.index() and on_main in a.index()
+    assert "changed on the feature branch" in a.index()
+    assert_index_is_a_reindex(a)
+
+
+def test_init_is_idempotent_and_keeps_a_custom_driver(origin: Path) -> None:
+    a = clone(origin, "a")
+    assert "already set up" in a.mdmem("init")
+    assert git(a.path, "config", "merge.mdmem-index.driver").stdout.strip() == f"{DRIVER} %O %A %B"
+    a.mdmem("init", "--driver-command", "mdmem merge-index")
+    assert git(a.path, "config", "merge.mdmem-index.driver").stdout.strip() == (
+        "mdmem merge-index %O %A %B"
+    )
+    attributes = (a.store.root / ".gitattributes").read_text()
+    assert attributes.count("MEMORY.md merge=mdmem-index") == 1
