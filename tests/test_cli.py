@@ -504,7 +504,7 @@ def test_edit_of_a_note_changed_meanwhile_keeps_the_text(
     name = create(project, "Build")
     env = editor.env({"replace": [["Some body.", "Mine."]], "touch": str(project.root / name)})
     result = mdmem("edit", name, **env)
-    assert "changed on disk while you were editing" in result.stderr
+    assert "changed on disk since it was read; nothing was written" in result.stderr
     assert result.exit_code == 1
     [kept] = rescued(project)
     assert "Mine." in kept.read_text()

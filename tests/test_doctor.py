@@ -13,8 +13,7 @@ import pytest
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Store, doctor
-from mdmem.doctor import Check, Finding, examine, lock_holders, note_text, rescue, save_edit
-from mdmem.errors import InvalidNote, NoteNotFound, StoreError
+from mdmem.doctor import Check, Finding, examine, lock_holders, rescue
 
 DEAD_PID = 99_999_999  # above any pid_max: never a live process
 
@@ -287,39 +286,3 @@ def test_a_failing_repair_is_reported(store: Store, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(doctor, "PENDING_TURN_CHECKS", [Check("pending-turns", find, repair)])
     report = examine(store, fix=True)
     assert report.failed == ("pending-turns: disk on fire",) and len(report.problems) == 1
-
-
-# -- hand edits -------------------------------------------------------------------------
-
-
-def test_save_edit_updates_rewrites_or_refuses(store: Store) -> None:
-    name = "project_knowledge_note-0.md"
-    before = note_text(store, name)
-    assert save_edit(store, name, before, before) == "unchanged"
-    after = before.replace("Body 0.", "New body.")
-    assert save_edit(store, name, before, after) == "update"
-    assert store.read(name).body == "New body."
-    current = note_text(store, name)
-    with_key = current.replace("title: Note 0\n", "title: Note 0\nowner: me\n")
-    assert save_edit(store, name, current, with_key) == "rewrite"
-    assert store.read(name).extra == {"owner": "me"}
-    assert note_text(store, name).index("owner: me") > note_text(store, name).index("updated:")
-    with pytest.raises(StoreError):
-        save_edit(store, name, before, after)  # the file is no longer what the editor started from
-    with pytest.raises(InvalidNote):
-        save_edit(store, name, with_key, "no front matter")
-    with pytest.raises(NoteNotFound):
-        note_text(store, "project_knowledge_nope.md")
-
-
-@pytest.mark.parametrize("extra_key", [False, True])
-def test_save_edit_redacts_secrets_either_way(store: Store, extra_key: bool) -> None:
-    name = "project_knowledge_note-1.md"
-    before = note_text(store, name)
-    token = "ghp_" + "a1B2" * 9
-    after = before.replace("Body 1.", f"Clone with {token}.")
-    if extra_key:
-        after = after.replace("title: Note 1\n", "title: Note 1\nowner: me\n")
-    assert save_edit(store, name, before, after) == ("rewrite" if extra_key else "update")
-    assert token not in note_text(store, name)
-    assert "[REDACTED:github_token]" in store.read(name).body

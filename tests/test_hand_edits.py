@@ -181,3 +181,11 @@ def test_store_without_writable_state_still_answers(store: Store) -> None:
 
 def test_racy_window_is_a_few_seconds() -> None:
     assert 1_000_000_000 <= RACY_NS <= 5_000_000_000
+
+
+def test_reading_a_missing_store_creates_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "nowhere" / "memory", Level.PROJECT)
+    assert store.load_index() == ""
+    assert store.entries() == [] and store.problems() == [] and store.notes() == []
+    assert store.reindex().notes == 0
+    assert not (tmp_path / "nowhere").exists()

@@ -475,3 +475,42 @@ def test_rename_keeps_the_bytes_and_never_overwrites(store: Store) -> None:
 def test_derived_summary_skips_headings(store: Store, body: str, summary: str) -> None:
     result = store.apply([create("S", body)])
     assert store.read(result.applied[0].filename).summary == summary
+
+
+def test_save_writes_the_whole_note_as_given(store: Store) -> None:
+    from mdmem import InvalidNote, StoreError
+
+    store.apply([create("Note 0", "Body 0.")], now=T0)
+    name = "project_knowledge_note-0.md"
+    before = store.read_text(name)
+    assert store.save(parse(before, name), expect=before) == "unchanged"
+    edited = parse(
+        before.replace("Body 0.", "New body.").replace("---\nNew", "owner: me\n---\nNew"), name
+    )
+    assert store.save(edited, expect=before, now=T1) == "update"
+    note = store.read(name)
+    assert note.body == "New body." and note.extra == {"owner": "me"}
+    assert note.created == T0 and note.updated == T1
+    text = store.read_text(name)
+    assert text.index("owner: me") > text.index("updated:")
+    with pytest.raises(StoreError):
+        store.save(edited, expect=before)  # the file is no longer what the editor started from
+    with pytest.raises(NoteNotFound):
+        store.read_text("project_knowledge_nope.md")
+    store.root.joinpath("broken.md").write_text("---\ntype: [\n---\nmine\n")
+    with pytest.raises(InvalidNote):
+        store.read("broken.md")
+    fixed = parse("---\ntype: project_knowledge\ntitle: Fixed\n---\nmine\n", "broken.md")
+    assert store.save(fixed, expect=store.read_text("broken.md")) == "update"
+    assert "Fixed" in store.load_index()
+
+
+def test_save_redacts_and_creates(store: Store) -> None:
+    token = "ghp_" + "a1B2" * 9
+    from mdmem import Note, NoteType
+
+    note = Note("new.md", NoteType.PROJECT_KNOWLEDGE, "Clone", body=f"Clone with {token}.")
+    assert store.save(note) == "create"
+    assert token not in store.read_text("new.md")
+    assert "[REDACTED:github_token]" in store.read("new.md").body
+    assert "(new.md)" in store.load_index()

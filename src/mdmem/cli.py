@@ -159,11 +159,6 @@ def _selected(options: Options, level: Which) -> list[Store]:
     return [s for s in (project, user) if level.value in ("all", s.level.value)]
 
 
-def _existing(stores: list[Store]) -> list[Store]:
-    # Store.entries() creates a missing store's directory; a read must not.
-    return [s for s in stores if os.path.isdir(s.path)]
-
-
 class Which(str, Enum):
     """Which store(s) a command looks at."""
 
@@ -176,7 +171,7 @@ def _complete_note(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of note names, from both stores."""
     params = ctx.find_root().params
     _, project, user = resolve(params.get("workspace"), params.get("user_dir"))
-    names = {e.filename for store in _existing([project, user]) for e in store.entries()}
+    names = {e.filename for store in (project, user) for e in store.entries()}
     return sorted(n for n in names if n.startswith(incomplete))
 
 
@@ -400,7 +395,7 @@ def list_(
     """
     rows = [
         {"level": store.level.value, **vars(entry)}
-        for store in _existing(_selected(_options(ctx), level))
+        for store in _selected(_options(ctx), level)
         for entry in store.entries()
         if note_type is None or entry.type == note_type.value
     ]
@@ -503,12 +498,21 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
 
     Example: EDITOR=nano mdmem edit project_knowledge_build-and-test.md
     """
-    from mdmem.doctor import note_text, save_edit
+    from mdmem.note import parse
 
     options = _options(ctx)
     store = _find(options, name, level)
-    before = note_text(store, name)
-    action = _edit_until_saved(store, name, before, lambda t: save_edit(store, name, before, t))
+    before = store.read_text(name)
+
+    def save(text: str) -> str:
+        note = parse(text, name)
+        if not note.body:
+            raise InvalidNote(name, "the body is empty (to delete the note, use `mdmem rm`)")
+        # expect=before: a note changed on disk meanwhile is not overwritten (the
+        # edited text is kept aside instead).
+        return store.save(note, expect=before)
+
+    action = _edit_until_saved(store, name, before, save)
     if not options.quiet:
         typer.echo(f"{name}: {'no changes' if action in (None, 'unchanged') else 'saved'}")
 

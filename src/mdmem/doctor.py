@@ -11,7 +11,7 @@ holder, for information.
 
 The module is also the safety net of hand edits (``mdmem edit``): a text that
 cannot be saved is kept under ``.mdmem/rescued/`` (:func:`rescue`), and
-:func:`save_edit` writes an edited note through the store.
+``Store.save`` writes the edited note.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem import _fs
-from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound, StoreError
+from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
 from mdmem.paths import INDEX_NAME, STATE_DIR, is_candidate_name, note_path
 
 if TYPE_CHECKING:
@@ -44,9 +44,7 @@ __all__ = [
     "Report",
     "examine",
     "lock_holders",
-    "note_text",
     "rescue",
-    "save_edit",
 ]
 
 RESCUED_DIR = "rescued"
@@ -437,29 +435,6 @@ def examine(store: Store, *, fix: bool = False) -> Report:
 # -- hand edits -------------------------------------------------------------------------
 
 
-def note_text(store: Store, filename: str) -> str:
-    """The text of a note's file as it is on disk, valid or not.
-
-    Raises:
-        InvalidPath: not a note name, or it escapes the store.
-        NoteNotFound: no such note.
-        InvalidNote: too large, or not UTF-8.
-    """
-    from mdmem.store import MAX_NOTE_BYTES
-
-    try:
-        path = note_path(store.path, filename, must_exist=True)
-        data = _fs.read_bytes(path, MAX_NOTE_BYTES)
-    except FileNotFoundError:
-        raise NoteNotFound(filename, store.path) from None
-    except ValueError as exc:
-        raise InvalidNote(filename, f"too large: {exc}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
-
-
 def rescue(store: Store, label: str, text: str) -> str:
     """Keep text a person typed in ``.mdmem/rescued/``, named after ``label``; return the path."""
     folder = os.path.join(store.path, STATE_DIR, RESCUED_DIR)
@@ -472,72 +447,3 @@ def rescue(store: Store, label: str, text: str) -> str:
         path = os.path.join(folder, f"{stamp}-{n}~{label}")
     _fs.atomic_write(path, text.encode("utf-8"), private=store.private)
     return path
-
-
-def _expressible(old: Note, new: Note) -> bool:
-    """Whether an update operation can carry the change from ``old`` to ``new``."""
-    return (
-        new.extra == old.extra
-        and new.created == old.created
-        and (bool(new.summary) or not old.summary)
-    )
-
-
-def save_edit(store: Store, filename: str, before: str, after: str) -> str:
-    """Save a person's edit of a note, from text ``before`` to ``after``; return what was done.
-
-    An ordinary edit is an update through the store (``"update"`` or
-    ``"unchanged"``): ``updated`` is refreshed and the index follows. An edit
-    an update cannot express (a note that was malformed, added or changed
-    keys, a removed summary) is written whole, redacted like an update
-    (``"rewrite"``).
-
-    Raises:
-        InvalidNote: ``after`` is not a valid note; say why, and let the person edit again.
-        StoreError: the note changed on disk since ``before`` was read.
-        NoteNotFound: the note was deleted meanwhile.
-        LockTimeout: the store is locked by someone else.
-    """
-    from mdmem.note import parse, render
-    from mdmem.privacy import redact
-
-    note = parse(after, filename)
-    if not note.body:
-        raise InvalidNote(filename, "the body is empty (to delete the note, use `mdmem rm`)")
-    with store.lock():
-        if note_text(store, filename) != before:
-            raise StoreError(
-                os.path.join(store.path, filename), "changed on disk while you were editing it"
-            )
-        try:
-            old: Note | None = parse(before, filename)
-        except InvalidNote:
-            old = None
-        if old is not None and _expressible(old, note):
-            op = {
-                "action": "update",
-                "level": store.level.value,
-                "filename": filename,
-                "type": note.type.value,
-                "title": note.title,
-                "summary": note.summary or None,
-                "content": note.body,
-            }
-            result = store.apply([op])
-            if result.rejected:
-                raise InvalidNote(filename, result.rejected[0].reason)
-            return result.applied[0].action
-        # What an update would do, done by hand: redact, keep the person's keys and
-        # created, refresh updated.
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        note = note.with_changes(
-            title=redact(note.title),
-            summary=redact(note.summary),
-            body=redact(note.body),
-            created=note.created or now,
-            updated=now,
-        )
-        data = render(note).encode("utf-8")
-        _fs.atomic_write(note_path(store.path, filename), data, private=store.private)
-    store.load_index()
-    return "rewrite"

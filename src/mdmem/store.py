@@ -23,6 +23,7 @@ from mdmem.errors import (
     LockTimeout,
     NoteExists,
     NoteNotFound,
+    StoreError,
 )
 from mdmem.paths import INDEX_NAME, STATE_DIR, note_path
 
@@ -261,6 +262,20 @@ class Store:
             raise NoteNotFound(filename, self._root) from None
         return parse(self._decode(path, filename), filename)
 
+    def read_text(self, filename: str) -> str:
+        """The text of a note's file as it is on disk, valid note or not (for editors).
+
+        Raises:
+            InvalidPath: not a note name, or it escapes the store.
+            NoteNotFound: no such note.
+            InvalidNote: too large, or not UTF-8.
+        """
+        try:
+            path = note_path(self._root, filename, must_exist=True)
+        except FileNotFoundError:
+            raise NoteNotFound(filename, self._root) from None
+        return self._decode(path, filename)
+
     def notes(self) -> list[Note]:
         """Every readable note, sorted by file name (malformed ones are in :meth:`problems`)."""
         out = []
@@ -341,6 +356,8 @@ class Store:
         baseline: dict[str, _catalog.Entry] | None = None,
     ) -> tuple[str, dict[str, _catalog.Entry]]:
         """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
+        if not os.path.isdir(self._root):
+            return "", {}  # reading a store that does not exist must not create it
         saved = {} if full else _catalog.load(self._root)
         old = saved if baseline is None else baseline
         known = known or {}
@@ -446,6 +463,47 @@ class Store:
                 self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
+    def save(self, note: Note, *, expect: str | None = None, now: datetime | None = None) -> str:
+        """Write a whole note as given (front matter included), for editors and tools.
+
+        Unlike an update operation, this keeps what the caller set: its own
+        keys, ``created``, an emptied summary. Title, summary and body are
+        redacted like every write; ``updated`` is refreshed. With ``expect``
+        (the file's text when the caller read it), nothing is written if the
+        file changed since. Returns ``create``, ``update`` or ``unchanged``.
+
+        Raises:
+            InvalidPath: not a note name, or it escapes the store.
+            StoreError: ``expect`` was given and the file changed meanwhile.
+            LockTimeout: the store is locked by someone else.
+        """
+        from mdmem.note import clean_inline, parse, render
+
+        path = note_path(self._root, note.filename)
+        redact = self._redact or _default_redact()
+        moment = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+        clean = note.with_changes(
+            title=clean_inline(redact(note.title)),
+            summary=clean_inline(redact(note.summary)),
+            body=redact(note.body).strip(),
+        )
+        with self.lock():
+            current = _read_text(path)
+            if expect is not None and current != expect:
+                raise StoreError(path, "changed on disk since it was read; nothing was written")
+            if current is not None:
+                try:
+                    if parse(current, note.filename) == clean:
+                        return "unchanged"
+                except InvalidNote:
+                    pass  # a broken note being repaired
+            final = clean.with_changes(created=clean.created or moment, updated=moment)
+            data = render(final).encode("utf-8")
+            plan = _txn.Plan(writes={note.filename: data})
+            _txn.commit(self._root, plan, private=self.private)
+            self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
+        return "create" if current is None else "update"
+
     def rename(self, old: str, new: str) -> str:
         """Give a note a new file name, keeping its content (front matter included); return it.
 
@@ -461,7 +519,7 @@ class Store:
             if not os.path.lexists(source):
                 raise NoteNotFound(old, self._root)
             taken = {n.casefold() for n in os.listdir(self._root)} - {old.casefold()}
-            if os.path.lexists(target) and old != new or new.casefold() in taken:
+            if (os.path.lexists(target) and old != new) or new.casefold() in taken:
                 raise NoteExists(new, self._root)
             # The same directory: a rename is atomic, and the note's bytes do not change.
             os.rename(source, target)
@@ -505,6 +563,12 @@ class Store:
             _fs.fsync_dir(self._root)
             self._refresh(_catalog.Scan(self._root), locked=True)
         return filename
+
+
+def _default_redact() -> Callable[[str], str]:
+    from mdmem.privacy import redact
+
+    return redact
 
 
 def _read_text(path: str) -> str | None:
