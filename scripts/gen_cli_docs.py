@@ -71,21 +71,35 @@ def _help(args: list[str]) -> str:
 
 
 def commands() -> list[str]:
-    """The names of mdmem's visible commands, in the order `mdmem --help` lists them."""
+    """mdmem's visible commands, groups and their sub-commands, as `mdmem --help` lists them."""
     from typer.main import get_command
 
     from mdmem.cli import app
 
-    group = get_command(app)
-    found = getattr(group, "commands", {})
-    return [name for name, command in found.items() if not command.hidden]
+    def walk(group: object, prefix: str) -> list[str]:
+        out: list[str] = []
+        for name, command in getattr(group, "commands", {}).items():
+            if command.hidden:
+                continue
+            path = f"{prefix}{name}"
+            out.append(path)
+            out.extend(walk(command, f"{path} "))
+        return out
+
+    return walk(get_command(app), "")
+
+
+def leaves() -> list[str]:
+    """The commands that do something (not groups): each has an example in its help."""
+    names = commands()
+    return [n for n in names if not any(other.startswith(n + " ") for other in names)]
 
 
 def render() -> str:
     """The text of docs/cli.md."""
     parts = [INTRO, "## mdmem\n", "```text\n" + _help([]) + "```\n"]
     for name in commands():
-        parts += [f"## mdmem {name}\n", "```text\n" + _help([name]) + "```\n"]
+        parts += [f"## mdmem {name}\n", "```text\n" + _help(name.split()) + "```\n"]
     return "\n".join(parts)
 
 

@@ -22,13 +22,15 @@ _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
 _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
 
 
-def resolve(workspace: str | None, user_dir: str | None) -> tuple[str, Store, Store]:
-    """The workspace and its two stores, from options or the environment."""
+def resolve(
+    workspace: str | None, user_dir: str | None, *, start: str | None = None
+) -> tuple[str, Store, Store]:
+    """The workspace and its two stores: ``workspace`` as given, else discovered from ``start``."""
     user = os.path.abspath(os.path.expanduser(user_dir)) if user_dir else user_root()
     if workspace:
         ws = os.path.abspath(os.path.expanduser(workspace))
     else:
-        ws = discover_workspace(os.getcwd(), user_store=user)
+        ws = discover_workspace(start or os.getcwd(), user_store=user)
     return ws, Store(project_root(ws), Level.PROJECT), Store(user, Level.USER)
 
 
@@ -56,7 +58,10 @@ def index_text(workspace: str | None, user_dir: str | None, level: str, as_json:
 
 
 def try_fast(argv: list[str]) -> int | None:
-    """Answer ``mdmem [--workspace W] [--user-dir U] [-q] [-v] index [--level L] [--json]``."""
+    """Answer ``mdmem [globals] index [--level L] [--json]`` and ``... hook session-start``.
+
+    Globals are ``--workspace W``, ``--user-dir U``, ``-q``, ``-v``.
+    """
     opts: dict[str, str | None] = {
         "workspace": os.environ.get("MDMEM_WORKSPACE") or None,
         "user_dir": os.environ.get("MDMEM_USER_DIR") or None,
@@ -77,6 +82,15 @@ def try_fast(argv: list[str]) -> int | None:
             continue
         elif not command_seen and arg == "index":
             command_seen = True
+        elif not command_seen and arg == "hook" and args == ["session-start"]:
+            from mdmem.integrations.claude_code import read_hook_input, session_start
+
+            try:
+                out = session_start(read_hook_input(), opts["workspace"], opts["user_dir"])
+            except Exception:
+                return None  # the full CLI handles it, and still exits 0
+            sys.stdout.write(out + "\n")
+            return 0
         elif command_seen and key == "--level":
             if not eq:
                 if not args:

@@ -130,7 +130,9 @@ class Planner:
             if name in self._deleted or self._exists(name):
                 if self._same(name, op.type, title, body):
                     return "unchanged", name
-                raise InvalidOperation(f"a note named {name!r} already exists; update it", "filename")
+                raise InvalidOperation(
+                    f"a note named {name!r} already exists; update it", "filename"
+                )
         else:
             base = f"{op.type.value}_{slugify(op.slug or op.title)}"
             for n in range(1, _MAX_SUFFIX + 1):

@@ -88,9 +88,14 @@ class Manager:
         max_attempts: int = 3,
         retry_delay: float = 30.0,
         resume: bool = True,
+        discover: bool = True,
     ) -> None:
         user_path = os.path.abspath(os.fspath(user_dir)) if user_dir is not None else user_root()
-        self.workspace = discover_workspace(os.fspath(workspace), user_store=user_path)
+        self.workspace = (
+            discover_workspace(os.fspath(workspace), user_store=user_path)
+            if discover
+            else os.path.abspath(os.fspath(workspace))
+        )
         self._redactor = Redactor([*extra_patterns_from_env(), *redact_patterns])
         self.project = Store(
             project_root(self.workspace), Level.PROJECT, redact=self._redactor.redact

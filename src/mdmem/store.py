@@ -519,7 +519,11 @@ class Store:
             if not os.path.lexists(source):
                 raise NoteNotFound(old, self._root)
             taken = {n.casefold() for n in os.listdir(self._root)} - {old.casefold()}
-            if (os.path.lexists(target) and old != new) or new.casefold() in taken:
+            # On a case-insensitive file system a case-only rename finds "itself".
+            itself = os.path.lexists(target) and os.path.samestat(
+                os.lstat(source), os.lstat(target)
+            )
+            if (os.path.lexists(target) and not itself) or new.casefold() in taken:
                 raise NoteExists(new, self._root)
             # The same directory: a rename is atomic, and the note's bytes do not change.
             os.rename(source, target)

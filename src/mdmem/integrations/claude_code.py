@@ -29,12 +29,20 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENTS",
     "TranscriptMessage",
+    "hand_over",
     "install",
+    "log_to_file",
     "new_messages",
+    "read_cursor",
+    "read_hook_input",
     "read_transcript",
+    "session_start",
     "session_start_output",
     "settings_path",
+    "start_worker",
     "uninstall",
+    "workspace_of",
+    "write_cursor",
 ]
 
 _MAX_STDIN = 1_000_000
@@ -208,7 +216,23 @@ def session_start_output(block: str, project_store: str, user_store: str) -> str
     )
 
 
-def hand_over(payload: dict[str, object], *, spawn: bool = True) -> str | None:
+def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
+    """What ``mdmem hook session-start`` prints, for the session's workspace."""
+    from mdmem._fastpath import resolve
+    from mdmem.index import merge
+
+    _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    block = merge(project.load_index(), user.load_index())
+    return session_start_output(block, project.path, user.path)
+
+
+def hand_over(
+    payload: dict[str, object],
+    workspace: str | None = None,
+    user_dir: str | None = None,
+    *,
+    spawn: bool = True,
+) -> str | None:
     """The Stop hook's work: journal the session's new messages and start a worker.
 
     Returns the journaled turn's id, or None when there was nothing new.
@@ -223,7 +247,10 @@ def hand_over(payload: dict[str, object], *, spawn: bool = True) -> str | None:
     session = payload.get("session_id")
     if not isinstance(transcript, str) or not isinstance(session, str) or not session:
         raise ValueError("the hook input has no transcript_path or session_id")
-    manager = Manager(workspace_of(payload), resume=False)
+    from mdmem._fastpath import resolve
+
+    ws, _, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
     state = os.path.join(manager.project.path, STATE_DIR)
     fresh = new_messages(read_transcript(transcript), read_cursor(state, session))
     if not fresh:

@@ -1,0 +1,277 @@
+"""Claude Code hooks: transcripts read right, turns handed over once, settings merged politely."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYTHON, python_env
+from mdmem import Level, Store
+from mdmem.integrations import claude_code
+from mdmem.integrations.claude_code import install, new_messages, read_transcript, uninstall
+from mdmem.turn import from_messages
+
+FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+SESSION = "bcc87c54-8d8e-4306-8cdc-04695ddaf79e"
+
+
+def texts(path: Path) -> list[list[str]]:
+    messages = [m.as_dict() for m in read_transcript(str(path))]
+    return [[m.role, m.text] for m in from_messages(messages)]
+
+
+def expected(fixture: str) -> list[list[str]]:
+    """The "text list" JSON block for a fixture, from EXPECTED.md."""
+    doc = (FIXTURES / "EXPECTED.md").read_text(encoding="utf-8")
+    section = doc.split(f"## {fixture}", 1)[1]
+    marker = "Text list:" if "Text list:" in section.split("\n## ", 1)[0] else "text list:"
+    block = section.split(marker, 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    return json.loads(block)
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    ["simple.jsonl", "blocks.jsonl", "sidechain.jsonl", "malformed.jsonl", "two_turns.jsonl"],
+)
+def test_transcripts_become_the_right_turn(fixture: str) -> None:
+    assert texts(FIXTURES / fixture) == expected(fixture)
+
+
+def test_streamed_lines_are_one_message_and_duplicates_are_dropped() -> None:
+    messages = read_transcript(str(FIXTURES / "blocks.jsonl"))
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+    blocks = [b["type"] for b in messages[1].content]  # type: ignore[index]
+    assert blocks == ["thinking", "text", "tool_use"]  # the duplicated tool_use line counted once
+    joined = json.dumps([m.as_dict() for m in messages])
+    prompt_text = json.dumps(texts(FIXTURES / "blocks.jsonl"))
+    assert "A 500 on the list endpoint only" in joined  # thinking is kept in the messages...
+    assert "A 500 on the list endpoint only" not in prompt_text  # ...but never reaches the prompt
+    assert "0.412s" not in prompt_text
+
+
+def test_sidechains_and_unknown_lines_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    side = json.dumps([m.as_dict() for m in read_transcript(str(FIXTURES / "sidechain.jsonl"))])
+    assert "Searching for the setting" not in side
+    with caplog.at_level(logging.WARNING, logger="mdmem"):
+        malformed = json.dumps(
+            [m.as_dict() for m in read_transcript(str(FIXTURES / "malformed.jsonl"))]
+        )
+    assert "unknown type and must not be read" not in malformed
+    assert len([r for r in caplog.records if "skipped" in r.getMessage()]) == 2
+
+
+def test_cursor_hands_over_only_new_messages() -> None:
+    first = read_transcript(str(FIXTURES / "two_turns.jsonl"))
+    more = read_transcript(str(FIXTURES / "two_turns_more.jsonl"))
+    assert new_messages(first, None) == first
+    fresh = new_messages(more, first[-1].uuid)
+    assert [m.uuid for m in fresh] == [
+        "52c38403-91ee-4a08-b4c1-6a85e8c7852e",
+        "405218b8-f663-4b6c-82e0-859a7afd97fe",
+    ]
+    assert new_messages(more, more[-1].uuid) == []
+    assert new_messages(more, "not-in-the-file") == more
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "shop-api"
+    (ws / ".git").mkdir(parents=True)
+    return ws
+
+
+def journal_turns(ws: Path) -> list[list[list[str]]]:
+    pending = ws / ".PseudoClaude" / "memory" / ".mdmem" / "turns" / "pending"
+    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
+
+
+def test_hand_over_twice_on_a_growing_transcript(workspace: Path, tmp_path: Path) -> None:
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "two_turns.jsonl", transcript)
+    payload = {"session_id": SESSION, "transcript_path": str(transcript), "cwd": str(workspace)}
+    assert claude_code.hand_over(payload, spawn=False) is not None
+    shutil.copy(FIXTURES / "two_turns_more.jsonl", transcript)  # Claude Code appended a turn
+    assert claude_code.hand_over(payload, spawn=False) is not None
+    assert claude_code.hand_over(payload, spawn=False) is None  # nothing new
+    first, second = journal_turns(workspace)
+    assert first == expected("two_turns.jsonl")
+    assert second == [
+        [
+            "user",
+            "From now on, list deprecated aliases in CHANGELOG.md under a Deprecated heading.",
+        ],
+        [
+            "assistant",
+            "Will do. I added a Deprecated section to the Unreleased part "
+            "of CHANGELOG.md with the `qty` alias.",
+        ],
+    ]
+
+
+def run_hook(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "mdmem", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=python_env(**env),
+        timeout=60,
+    )
+
+
+def test_hook_stop_journals_and_a_background_worker_extracts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "two_turns_more.jsonl", transcript)
+    payload = json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": str(transcript),
+            "cwd": str(workspace),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+        }
+    )
+    started = time.monotonic()
+    proc = run_hook(["hook", "stop"], payload, MDMEM_PROVIDER="offline")
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    store = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "deprecated" not in store.load_index().lower():
+        time.sleep(0.1)
+    index = store.load_index()
+    # The offline provider keeps the two explicit requests of the session.
+    assert "mobile app still sends `qty`" in index
+    assert "deprecated aliases in CHANGELOG.md" in index
+    assert took < 30  # generous: a shared machine; the hook does not wait for extraction
+    journal = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    deadline = time.monotonic() + 10
+    while list(journal.rglob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(journal.rglob("*.json")) == []
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "",
+        "not json",
+        "[1, 2]",
+        '{"session_id": "x"}',
+        '{"session_id": "x", "transcript_path": "/nonexistent.jsonl"}',
+    ],
+)
+def test_hook_stop_always_exits_zero(workspace: Path, stdin: str) -> None:
+    proc = run_hook(["--workspace", str(workspace), "hook", "stop"], stdin)
+    assert proc.returncode == 0
+    assert proc.stdout == ""
+
+
+def test_hook_session_start_prints_the_block(workspace: Path) -> None:
+    shutil.copytree(
+        Path(__file__).parent.parent / ".PseudoClaude.example", workspace / ".PseudoClaude"
+    )
+    (workspace / "internal" / "api").mkdir(parents=True)  # the session runs in a subdirectory
+    payload = json.dumps(
+        {
+            "session_id": "s",
+            "cwd": str(workspace / "internal" / "api"),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        }
+    )
+    proc = run_hook(["hook", "session-start"], payload)
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert set(data) == {"hookSpecificOutput"}
+    out = data["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    assert (
+        "## Project Memory\n- [correction_feedback] Money is integer cents"
+        in out["additionalContext"]
+    )
+    assert str(workspace / ".PseudoClaude" / "memory") in out["additionalContext"]
+
+
+@pytest.mark.parametrize("stdin", ["", "garbage", "{}"])
+def test_hook_session_start_with_odd_input_is_still_valid_json(stdin: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [PYTHON, "-m", "mdmem", "hook", "session-start"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0
+    data = json.loads(proc.stdout)
+    assert data["hookSpecificOutput"]["additionalContext"] == ""
+
+
+FOREIGN = {
+    "permissions": {"allow": ["Bash(npm test:*)"]},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
+    },
+}
+
+
+def test_install_and_uninstall_are_idempotent_and_keep_foreign_hooks(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(FOREIGN))
+    assert install(str(path)) is True
+    once = json.loads(path.read_text())
+    assert install(str(path)) is False
+    assert json.loads(path.read_text()) == once
+    commands = [h["command"] for g in once["hooks"]["Stop"] for h in g["hooks"]]
+    assert commands == ["notify-send done", "mdmem hook stop"]
+    [start] = once["hooks"]["SessionStart"]
+    assert start["matcher"] == "startup|resume|clear|compact"
+    assert start["hooks"][0]["command"] == "mdmem hook session-start"
+    assert once["permissions"] == FOREIGN["permissions"]
+    assert uninstall(str(path)) is True
+    assert json.loads(path.read_text()) == FOREIGN
+    assert uninstall(str(path)) is False
+
+
+def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("{ not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        install(str(path))
+    assert path.read_text() == "{ not json"
+
+
+def test_install_command_through_the_cli(workspace: Path, tmp_path: Path) -> None:
+    proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
+    assert proc.returncode == 0 and "installed in" in proc.stdout
+    settings = workspace / ".claude" / "settings.json"
+    assert "mdmem hook stop" in settings.read_text()
+    proc = run_hook(["--workspace", str(workspace), "install", "claude-code"], "")
+    assert "already installed" in proc.stdout
+    home = tmp_path / "home"
+    proc = run_hook(["install", "claude-code", "--user"], "", HOME=str(home))
+    assert (home / ".claude" / "settings.json").exists()
+    proc = run_hook(["--workspace", str(workspace), "uninstall", "claude-code"], "")
+    assert "removed from" in proc.stdout
+    assert "mdmem" not in settings.read_text()
