@@ -21,11 +21,14 @@ while any entry is that fresh no fingerprint is written.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import stat
 import time
+
+try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough here
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - interpreters without the _blake2 module
+    from hashlib import blake2b as _blake2b
 
 from mdmem import _fs
 from mdmem.errors import InvalidPath
@@ -63,18 +66,26 @@ Entry = dict[str, object]
 
 
 class Scan:
-    """What a directory listing says about a store, without opening a note."""
+    """What a directory listing says about a store, without opening a note.
 
-    __slots__ = ("index_stat", "now_ns", "rejected", "stats")
+    The listing is taken at once (one ``lstat`` per entry); which entries are
+    notes, and which are rejected, is worked out only when asked, because a
+    settled store is recognised by its fingerprint alone.
+    """
+
+    __slots__ = ("_classified", "_raw", "_rejected", "_root", "_stats", "index_stat", "now_ns")
 
     def __init__(self, root: str) -> None:
         self.now_ns = time.time_ns()
-        self.stats: dict[str, Stat] = {}
-        self.rejected: dict[str, str] = {}
+        self._root = root
+        self._raw: list[tuple[str, int, int, int, int]] = []
+        self._stats: dict[str, Stat] = {}
+        self._rejected: dict[str, str] = {}
+        self._classified = False
         self.index_stat: Stat | None = None
         try:
             it = os.scandir(root)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         with it:
             for entry in it:
@@ -85,31 +96,55 @@ class Scan:
                         self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino)
                     continue
                 try:
-                    if entry.is_symlink() or not entry.is_file(follow_symlinks=False):
-                        # The one validator decides whether a link or an odd entry is a note.
-                        note_path(root, name, must_exist=True)
-                        st = entry.stat(follow_symlinks=True)
-                    else:
-                        st = entry.stat(follow_symlinks=False)
-                        if not is_plain_name(name):
-                            check_name(name)
-                except InvalidPath as exc:
-                    self.rejected[name] = exc.reason
-                    continue
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed while we looked
-                self.stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+                self._raw.append((name, st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode))
 
     def fingerprint(self) -> str:
-        """A hash of everything a stat pass can see; equal fingerprints mean an unchanged store."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update(f"v{_VERSION}|{self.index_stat}|".encode())
-        for name in sorted(self.stats):
-            m, s, i = self.stats[name]
-            h.update(f"{name}\0{m}\0{s}\0{i}\n".encode("utf-8", "surrogatepass"))
-        for name in sorted(self.rejected):
-            h.update(f"!{name}\n".encode("utf-8", "surrogatepass"))
-        return h.hexdigest()
+        """A hash of everything a stat pass can see; equal fingerprints mean an unchanged store.
+
+        Entries are hashed in the order the directory lists them: an unchanged
+        directory lists them in the same order, and a mere reordering only
+        costs one slower load.
+        """
+        payload = f"v{_VERSION}|{self.index_stat}|{self._raw!r}"
+        return _blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+    def _classify(self) -> None:
+        if self._classified:
+            return
+        self._classified = True
+        for name, mtime, size, ino, mode in self._raw:
+            if stat.S_ISREG(mode) and is_plain_name(name):
+                self._stats[name] = (mtime, size, ino)
+                continue
+            try:
+                if stat.S_ISREG(mode):
+                    check_name(name)
+                    self._stats[name] = (mtime, size, ino)
+                    continue
+                # The one validator decides whether a link or an odd entry is a note.
+                note_path(self._root, name, must_exist=True)
+                st = os.stat(os.path.join(self._root, name))
+            except InvalidPath as exc:
+                self._rejected[name] = exc.reason
+                continue
+            except FileNotFoundError:
+                continue
+            self._stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    @property
+    def stats(self) -> dict[str, Stat]:
+        """The notes: name -> (mtime_ns, size, inode), links followed."""
+        self._classify()
+        return self._stats
+
+    @property
+    def rejected(self) -> dict[str, str]:
+        """Entries that look like notes but may not be: name -> why."""
+        self._classify()
+        return self._rejected
 
     def settled(self, st: Stat) -> bool:
         """Whether a stat is old enough that an unchanged stat proves unchanged bytes."""
@@ -127,6 +162,8 @@ def read_fingerprint(root: str) -> str | None:
 
 def load(root: str) -> dict[str, Entry]:
     """The catalog's entries by note name; empty when missing or unreadable."""
+    import json
+
     try:
         with open(os.path.join(root, STATE_DIR, CATALOG), encoding="utf-8") as f:
             data = json.load(f)
@@ -150,6 +187,8 @@ def save(
     Derived state: failures are ignored, and it is not fsynced (it can always
     be rebuilt from the notes).
     """
+    import json
+
     state = os.path.join(root, STATE_DIR)
     try:
         ensure_state_dir(root, private=private)
@@ -190,4 +229,4 @@ def ensure_state_dir(root: str, *, private: bool) -> str:
 
 def content_hash(data: bytes) -> str:
     """The hash the catalog records for a note's bytes."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return _blake2b(data, digest_size=16).hexdigest()

@@ -15,7 +15,7 @@ from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFoun
 from mdmem.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.operations import Create, Delete, Update, validate
 from mdmem.paths import STATE_DIR, is_candidate_name, note_path, slugify
-from mdmem.store import Applied, Rejected
+from mdmem.results import Applied, Rejected
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
     from typer._click._termui_impl import ProgressBar
 
-    from mdmem.store import ApplyResult, Store
+    from mdmem.results import ApplyResult
+    from mdmem.store import Store
 
 __all__ = ["app", "run"]
 

@@ -8,8 +8,7 @@ UTF-8, cut only between whole lines, and says how many notes it left out.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # not typing's: `mdmem index` should not import typing
 if TYPE_CHECKING:
     from mdmem.store import Store
 

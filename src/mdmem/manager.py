@@ -38,7 +38,8 @@ from mdmem.operations import Operation, parse_answer
 from mdmem.paths import STATE_DIR, discover_workspace, project_root, user_root
 from mdmem.privacy import Redactor, extra_patterns_from_env
 from mdmem.providers.base import Message
-from mdmem.store import ApplyResult, Rejected, Store
+from mdmem.results import ApplyResult, Rejected
+from mdmem.store import Store
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

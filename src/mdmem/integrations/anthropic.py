@@ -70,7 +70,8 @@ if TYPE_CHECKING:
     )
 
     from mdmem.note import Note
-    from mdmem.store import ApplyResult, Store
+    from mdmem.results import ApplyResult
+    from mdmem.store import Store
 
 __all__ = ["INSTRUCTIONS", "ROOT", "AsyncMemoryTool", "MemoryTool"]
 

@@ -1,0 +1,69 @@
+"""What store operations report back: frozen records, loaded only when an operation runs.
+
+Kept out of ``store.py`` because defining dataclasses costs milliseconds at
+import, and ``mdmem index`` (run at every agent session start) needs none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mdmem._kinds import Level
+
+__all__ = ["Applied", "ApplyResult", "Problem", "ReindexReport", "Rejected", "TrashItem"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One operation that took effect: ``action`` is create, update, delete or unchanged."""
+
+    action: str
+    filename: str
+    level: Level
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """One operation that was dropped, and why."""
+
+    operation: object
+    reason: str
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What :meth:`Store.apply` did."""
+
+    applied: tuple[Applied, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether any note was written or deleted."""
+        return any(a.action != "unchanged" for a in self.applied)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that looks like a note but cannot be read as one; it is left untouched."""
+
+    filename: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """What :meth:`Store.reindex` found."""
+
+    notes: int
+    problems: tuple[Problem, ...]
+    changed: bool
+
+
+@dataclass(frozen=True)
+class TrashItem:
+    """A deleted note, kept under ``.mdmem/trash/`` until someone restores or empties it."""
+
+    filename: str
+    deleted_at: str
+    path: str
