@@ -286,3 +286,68 @@ def test_a_failing_repair_is_reported(store: Store, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(doctor, "PENDING_TURN_CHECKS", [Check("pending-turns", find, repair)])
     report = examine(store, fix=True)
     assert report.failed == ("pending-turns: disk on fire",) and len(report.problems) == 1
+
+
+# -- turns stuck in the journal -----------------------------------------------------------
+
+
+def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mdmem._journal import new_turn_id, put_pending
+    from mdmem.cli import app
+
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    project = Store(ws / ".PseudoClaude" / "memory", Level.PROJECT)
+    project.apply([])  # the store exists
+    turns = project.root / ".mdmem" / "turns"
+    # A turn left by a killed process, one waiting for long, and one that failed.
+    killed = textwrap.dedent(
+        """
+        import os, sys
+        from mdmem._journal import Journal, new_turn_id
+        j = Journal(sys.argv[1]); j.open()
+        text = "Remember that deploys run on Fridays."
+        j.add({"id": new_turn_id(), "messages": [["user", text]]})
+        os.kill(os.getpid(), 9)
+        """
+    )
+    subprocess.run([PYTHON, "-c", killed, str(turns)], env=python_env(), check=False)
+    old_id = f"{(time.time_ns() - 3_600 * 10**9):020d}-abcd0123"
+    put_pending(
+        str(turns), {"id": old_id, "messages": [["user", "Remember that CI uses Go 1.23."]]}
+    )
+    failed = turns / "failed" / f"{new_turn_id()}.json"
+    failed.write_text(
+        json.dumps(
+            {
+                "id": failed.stem,
+                "attempts": 3,
+                "errors": [{"error": "401"}],
+                "messages": [["user", "From now on, answer briefly."]],
+            }
+        )
+    )
+    report = examine(project)
+    stuck = [f for f in report.problems if f.check == "pending-turns"]
+    assert len(stuck) == 3 and all(f.fixable for f in stuck)
+    assert any("extraction failed (401)" in f.message for f in stuck)
+
+    result = CliRunner().invoke(
+        app,
+        ["--workspace", str(ws), "--user-dir", str(tmp_path / "user"), "doctor", "--fix"],
+        env={"MDMEM_PROVIDER": "offline"},
+    )
+    index = project.load_index() + Store(tmp_path / "user", Level.USER).load_index()
+    assert "Fridays" in index and "Go 1.23" in index and "briefly" in index, result.output
+    assert list(turns.rglob("*.json")) == []
+    assert [f for f in examine(project).problems if f.check == "pending-turns"] == []
+
+
+def test_a_fresh_pending_turn_is_information_only(store: Store) -> None:
+    from mdmem._journal import new_turn_id, put_pending
+
+    put_pending(str(store.root / ".mdmem" / "turns"), {"id": new_turn_id(), "messages": []})
+    [finding] = [f for f in examine(store).findings if f.check == "pending-turns"]
+    assert not finding.problem and finding.message == "waiting for a worker"

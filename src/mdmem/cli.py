@@ -598,7 +598,8 @@ def doctor(
 
     Finds index lines without a note, notes missing from MEMORY.md, malformed
     notes (reported, never changed), stray temporary files, interrupted
-    batches, wrong permissions in the user store, and who holds a lock. Exit
+    batches, wrong permissions in the user store, who holds a lock, and turns
+    stuck in the journal (--fix processes them, failed ones included). Exit
     status 1 while problems remain.
 
     Example: mdmem doctor --fix
@@ -609,6 +610,14 @@ def doctor(
     remaining = 0
     for store in _selected(options, level):
         report = examine(store, fix=fix)
+        if fix and any("/pending/" in f.subject for f in report.findings):
+            # Stuck turns were queued again: finishing them is the repair.
+            from mdmem.manager import Manager
+
+            workspace, _, user = options.stores()
+            with Manager(workspace, user_dir=user.path, discover=False) as manager:
+                manager.flush(timeout=300)
+            report = examine(store, fix=True)
         remaining += len(report.problems)
         typer.echo(f"{store.level.value} store {store.path}")
         for line in report.fixed:

@@ -403,12 +403,84 @@ CHECKS: list[Check] = [
 ]
 """The built-in checks, in the order they run and repair."""
 
-# Extension point: the Manager's journal of pending turns under <store>/.mdmem/.
-# Append a Check here (its findings use check="pending-turns") that finds turns
-# stuck in the journal and, as its repair, resumes or discards them; examine()
-# runs these after the built-in checks.
-PENDING_TURN_CHECKS: list[Check] = []
-"""Checks of turns accepted for extraction but not yet on disk; filled in by the Manager."""
+_STUCK_SECONDS = 600
+
+
+def _turn_age(turn_id: str) -> float:
+    try:
+        return time.time() - int(turn_id.split("-", 1)[0]) / 1e9
+    except ValueError:
+        return 0.0
+
+
+def _find_turns(store: Store) -> list[Finding]:
+    """Turns accepted for extraction that are not on their way to disk."""
+    from mdmem._journal import FAILED, PENDING, listing, owner_alive
+
+    root = os.path.join(store.path, STATE_DIR, "turns")
+    findings: list[Finding] = []
+    for place, ids in listing(root).items():
+        for turn_id in ids:
+            subject = f"{STATE_DIR}/turns/{place}/{turn_id}.json"
+            if place == FAILED:
+                error = _last_error(os.path.join(root, place, f"{turn_id}.json"))
+                message = f"extraction failed ({error}); --fix queues it again"
+                findings.append(Finding("pending-turns", subject, message, fixable=True))
+            elif place == PENDING:
+                stuck = _turn_age(turn_id) > _STUCK_SECONDS
+                message = "waiting for a worker" + ("; --fix processes it" if stuck else "")
+                findings.append(
+                    Finding("pending-turns", subject, message, problem=stuck, fixable=stuck)
+                )
+            elif owner_alive(root, place):
+                findings.append(
+                    Finding("pending-turns", subject, "being processed by a live process", False)
+                )
+            else:
+                message = "left by a process that exited; --fix processes it"
+                findings.append(Finding("pending-turns", subject, message, fixable=True))
+    return findings
+
+
+def _last_error(path: str) -> str:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            errors = json.load(f).get("errors") or [{}]
+        return str(errors[-1].get("error", "no error recorded"))
+    except (OSError, ValueError, AttributeError, IndexError):
+        return "the record cannot be read"
+
+
+def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
+    """Put stuck and failed turns back in ``pending/``; a worker then processes them."""
+    import json
+
+    root = os.path.join(store.path, STATE_DIR, "turns")
+    pending = os.path.join(root, "pending")
+    _fs.ensure_dir(pending, private=True)
+    done: list[str] = []
+    for finding in findings:
+        source = os.path.join(store.path, finding.subject)
+        target = os.path.join(pending, os.path.basename(source))
+        if source == target:
+            continue  # already waiting: the worker the caller starts takes it
+        with contextlib.suppress(FileNotFoundError):
+            if "/failed/" in finding.subject:
+                with open(source, encoding="utf-8") as f:
+                    record = json.load(f)
+                record["attempts"] = 0  # a fresh start; the old errors stay in the record
+                _fs.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
+                os.unlink(source)
+            else:
+                os.rename(source, target)
+            done.append(f"queued {os.path.basename(source)} again")
+    return done
+
+
+PENDING_TURN_CHECKS: list[Check] = [Check("pending-turns", _find_turns, _requeue_turns)]
+"""Checks of turns accepted for extraction that are not on their way to disk."""
 
 
 def examine(store: Store, *, fix: bool = False) -> Report:
