@@ -275,3 +275,22 @@ def test_install_command_through_the_cli(workspace: Path, tmp_path: Path) -> Non
     proc = run_hook(["--workspace", str(workspace), "uninstall", "claude-code"], "")
     assert "removed from" in proc.stdout
     assert "mdmem" not in settings.read_text()
+
+
+def test_concurrent_stop_hooks_hand_over_once(workspace: Path, tmp_path: Path) -> None:
+    import threading
+
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "two_turns.jsonl", transcript)
+    payload = {"session_id": SESSION, "transcript_path": str(transcript), "cwd": str(workspace)}
+    results: list[str | None] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(claude_code.hand_over(payload, spawn=False)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len([r for r in results if r is not None]) == 1
+    assert len(journal_turns(workspace)) == 1

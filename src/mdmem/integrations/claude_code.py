@@ -252,11 +252,15 @@ def hand_over(
     ws, _, user = resolve(workspace, user_dir, start=workspace_of(payload))
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
     state = os.path.join(manager.project.path, STATE_DIR)
-    fresh = new_messages(read_transcript(transcript), read_cursor(state, session))
-    if not fresh:
-        return None
-    turn_id = manager.defer([m.as_dict() for m in fresh])
-    write_cursor(state, session, fresh[-1].uuid)
+    messages = read_transcript(transcript)
+    # Under the store lock: two Stop hooks of one session at once must not both
+    # hand over the same messages.
+    with manager.project.lock():
+        fresh = new_messages(messages, read_cursor(state, session))
+        if not fresh:
+            return None
+        turn_id = manager.defer([m.as_dict() for m in fresh])
+        write_cursor(state, session, fresh[-1].uuid)
     if turn_id is not None and spawn:
         start_worker(manager.workspace, manager.user.path)
     return turn_id
