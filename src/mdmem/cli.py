@@ -403,8 +403,10 @@ def list_(
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
+    width = max((len(str(row["filename"])) for row in rows), default=0)
     for row in rows:
-        typer.echo(f"{row['level']:<8} {row['type']:<20} {row['filename']}  {row['title']}")
+        name = str(row["filename"])
+        typer.echo(f"{row['level']:<8} {row['type']:<20} {name:<{width}}  {row['title']}")
 
 
 @app.command()
@@ -604,6 +606,8 @@ def doctor(
 
     Example: mdmem doctor --fix
     """
+    from dataclasses import replace
+
     from mdmem.doctor import examine
 
     options = _options(ctx)
@@ -617,7 +621,10 @@ def doctor(
             workspace, _, user = options.stores()
             with Manager(workspace, user_dir=user.path, discover=False) as manager:
                 manager.flush(timeout=300)
-            report = examine(store, fix=True)
+            again = examine(store, fix=True)
+            report = replace(
+                again, fixed=report.fixed + again.fixed, failed=report.failed + again.failed
+            )
         remaining += len(report.problems)
         typer.echo(f"{store.level.value} store {store.path}")
         for line in report.fixed:

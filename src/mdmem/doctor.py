@@ -487,6 +487,8 @@ def examine(store: Store, *, fix: bool = False) -> Report:
     """Run every check on ``store``; with ``fix``, repair what can be repaired, then look again."""
     if not os.path.isdir(store.path):
         return Report(store, (Finding("store", ".", "does not exist yet", problem=False),))
+    # Without fix, nothing is written: not even the MEMORY.md refresh that any
+    # read (mdmem index, mdmem list) would do. So drift since the last read shows.
     checks = [*CHECKS, *PENDING_TURN_CHECKS]
     fixed: list[str] = []
     failed: list[str] = []

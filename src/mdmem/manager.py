@@ -278,6 +278,13 @@ class Manager:
     def _start_worker(self) -> None:
         # Called with self._cond held.
         if self._thread is None or not self._thread.is_alive():
+            # Import now what the worker needs: it may first run during the exit
+            # drain, when some imports fail (filelock pulls in concurrent.futures'
+            # thread pool, which registers an exit hook: refused at shutdown).
+            import filelock  # noqa: F401
+
+            from mdmem import _planner, _txn  # noqa: F401
+
             self._thread = threading.Thread(target=self._run, name="mdmem-worker", daemon=True)
             self._thread.start()
 
