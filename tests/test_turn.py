@@ -51,7 +51,7 @@ def test_tool_excerpts_are_short() -> None:
             ],
         }
     ]
-    [message] = from_messages(messages, TurnLimits(include_tools=True, tool_excerpt_chars=100))
+    [message] = from_messages(messages, TurnLimits(include_tools=True, tool_excerpt_bytes=100))
     assert message.text.startswith("[tool result (error): EEE")
     assert len(message.text) < 200
 
@@ -63,7 +63,7 @@ def test_missing_role_is_a_type_error() -> None:
 
 def test_long_turn_keeps_first_and_latest() -> None:
     messages = [{"role": "user", "content": f"m{i} " + "x" * 3000} for i in range(20)]
-    out = from_messages(messages, TurnLimits(turn_chars=10_000))
+    out = from_messages(messages, TurnLimits(turn_bytes=10_000))
     assert out[0].text.startswith("m0 ")
     assert out[1].role == "note" and "left out" in out[1].text
     assert out[-1].text.startswith("m19 ")
@@ -74,7 +74,7 @@ def test_one_megabyte_message_is_cut_keeping_both_ends() -> None:
     text = "HEAD " + "y" * 1_000_000 + " TAIL"
     [message] = from_messages([{"role": "user", "content": text}])
     assert message.text.startswith("HEAD ") and message.text.endswith(" TAIL")
-    assert len(message.text) <= TurnLimits().message_chars + 60
+    assert len(message.text.encode()) <= TurnLimits().message_bytes + 60
 
 
 @given(
@@ -83,7 +83,7 @@ def test_one_megabyte_message_is_cut_keeping_both_ends() -> None:
 def test_turn_is_always_bounded(pairs: list[tuple[str, str]]) -> None:
     limits = TurnLimits()
     out = from_messages([{"role": r, "content": t} for r, t in pairs], limits)
-    assert sum(len(m.text) for m in out) <= limits.turn_chars + limits.message_chars + 100
+    assert sum(len(m.text.encode()) for m in out) <= limits.turn_bytes + limits.message_bytes + 100
     assert all(m.text.strip() for m in out)
 
 
@@ -112,8 +112,37 @@ def test_prompt_holds_date_indexes_and_turn() -> None:
 def test_prompt_indexes_are_bounded() -> None:
     big = "".join(f"- [project_knowledge] Note {i} {'z' * 200} (n{i}.md)\n" for i in range(500))
     request = prompt.build([Message("user", "hi")], big, big, date(2026, 1, 1))
-    assert len(request.prompt.encode()) < 2 * prompt.INDEX_BYTES + 2_000
+    total = estimate_tokens(request.system) + estimate_tokens(request.prompt)
+    assert total <= prompt.PROMPT_TOKENS
     assert "more notes not shown" in request.prompt
+
+
+def test_a_small_index_leaves_room_to_the_other() -> None:
+    small = "- [user_preference] Short — s. (s.md)\n"
+    big = "".join(f"- [project_knowledge] Note {i} {'z' * 200} (n{i}.md)\n" for i in range(500))
+    request = prompt.build([Message("user", "hi")], big, small, date(2026, 1, 1))
+    assert "(s.md)" in request.prompt
+    assert request.prompt.count("(n") > 50
+
+
+wide = st.text(
+    st.sampled_from("记住这个测试数据库端口设置发布流程abc 。，"), min_size=1, max_size=4000
+)
+
+
+@given(st.lists(wide, min_size=1, max_size=15), st.integers(0, 400), st.integers(0, 400))
+def test_whole_prompt_stays_under_budget_in_any_script(
+    texts: list[str], project_notes: int, user_notes: int
+) -> None:
+    messages = from_messages([{"role": "user", "content": t} for t in texts])
+    line = "- [project_knowledge] 发布流程很重要的说明 — 推送 tag 即发布，必须先跑检查。 (n{}.md)\n"
+    request = prompt.build(
+        messages,
+        "".join(line.format(i) for i in range(project_notes)),
+        "".join(line.format(i) for i in range(user_notes)),
+        date(2026, 1, 1),
+    )
+    assert estimate_tokens(request.system) + estimate_tokens(request.prompt) <= 8_000
 
 
 def test_render_and_estimate() -> None:

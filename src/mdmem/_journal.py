@@ -83,11 +83,28 @@ class Journal:
     def _path(self, turn_id: str) -> str:
         return os.path.join(self.mine, f"{turn_id}.json")
 
-    def add(self, turn: dict[str, object]) -> str:
-        """Write a new turn, durably, as claimed by this owner; return its id."""
+    def add(self, turn: dict[str, object], *, durable: bool = True) -> str:
+        """Write a new turn as claimed by this owner; return its id.
+
+        Without ``durable`` the turn is renamed into place but not fsynced: it
+        survives the process exiting or being killed (the kernel holds it), and
+        :meth:`sync` makes it survive a power loss too.
+        """
         turn_id = str(turn["id"])
-        _fs.atomic_write(self._path(turn_id), _dump(turn), private=True)
+        _fs.atomic_write(self._path(turn_id), _dump(turn), private=True, durable=durable)
         return turn_id
+
+    def sync(self, turn_id: str) -> None:
+        """Make a turn written without ``durable`` survive a power loss."""
+        try:
+            fd = os.open(self._path(turn_id), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fs.fsync_dir(self.mine)
 
     def save(self, turn: dict[str, object]) -> None:
         """Record progress on a claimed turn (its answer, attempts, errors)."""
@@ -197,7 +214,7 @@ def owner_alive(root: str, owner: str) -> bool:
 
 
 def _dump(turn: dict[str, object]) -> bytes:
-    return json.dumps(turn, ensure_ascii=False, indent=1).encode("utf-8")
+    return json.dumps(turn, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _listdir(folder: str) -> list[str]:

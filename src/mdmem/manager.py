@@ -39,7 +39,7 @@ from mdmem.paths import STATE_DIR, discover_workspace, project_root, user_root
 from mdmem.privacy import Redactor, extra_patterns_from_env
 from mdmem.providers.base import Message
 from mdmem.results import ApplyResult, Rejected
-from mdmem.store import Store
+from mdmem.store import Store, prepare_writes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -173,7 +173,9 @@ class Manager:
                 raise MdmemError("this Manager is closed")
         try:
             self._open_journal()
-            self._journal.add(record)
+            # Not fsynced here, to return at once: a renamed file survives any exit
+            # or kill of this process; the worker fsyncs it before anything else.
+            self._journal.add(record, durable=False)
         except OSError as exc:
             # Not durable, but not lost either while this process lives.
             log.warning("cannot write the turn journal (%s); keeping the turn in memory", exc)
@@ -278,12 +280,8 @@ class Manager:
     def _start_worker(self) -> None:
         # Called with self._cond held.
         if self._thread is None or not self._thread.is_alive():
-            # Import now what the worker needs: it may first run during the exit
-            # drain, when some imports fail (filelock pulls in concurrent.futures'
-            # thread pool, which registers an exit hook: refused at shutdown).
-            import filelock  # noqa: F401
-
-            from mdmem import _planner, _txn  # noqa: F401
+            # The worker may first write during the exit drain, when some imports fail.
+            prepare_writes()
 
             self._thread = threading.Thread(target=self._run, name="mdmem-worker", daemon=True)
             self._thread.start()
@@ -334,6 +332,8 @@ class Manager:
             self._journal.save(turn)
 
     def _process(self, turn_id: str) -> TurnResult:
+        if turn_id not in self._memory_turns:
+            self._journal.sync(turn_id)
         turn = self._load(turn_id)
         try:
             with (

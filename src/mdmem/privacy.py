@@ -233,7 +233,9 @@ class _Patterns:
                 lower=True,
             ),
             _Rule(
-                r"""(?<=[A-Za-z0-9+.-])://[^\s:/@?#'"<>]*:(?P<v3>[^\s/?#'"<>]+)@""",
+                # Literal first, look-behind after it: scanned at "://" only, not at
+                # every position of the text.
+                r"""://(?<=[A-Za-z0-9+.-]://)[^\s:/@?#'"<>]*:(?P<v3>[^\s/?#'"<>]+)@""",
                 "url_password",
                 lambda m, v, q: _plausible(v),
             ),

@@ -15,11 +15,14 @@ from mdmem import turn as turn_
 from mdmem.index import trim
 from mdmem.providers.base import ExtractionRequest, Message
 
-__all__ = ["INDEX_BYTES", "build", "instructions"]
+__all__ = ["MIN_INDEX_BYTES", "PROMPT_TOKENS", "build", "instructions"]
 
-#: The indexes shown to the extraction model are trimmed harder than the
-#: system-prompt block: the model only needs to see what exists to avoid duplicates.
-INDEX_BYTES = 10_000
+#: The whole extraction prompt stays under this many estimated tokens: the
+#: instructions and the (already bounded) turn come first, and the two indexes
+#: share what is left; the model only needs them to see what already exists.
+PROMPT_TOKENS = 7_500
+#: The indexes never get less than this, however long the turn.
+MIN_INDEX_BYTES = 2_000
 
 _instructions: str | None = None
 
@@ -32,22 +35,44 @@ def instructions() -> str:
     return _instructions
 
 
-def _index_section(index: str) -> str:
+def _index_section(index: str, max_bytes: int) -> str:
     lines = [line for line in index.splitlines() if line.strip()]
     if not lines:
         return "(empty)"
-    return trim([["Notes (file name in parentheses):", *lines]], max_bytes=INDEX_BYTES)
+    return trim([["Notes (file name in parentheses):", *lines]], max_bytes=max_bytes)
+
+
+def _budgets(project: str, user: str, left_bytes: int) -> tuple[int, int]:
+    """Split the bytes left between the two indexes: half each, and what one leaves the other."""
+    left = max(left_bytes, MIN_INDEX_BYTES)
+    # 64: room for the heading line trim() adds.
+    need_project = len(project.encode("utf-8", "surrogatepass")) + 64
+    need_user = len(user.encode("utf-8", "surrogatepass")) + 64
+    if need_project + need_user <= left:
+        return need_project, need_user
+    half = left // 2
+    if need_project <= half:
+        return need_project, left - need_project
+    if need_user <= half:
+        return left - need_user, need_user
+    return half, left - half
 
 
 def build(
     messages: list[Message], project_index: str, user_index: str, today: date
 ) -> ExtractionRequest:
-    """The request for one turn."""
+    """The request for one turn, within :data:`PROMPT_TOKENS` estimated tokens."""
+    turn_text = turn_.render(messages)
+    used = turn_.estimate_tokens(instructions()) + turn_.estimate_tokens(turn_text) + 150
+    # Three bytes a token is the worst case (CJK), so the budget holds in any script.
+    project_bytes, user_bytes = _budgets(project_index, user_index, (PROMPT_TOKENS - used) * 3)
     prompt = (
         f"Today is {today.isoformat()}.\n\n"
-        f"<existing_project_memory>\n{_index_section(project_index)}\n</existing_project_memory>\n\n"
-        f"<existing_user_memory>\n{_index_section(user_index)}\n</existing_user_memory>\n\n"
-        f"<turn>\n{turn_.render(messages)}</turn>\n\n"
+        f"<existing_project_memory>\n{_index_section(project_index, project_bytes)}\n"
+        "</existing_project_memory>\n\n"
+        f"<existing_user_memory>\n{_index_section(user_index, user_bytes)}\n"
+        "</existing_user_memory>\n\n"
+        f"<turn>\n{turn_text}</turn>\n\n"
         "Answer with the JSON array of memory operations for this turn "
         "([] if nothing is worth keeping)."
     )

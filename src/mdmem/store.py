@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from mdmem.operations import Operation
     from mdmem.results import ApplyResult, Problem, ReindexReport, TrashItem
 
-__all__ = ["MAX_NOTE_BYTES", "Store"]
+__all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
 MAX_NOTE_BYTES = 256 * 1024
 _LOCK = "lock"
@@ -542,6 +542,18 @@ class _Held:
         tb: TracebackType | None,
     ) -> None:
         self._lock.release()
+
+
+def prepare_writes() -> None:
+    """Import now what writing to a store needs.
+
+    A background worker may first write during interpreter shutdown, when some
+    imports fail: filelock pulls in concurrent.futures' thread pool, which
+    registers an exit hook, and that is refused once shutdown has begun.
+    """
+    import filelock  # noqa: F401
+
+    from mdmem import _planner, _txn  # noqa: F401
 
 
 def _default_redact() -> Callable[[str], str]:

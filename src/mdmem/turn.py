@@ -6,9 +6,12 @@ kept by default, as in the original design: tool calls and tool results are
 large, and a fact worth keeping should be in what the assistant said. When
 asked, tool calls and results are kept as short, truncated excerpts.
 
-The turn is bounded: each message and the whole turn are cut to fixed sizes,
-keeping the start and the end of what is cut, so a turn carrying megabytes of
-tool output still makes a small extraction prompt.
+The turn is bounded: each message and the whole turn are cut to fixed sizes
+in UTF-8 bytes, keeping the start and the end of what is cut, so a turn
+carrying megabytes of tool output still makes a small extraction prompt.
+Bytes, not characters, because a byte budget is also a token budget in every
+script: a CJK character is three bytes and about one token, English text about
+four bytes a token.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ class TurnLimits:
 
     include_tools: bool = False
     """Keep tool calls and tool results, as excerpts."""
-    tool_excerpt_chars: int = 400
-    message_chars: int = 4_000
-    turn_chars: int = 16_000
+    tool_excerpt_bytes: int = 400
+    message_bytes: int = 4_000
+    turn_bytes: int = 12_000
+    """At most ~4,000 tokens of CJK text, ~3,000 of English."""
 
 
 def _get(obj: object, key: str) -> object:
@@ -44,13 +48,32 @@ def _get(obj: object, key: str) -> object:
     return getattr(obj, key, None)
 
 
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _head(text: str, limit: int) -> str:
+    """The longest start of ``text`` within ``limit`` bytes, never splitting a character."""
+    data = text[:limit].encode("utf-8", "surrogatepass")[:limit]
+    return data.decode("utf-8", "ignore")
+
+
+def _tail(text: str, limit: int) -> str:
+    """The longest end of ``text`` within ``limit`` bytes, never splitting a character."""
+    if limit <= 0:
+        return ""
+    data = text[-limit:].encode("utf-8", "surrogatepass")[-limit:]
+    return data.decode("utf-8", "ignore")
+
+
 def _cut(text: str, limit: int) -> str:
-    """Keep the head and the tail of ``text`` within ``limit`` characters, saying what was cut."""
-    if len(text) <= limit:
+    """Keep the head and the tail of ``text`` within ``limit`` (bytes), saying what was cut."""
+    if len(text) <= limit // 4 or _size(text) <= limit:
         return text
-    keep = max(limit - 40, 0)
-    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :] if keep // 3 else ""
-    return f"{head} […{len(text) - len(head) - len(tail)} characters cut…] {tail}"
+    keep = max(limit - 48, 0)
+    head, tail = _head(text, keep * 2 // 3), _tail(text, keep // 3)
+    cut = len(text) - len(head) - len(tail)
+    return f"{head} […{cut} characters cut…] {tail}"
 
 
 def _block_text(block: object, limits: TurnLimits) -> str | None:
@@ -66,7 +89,7 @@ def _block_text(block: object, limits: TurnLimits) -> str | None:
             args = json.dumps(raw, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             args = str(raw)
-        return f"[tool call {_get(block, 'name')}: {_cut(args, limits.tool_excerpt_chars)}]"
+        return f"[tool call {_get(block, 'name')}: {_cut(args, limits.tool_excerpt_bytes)}]"
     if kind == "tool_result":
         content = _get(block, "content")
         if isinstance(content, list):
@@ -75,7 +98,7 @@ def _block_text(block: object, limits: TurnLimits) -> str | None:
         if not isinstance(content, str):
             return None
         error = " (error)" if _get(block, "is_error") else ""
-        return f"[tool result{error}: {_cut(content, limits.tool_excerpt_chars)}]"
+        return f"[tool result{error}: {_cut(content, limits.tool_excerpt_bytes)}]"
     return None  # thinking, images, documents: nothing a note should be made of
 
 
@@ -102,23 +125,23 @@ def from_messages(messages: Iterable[object], limits: TurnLimits | None = None) 
             raise TypeError(f"a message needs a 'role' string, got {message!r:.80}")
         text = _content_text(_get(message, "content"), limits).strip()
         if text:
-            out.append(Message(role=role, text=_cut(text, limits.message_chars)))
-    return _bound(out, limits.turn_chars)
+            out.append(Message(role=role, text=_cut(text, limits.message_bytes)))
+    return _bound(out, limits.turn_bytes)
 
 
 def _bound(messages: list[Message], limit: int) -> list[Message]:
     """Drop messages from the middle until the turn fits, keeping the first and the latest."""
-    total = sum(len(m.text) for m in messages)
-    if total <= limit or len(messages) <= 2:
+    sizes = [_size(m.text) for m in messages]
+    if sum(sizes) <= limit or len(messages) <= 2:
         return messages
     first, rest = messages[0], messages[1:]
     kept: list[Message] = []
-    budget = limit - len(first.text)
-    for message in reversed(rest):
-        if len(message.text) > budget:
+    budget = limit - sizes[0]
+    for message, size in zip(reversed(rest), reversed(sizes[1:]), strict=True):
+        if size > budget:
             break
         kept.append(message)
-        budget -= len(message.text)
+        budget -= size
     dropped = len(rest) - len(kept)
     note = Message(role="note", text=f"[{dropped} messages of this turn left out for length]")
     return [first, note, *reversed(kept)]
