@@ -17,8 +17,7 @@ from typer.main import get_command
 from typer.testing import CliRunner, Result
 
 from conftest import PYTHON, ROOT, python_env
-from mdmem import Level, Store
-from mdmem import cli as cli_module
+from mdmem import Level, Store, cli_editor
 from mdmem.cli import app
 
 
@@ -437,7 +436,7 @@ def test_edit_broken_without_a_terminal_keeps_the_text_and_fails(
 def test_edit_broken_then_edit_again_then_fixed(
     mdmem: Runner, editor: Editor, project: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(cli_editor, "interactive", lambda: True)
     name = create(project, "Build")
     fix = {"replace": [["title: [Build", "title: Build, fixed"]]}
     result = mdmem("edit", name, input="e\n", **editor.env(BROKEN, fix))
@@ -459,7 +458,7 @@ def test_edit_broken_keep_aside_or_abort(
     answer: str,
     kept: int,
 ) -> None:
-    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(cli_editor, "interactive", lambda: True)
     name = create(project, "Build")
     before = (project.root / name).read_text()
     result = mdmem("edit", name, input=answer, **editor.env(BROKEN))

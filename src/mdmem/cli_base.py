@@ -1,0 +1,237 @@
+"""The ``mdmem`` command line's frame: the group, its error handling, the global options.
+
+Errors become one line on stderr: exit status 1 for an operational error, 2
+for a usage error; a traceback only with ``-v``. The commands live in
+``cli_notes`` (everyday note commands) and ``cli_agents`` (what agents and
+their hooks run); ``cli`` puts them together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from mdmem._fastpath import resolve
+from mdmem._kinds import Level
+from mdmem.errors import InvalidNote, MdmemError, NoteNotFound
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from typer._click._termui_impl import ProgressBar
+
+    from mdmem.results import ApplyResult
+    from mdmem.store import Store
+
+
+class _Group(TyperGroup):
+    """Turns errors into one line on stderr: exit status 1 for mdmem's, 2 for usage errors."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # `mdmem list | head`: typer exits quietly
+        except (MdmemError, OSError) as exc:
+            options = ctx.obj if isinstance(ctx.obj, Options) else None
+            if options is not None and options.verbose:
+                import traceback
+
+                traceback.print_exc()
+            typer.echo(f"mdmem: error: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        forward = (args, prog_name, complete_var, False, windows_expand_args)
+        if not standalone_mode:
+            return super().main(*forward, **extra)
+        try:
+            # Not standalone, so that usage errors come here and become one line.
+            status = super().main(*forward, **extra)
+        except typer.Abort:
+            typer.echo("mdmem: aborted", err=True)
+            sys.exit(1)
+        except typer.TyperException as exc:  # click's usage errors, as vendored by typer
+            message = exc.format_message()
+            context = getattr(exc, "ctx", None)
+            if "\n" in message:  # `mdmem` alone: the "error" is the help text
+                typer.echo(message, err=True)
+            elif context is not None:
+                hint = f"{context.command_path} {context.help_option_names[0]}"
+                typer.echo(f"mdmem: error: {message} (see '{hint}')", err=True)
+            else:
+                typer.echo(f"mdmem: error: {message}", err=True)
+            sys.exit(getattr(exc, "exit_code", 2))
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+app = typer.Typer(
+    cls=_Group,
+    help="Long-term memory for coding agents, kept as Markdown notes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@dataclass
+class Options:
+    """The global options, shared by every command."""
+
+    workspace: str | None
+    user_dir: str | None
+    quiet: bool
+    verbose: bool
+
+    def stores(self) -> tuple[str, Store, Store]:
+        """The workspace, the project store and the user store."""
+        return resolve(self.workspace, self.user_dir)
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MDMEM_WORKSPACE",
+            help="The workspace (default: the nearest ancestor with .PseudoClaude/ or .git).",
+        ),
+    ] = None,
+    user_dir: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MDMEM_USER_DIR", help="The user store (default: ~/.PseudoClaude/memory)."
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", envvar="MDMEM_QUIET", help="Print only what was asked for."),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            envvar="MDMEM_VERBOSE",
+            help="Log details, and show tracebacks on errors.",
+        ),
+    ] = False,
+) -> None:
+    """mdmem keeps what a coding agent learns as Markdown notes you can read, edit and commit."""
+    ctx.obj = Options(workspace, user_dir, quiet, verbose)
+    if verbose:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="mdmem: %(levelname)s: %(message)s")
+
+
+def options_of(ctx: typer.Context) -> Options:
+    assert isinstance(ctx.obj, Options)
+    return ctx.obj
+
+
+def selected(options: Options, level: Which) -> list[Store]:
+    _, project, user = options.stores()
+    return [s for s in (project, user) if level.value in ("all", s.level.value)]
+
+
+class Which(str, Enum):
+    """Which store(s) a command looks at."""
+
+    all = "all"
+    project = "project"
+    user = "user"
+
+
+def complete_note(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of note names, from both stores."""
+    params = ctx.find_root().params
+    _, project, user = resolve(params.get("workspace"), params.get("user_dir"))
+    names = {e.filename for store in (project, user) for e in store.entries()}
+    return sorted(n for n in names if n.startswith(incomplete))
+
+
+LevelOption = Annotated[Which, typer.Option("--level", help="Which store(s).")]
+FindOption = Annotated[
+    Which, typer.Option("--level", help="Which store (default: project, then user).")
+]
+StoreOption = Annotated[Level, typer.Option("--level", help="Which store.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+NameArgument = Annotated[
+    str, typer.Argument(metavar="NAME", help="The note's file name.", autocompletion=complete_note)
+]
+
+
+# -- helpers shared by commands --------------------------------------------------------
+
+
+def find_note(options: Options, name: str, level: Which) -> Store:
+    """The store holding note ``name``: the one ``--level`` names, else project, then user.
+
+    Raises:
+        InvalidPath: not a note name.
+        NoteNotFound: no store holds it.
+    """
+    stores = selected(options, level)
+    for store in stores:
+        if store.exists(name):
+            return store
+    raise NoteNotFound(name, " or ".join(s.path for s in stores))
+
+
+def checked(result: ApplyResult, label: str) -> str:
+    """The file name an applied operation touched; a rejected one becomes an InvalidNote."""
+    if result.rejected:
+        raise InvalidNote(label, result.rejected[0].reason)
+    return result.applied[0].filename
+
+
+PROGRESS_MIN_ITEMS = 200
+
+
+@contextlib.contextmanager
+def progress_bar(options: Options, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback drawing a bar on stderr, for long work on a terminal; else None."""
+    if options.quiet or not sys.stderr.isatty():
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[ProgressBar[int]] = []
+
+        def update(done: int, total: int) -> None:
+            if not bars and total >= PROGRESS_MIN_ITEMS:
+                bar = typer.progressbar(length=total, label=label, file=sys.stderr)
+                bars.append(stack.enter_context(bar))
+            # Redraw about a hundred times, whatever the number of notes.
+            if bars and (done == total or done - bars[0].pos >= max(1, total // 100)):
+                bars[0].update(done - bars[0].pos)
+
+        yield update
+
+
+def run(argv: list[str]) -> int:
+    """Run the command line with ``argv``; return the exit status."""
+    try:
+        app(args=argv, prog_name="mdmem")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        sys.stdout.flush()
+    return 0

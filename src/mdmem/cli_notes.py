@@ -1,0 +1,359 @@
+"""The everyday commands: init, index, list, show, add, edit, rm, restore, reindex, doctor.
+
+Each parses its arguments, calls the library, and echoes the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from mdmem._fastpath import index_text
+from mdmem._kinds import Level, NoteType
+from mdmem.cli_base import (
+    FindOption,
+    JsonOption,
+    LevelOption,
+    NameArgument,
+    StoreOption,
+    Which,
+    app,
+    checked,
+    find_note,
+    options_of,
+    progress_bar,
+    selected,
+)
+from mdmem.cli_editor import DEFAULT_TYPE, create_note, edit_until_saved, note_template
+from mdmem.errors import InvalidNote, NoteNotFound
+
+if TYPE_CHECKING:
+    pass
+
+
+@app.command()
+def init(
+    ctx: typer.Context,
+    driver_command: Annotated[
+        str | None,
+        typer.Option(
+            help="The merge driver's command, before '%O %A %B' (default: mdmem merge-index).",
+        ),
+    ] = None,
+) -> None:
+    """Set up the project store for sharing through git.
+
+    Creates the store with an empty MEMORY.md, .gitignore (.mdmem/) and
+    .gitattributes (MEMORY.md merge=mdmem-index), and, inside a git work tree,
+    the merge driver in the repository's git config. Run it once in every
+    clone: git config is not committed. Safe to run again.
+
+    Example: mdmem init --driver-command "python3 -m mdmem merge-index"
+    """
+    from mdmem.merge import init_store
+
+    options = options_of(ctx)
+    workspace, project, _ = options.stores()
+    report = init_store(project, workspace, driver_command)
+    for change in report.changes:
+        typer.echo(change)
+    for note in report.notes:
+        typer.echo(f"mdmem: {note}", err=True)
+    if not report.changes and not options.quiet:
+        typer.echo(f"{project.path} is already set up")
+
+
+@app.command()
+def index(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOption = False) -> None:
+    """Print the memory block an agent gets in its system prompt.
+
+    Example: mdmem index --level project
+    """
+    options = options_of(ctx)
+    text = index_text(options.workspace, options.user_dir, level.value, as_json)
+    if text:
+        typer.echo(text)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    level: LevelOption = Which.all,
+    note_type: Annotated[
+        NoteType | None, typer.Option("--type", help="Only notes of this type.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List notes: level, type, file name and title.
+
+    Example: mdmem list --level user --type user_preference --json
+    """
+    rows = [
+        {"level": store.level.value, **vars(entry)}
+        for store in selected(options_of(ctx), level)
+        for entry in store.entries()
+        if note_type is None or entry.type == note_type.value
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    width = max((len(str(row["filename"])) for row in rows), default=0)
+    for row in rows:
+        name = str(row["filename"])
+        typer.echo(f"{row['level']:<8} {row['type']:<20} {name:<{width}}  {row['title']}")
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    name: NameArgument,
+    level: FindOption = Which.all,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a note: its front matter and body.
+
+    Example: mdmem show project_knowledge_build-and-test.md
+    """
+    from mdmem.note import format_time, render
+
+    store = find_note(options_of(ctx), name, level)
+    note = store.read(name)
+    if not as_json:
+        typer.echo(render(note), nl=False)
+        return
+    data = {
+        "level": store.level.value,
+        "path": os.path.join(store.path, name),
+        **vars(note),
+        "type": note.type.value,
+        "created": format_time(note.created) if note.created else None,
+        "updated": format_time(note.updated) if note.updated else None,
+    }
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    body: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TEXT", help="The note's text; '-' reads stdin; none opens $EDITOR."
+        ),
+    ] = None,
+    level: StoreOption = Level.PROJECT,
+    note_type: Annotated[
+        NoteType | None,
+        typer.Option(
+            "--type",
+            help="What the note means (default: project_knowledge, user_preference for user).",
+        ),
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="Required with a text.")] = None,
+    summary: Annotated[
+        str | None, typer.Option(help="One line for MEMORY.md (default: the first sentence).")
+    ] = None,
+) -> None:
+    """Add a note; print its file name.
+
+    Without a text, the note is written in $VISUAL or $EDITOR from a template.
+
+    Example: mdmem add --title "Build" "Run make test before pushing."
+    """
+    from mdmem.note import parse
+
+    _, project, user = options_of(ctx).stores()
+    store = project if level is Level.PROJECT else user
+    kind = note_type or DEFAULT_TYPE[level]
+    if body is not None:
+        if title is None:
+            raise typer.BadParameter("required when the text is given", param_hint="'--title'")
+        text = sys.stdin.read() if body == "-" else body
+        typer.echo(create_note(store, kind, title, summary or "", text))
+        return
+    template = note_template(level, kind, title, summary)
+
+    def save(text: str) -> str:
+        note = parse(text, "new note")
+        return create_note(store, note.type, note.title, note.summary, note.body)
+
+    name = edit_until_saved(store, "new-note.md", template, save)
+    if name is None:
+        typer.echo("mdmem: nothing added", err=True)
+        raise typer.Exit(1)
+    typer.echo(name)
+
+
+@app.command()
+def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) -> None:
+    """Edit a note in $VISUAL or $EDITOR; MEMORY.md follows.
+
+    The note is checked on save. When the front matter is broken, mdmem says
+    what is wrong and offers to edit again, keep the text aside under
+    .mdmem/rescued/, or abort; without a terminal it keeps the text aside and
+    exits with status 1.
+
+    Example: EDITOR=nano mdmem edit project_knowledge_build-and-test.md
+    """
+    from mdmem.note import parse
+
+    options = options_of(ctx)
+    store = find_note(options, name, level)
+    before = store.read_text(name)
+
+    def save(text: str) -> str:
+        note = parse(text, name)
+        if not note.body:
+            raise InvalidNote(name, "the body is empty (to delete the note, use `mdmem rm`)")
+        # expect=before: a note changed on disk meanwhile is not overwritten (the
+        # edited text is kept aside instead).
+        return store.save(note, expect=before)
+
+    action = edit_until_saved(store, name, before, save)
+    if not options.quiet:
+        typer.echo(f"{name}: {'no changes' if action in (None, 'unchanged') else 'saved'}")
+
+
+@app.command()
+def rm(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) -> None:
+    """Move a note to the trash; `mdmem restore` brings it back.
+
+    Example: mdmem rm project_knowledge_old-build.md
+    """
+    options = options_of(ctx)
+    store = find_note(options, name, level)
+    checked(store.apply([{"action": "delete", "level": store.level.value, "filename": name}]), name)
+    if not options.quiet:
+        typer.echo(f"moved {name} to the trash; `mdmem restore {name}` brings it back")
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    name: Annotated[
+        str | None,
+        typer.Argument(metavar="NAME", help="The note's file name; none lists the trash."),
+    ] = None,
+    level: FindOption = Which.all,
+) -> None:
+    """Bring back a deleted note, or list the trash.
+
+    The newest deleted note of that name comes back.
+
+    Example: mdmem restore project_knowledge_old-build.md
+    """
+    from mdmem.paths import check_name
+
+    stores = selected(options_of(ctx), level)
+    if name is None:
+        for store in stores:
+            for item in store.trash():
+                typer.echo(f"{store.level.value:<8} {item.deleted_at:<18} {item.filename}")
+        return
+    check_name(name)
+    for store in stores:
+        if any(item.filename == name for item in store.trash()):
+            typer.echo(f"restored {store.restore(name)} ({store.level.value})")
+            return
+    raise NoteNotFound(name, " or ".join(f"the trash of {s.path}" for s in stores))
+
+
+@app.command()
+def reindex(ctx: typer.Context, level: LevelOption = Which.all) -> None:
+    """Rebuild MEMORY.md from the notes.
+
+    Notes that cannot be read are reported, and left alone. A terminal shows
+    a progress bar for large stores.
+
+    Example: mdmem reindex --level project
+    """
+    options = options_of(ctx)
+    problems = 0
+    for store in selected(options, level):
+        with progress_bar(options, store.level.value) as progress:
+            report = store.reindex(progress=progress)
+        problems += len(report.problems)
+        if not options.quiet:
+            state = "rewritten" if report.changed else "up to date"
+            typer.echo(f"{store.level.value}: {report.notes} notes, MEMORY.md {state}")
+        for problem in report.problems:
+            typer.echo(f"{store.level.value}: {problem.filename}: {problem.reason}", err=True)
+    if problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    fix: Annotated[bool, typer.Option("--fix", help="Repair what can be repaired.")] = False,
+    level: LevelOption = Which.all,
+) -> None:
+    """Check the stores; --fix repairs what it can.
+
+    Finds index lines without a note, notes missing from MEMORY.md, malformed
+    notes (reported, never changed), stray temporary files, interrupted
+    batches, wrong permissions in the user store, who holds a lock, and turns
+    stuck in the journal (--fix processes them, failed ones included). Exit
+    status 1 while problems remain.
+
+    Example: mdmem doctor --fix
+    """
+    from dataclasses import replace
+
+    from mdmem.doctor import examine
+
+    options = options_of(ctx)
+    remaining = 0
+    for store in selected(options, level):
+        report = examine(store, fix=fix)
+        if fix and any("/pending/" in f.subject for f in report.findings):
+            # Stuck turns were queued again: finishing them is the repair.
+            from mdmem.manager import Manager
+
+            workspace, _, user = options.stores()
+            with Manager(workspace, user_dir=user.path, discover=False) as manager:
+                manager.flush(timeout=300)
+            again = examine(store, fix=True)
+            report = replace(
+                again, fixed=report.fixed + again.fixed, failed=report.failed + again.failed
+            )
+        remaining += len(report.problems)
+        typer.echo(f"{store.level.value} store {store.path}")
+        for line in report.fixed:
+            typer.echo(f"  fixed: {line}")
+        for line in report.failed:
+            typer.echo(f"  could not fix: {line}")
+        for finding in report.findings:
+            if finding.problem or not options.quiet:
+                kind = ("fixable" if finding.fixable else "problem") if finding.problem else "note"
+                typer.echo(f"  {kind}: {finding.subject}: {finding.message}")
+        if not report.problems:
+            typer.echo("  ok")
+    if remaining:
+        hint = "" if fix else "; `mdmem doctor --fix` repairs the fixable ones"
+        typer.echo(f"{remaining} problem{'s' if remaining != 1 else ''}{hint}", err=True)
+        raise typer.Exit(1)
+
+
+@app.command("merge-index")
+def merge_index(
+    base: Annotated[str, typer.Argument(help="The common ancestor's MEMORY.md (git's %O).")],
+    ours: Annotated[str, typer.Argument(help="Our MEMORY.md (%A); the result is written here.")],
+    theirs: Annotated[str, typer.Argument(help="Their MEMORY.md (%B).")],
+) -> None:
+    """Merge MEMORY.md note by note: git's merge driver.
+
+    Set up by `mdmem init`. A line added on either side is kept, deleted on
+    either side dropped, changed on one side takes that side; changed on both,
+    ours. The result goes to OURS, sorted by file name, and the exit status is
+    0.
+
+    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B"
+    """
+    from mdmem.merge import merge_files
+
+    merge_files(base, ours, theirs)
