@@ -95,6 +95,7 @@ def _name_problem(name: object) -> str | None:
     return None
 
 
+_INDEX_FOLDED = INDEX_NAME.casefold()
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -130,10 +131,11 @@ def check_name(name: object) -> str:
 
 def is_candidate_name(name: str) -> bool:
     """Whether a directory entry is meant as a note: ``*.md``, not hidden, not MEMORY.md."""
+    # A name that case-folds to "memory.md" has at most its nine characters.
     return (
         name.endswith(".md")
         and not name.startswith(".")
-        and name.casefold() != INDEX_NAME.casefold()
+        and (len(name) > len(INDEX_NAME) or name.casefold() != _INDEX_FOLDED)
     )
 
 
