@@ -13,9 +13,12 @@ JSON or YAML is read. Anything else falls back to the catalog, which re-reads
 only files whose stat changed, and re-parses only files whose bytes changed.
 
 Like git's index, this must not be fooled by a file rewritten twice within one
-tick of the file-system clock with the same size: an entry whose mtime is less
-than ``RACY_NS`` before the scan is not trusted by stat alone until later, and
-while any entry is that fresh no fingerprint is written.
+tick of the file-system clock with the same size. Git's rule does it: a stat
+recorded in the catalog is trusted only if the file's mtime is strictly older
+than the catalog file's own mtime (both from the same file-system clock, so
+whatever its granularity). A note changed since has a newer mtime, so a
+different stat; one written in the same tick as the catalog is hashed again
+next time. While any note is that fresh, no fingerprint is written.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ from mdmem.paths import (
     note_path,
 )
 
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = [
-    "RACY_NS",
     "Entry",
     "Scan",
     "content_hash",
@@ -53,15 +59,13 @@ __all__ = [
     "save",
 ]
 
-RACY_NS = 2_000_000_000
-_VERSION = 1
+_VERSION = 2
 CATALOG = "catalog.json"
 FINGERPRINT = "fingerprint"
 
 Stat = tuple[int, int, int]
 # An entry of the catalog, as plain JSON-ready data:
-# {"st": [mtime_ns, size, ino], "sha": str, "settled": bool,
-#  "line": str | None, "error": str | None,
+# {"st": [mtime_ns, size, ino], "sha": str, "line": str | None, "error": str | None,
 #  "type": str, "title": str, "summary": str, "updated": str | None}
 Entry = dict[str, object]
 
@@ -165,10 +169,6 @@ class Scan:
         self._classify()
         return self._rejected
 
-    def settled(self, st: Stat) -> bool:
-        """Whether a stat is old enough that an unchanged stat proves unchanged bytes."""
-        return st[0] < self.now_ns - RACY_NS
-
 
 def read_fingerprint(root: str) -> str | None:
     """The fingerprint saved when the store was last seen settled, if any."""
@@ -179,29 +179,34 @@ def read_fingerprint(root: str) -> str | None:
         return None
 
 
-def load(root: str) -> dict[str, Entry]:
-    """The catalog's entries by note name; empty when missing or unreadable."""
+def load(root: str) -> tuple[dict[str, Entry], int]:
+    """The catalog's entries by note name, and the catalog file's mtime (0 when there is none).
+
+    A stat recorded here proves a note unchanged only if the note's mtime is
+    older than that mtime (see the module docstring).
+    """
     import json
 
     try:
         with open(os.path.join(root, STATE_DIR, CATALOG), encoding="utf-8") as f:
+            written = os.fstat(f.fileno()).st_mtime_ns
             data = json.load(f)
     except (OSError, ValueError):
-        return {}
+        return {}, 0
     if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return {}
+        return {}, 0
     entries = data.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    return (entries, written) if isinstance(entries, dict) else ({}, 0)
 
 
 def save(
     root: str,
     entries: dict[str, Entry],
-    fingerprint: str | None,
+    fingerprint: Callable[[int], str | None],
     *,
     private: bool,
 ) -> None:
-    """Save the catalog, and the fingerprint when the store is settled (else remove it).
+    """Save the catalog, then the fingerprint ``fingerprint(catalog mtime)`` (None: remove it).
 
     Derived state: failures are ignored, and it is not fsynced (it can always
     be rebuilt from the notes).
@@ -214,15 +219,15 @@ def save(
         payload = json.dumps(
             {"version": _VERSION, "entries": entries}, ensure_ascii=False, separators=(",", ":")
         )
-        _fs.atomic_write(
-            os.path.join(state, CATALOG), payload.encode("utf-8"), private=private, durable=False
-        )
+        catalog = os.path.join(state, CATALOG)
+        _fs.atomic_write(catalog, payload.encode("utf-8"), private=private, durable=False)
+        value = fingerprint(os.stat(catalog).st_mtime_ns)
         fp_path = os.path.join(state, FINGERPRINT)
-        if fingerprint is None:
+        if value is None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(fp_path)
         else:
-            _fs.atomic_write(fp_path, fingerprint.encode("ascii"), private=private, durable=False)
+            _fs.atomic_write(fp_path, value.encode("ascii"), private=private, durable=False)
     except OSError:
         pass
 

@@ -109,7 +109,7 @@ def is_plain_name(name: str) -> bool:
         and name.endswith(".md")
         and not name.startswith(".")
         and not name[:-3].endswith(".")
-        and all(c in _PLAIN for c in name)
+        and _PLAIN.issuperset(name)
         and name.casefold() != INDEX_NAME.casefold()
         and name[:-3].split(".")[0].lower() not in _WINDOWS_DEVICES
     )

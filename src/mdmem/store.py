@@ -282,14 +282,17 @@ class Store:
         """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
         if not os.path.isdir(self._root):
             return "", {}  # reading a store that does not exist must not create it
-        saved = {} if full else _catalog.load(self._root)
+        saved, written = ({}, 0) if full else _catalog.load(self._root)
         old = saved if baseline is None else baseline
         known = known or {}
         entries: dict[str, _catalog.Entry] = {}
         total = len(scan.stats)
+        fresh = False  # a note as new as the catalog: its stat proves nothing yet
         for done, (name, st) in enumerate(scan.stats.items(), 1):
             prev = old.get(name)
-            if prev is not None and prev.get("settled") and prev.get("st") == list(st):
+            trusted = st[0] < written
+            fresh = fresh or not trusted
+            if trusted and prev is not None and prev.get("st") == list(st):
                 entry = prev
             else:
                 entry = self._entry(name, st, prev, known)
@@ -297,12 +300,11 @@ class Store:
                     _log().warning(
                         "%s/%s is not a valid note: %s", self._root, name, entry["error"]
                     )
-            entry["settled"] = scan.settled(st)
             entries[name] = entry
             if progress is not None:
                 progress(done, total)
         for name, reason in scan.rejected.items():
-            entries[name] = {"error": reason, "settled": True}
+            entries[name] = {"error": reason}
         lines = [str(e["line"]) for _, e in sorted(entries.items()) if e.get("line")]
         text = "\n".join(lines) + "\n" if lines else ""
         index_path = os.path.join(self._root, INDEX_NAME)
@@ -326,11 +328,18 @@ class Store:
                     return text, entries
             _fs.atomic_write(index_path, text.encode("utf-8"), private=self.private)
             rewrote = True
-        settled = not rewrote and all(e.get("settled") for e in entries.values())
-        if settled and scan.index_stat is not None:
-            settled = scan.settled(scan.index_stat)
-        fingerprint = scan.fingerprint() if settled else None
-        if entries != saved or fingerprint != _catalog.read_fingerprint(self._root):
+
+        def fingerprint(catalog_written: int) -> str | None:
+            # Only a store whose every file is older than the catalog just saved
+            # may be recognised by its stats alone from now on.
+            stats = [*scan.stats.values(), scan.index_stat or (0, 0, 0)]
+            if rewrote or any(st[0] >= catalog_written for st in stats):
+                return None
+            return scan.fingerprint()
+
+        # A fresh note makes the catalog be saved again, so its mtime moves past
+        # the note's and the note's stat becomes trustworthy.
+        if fresh or entries != saved or _catalog.read_fingerprint(self._root) is None:
             _catalog.save(self._root, entries, fingerprint, private=self.private)
         return text, entries
 
