@@ -400,7 +400,7 @@ def bench_latency(base: str, calls: int, rounds: int) -> tuple[str, dict[str, fl
         "update_async, 50-message turn, include_tools=True": (turn50, True),
         "update_async, 1 MB tool output turn": (big, False),
     }
-    baseline = "baseline: atomic_write of the same bytes"
+    baseline = "baseline: durable atomic_write (fsync) of the same bytes"
     per_round = math.ceil(calls / rounds)
     wall: dict[str, list[float]] = {baseline: [], **{k: [] for k in configs}}
     cpu: dict[str, list[float]] = {k: [] for k in wall}
@@ -545,10 +545,10 @@ def bench_parts(base: str, calls: int) -> str:
             lambda: turn_.from_messages(turn, limits)
         ),
         "redact: Redactor.redact of every kept text": clock(lambda: [redact(m.text) for m in cut]),
-        "JSON: json.dumps(indent=1) + encode of the record": clock(lambda: dump_turn(record)),
+        "JSON: _journal._dump (compact) + encode of the record": clock(lambda: dump_turn(record)),
         "state-dir checks: ensure_state_dir + Journal.open": clock(manager._open_journal),
-        "write: atomic_write, private, fsync": clock(writer),
-        "write, not durable (no fsync)": clock(lambda: writer(durable=False)),
+        "write, as update_async does: atomic_write, no fsync": clock(lambda: writer(durable=False)),
+        "write, durable (fsync; the worker's job), for comparison": clock(writer),
     }
     samples = interleaved(steps, calls)
     whole = percentile(samples["update_async, whole call"], 50)
@@ -721,7 +721,7 @@ def bench_turns(base: str, repeat: int) -> str:
             ),
             TurnCase(
                 base,
-                "(a') the same, back to back (notes < 2 s old)",
+                "(a') the same, back to back (notes just written)",
                 CreatesProvider(),
                 age=False,
                 before=lambda: None,
@@ -823,8 +823,8 @@ def bench_turns(base: str, repeat: int) -> str:
             f"{repeat} interleaved rounds. Each Manager's stores grow by 2 project notes and 1"
             f" user note a turn: {stores[0]} and {stores[1]} notes at the end. Before each turn"
             f" but in (a'), notes written in the last 30 s are given an mtime {PAST_S} s ago, as"
-            " if turns were seconds apart (see the racy-stat guard in `_catalog`). fsyncs and"
-            " renames: counted in one untimed turn (all threads).",
+            " if turns were seconds apart (a note as new as the catalog is hashed again, see"
+            " `_catalog`). fsyncs and renames: counted in one untimed turn (all threads).",
             "",
             f"fsyncs in one turn of {cases[0].label[:3]}, by the function that asked for them: "
             + ", ".join(
@@ -943,7 +943,8 @@ def bench_prompt(base: str) -> tuple[str, list[tuple[str, int]]]:
         f"The 1 MB turn is {raw_big:,} characters of JSON"
         f" (~{turn_.estimate_tokens(json.dumps(big, ensure_ascii=False)):,} estimated tokens)"
         f" before mdmem cuts it. Limits: {turn_.TurnLimits()} ;"
-        f" each index in the prompt at most {prompt_.INDEX_BYTES:,} bytes."
+        f" the whole prompt within {prompt_.PROMPT_TOKENS:,} estimated tokens, the indexes"
+        f" sharing what the turn leaves (at least {prompt_.MIN_INDEX_BYTES:,} bytes)."
     )
     return f"{out}\n\n{note}", verdicts
 
