@@ -98,6 +98,10 @@ def demo(
     outcome = demo_.run(directory)
     typer.echo(f"Scratch workspace: {outcome.workspace}")
     typer.echo("Example turn: examples/turn.json (10 messages, with secrets in a tool result)")
+    typer.echo(
+        f"Secrets in the turn: {outcome.secrets}; found on disk afterwards: "
+        f"{outcome.secrets_on_disk} (tool output is left out and secrets redacted before any write)"
+    )
     typer.echo("Remembered by the offline provider:")
     for applied in outcome.result.project.applied + outcome.result.user.applied:
         typer.echo(f"  {applied.action} {applied.level.value}: {applied.filename}")

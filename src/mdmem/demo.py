@@ -17,6 +17,7 @@ from importlib import resources
 
 from mdmem.manager import Manager, TurnResult
 from mdmem.paths import project_root
+from mdmem.privacy import Redactor
 from mdmem.providers.offline import OfflineProvider
 
 __all__ = ["DemoResult", "example_files", "run"]
@@ -30,6 +31,10 @@ class DemoResult:
     user_dir: str
     result: TurnResult
     block: str
+    secrets: int
+    """How many distinctive secrets (12 characters or more) the example turn carries."""
+    secrets_on_disk: int
+    """How many of them are in any file under the scratch workspace afterwards (0)."""
 
 
 def example_files() -> tuple[str, str]:
@@ -72,4 +77,35 @@ def run(directory: str | None = None) -> DemoResult:
     with Manager(workspace, user_dir=user_dir, provider=OfflineProvider()) as manager:
         result = manager.update_async(messages).result(timeout=60)
         block = manager.index
-    return DemoResult(workspace, user_dir, result, block)
+    # Only distinctive secrets can be searched for: a short one ("shop", the
+    # example database password) is a word the workspace uses everywhere.
+    redactor = Redactor()
+    secrets = {
+        text[start:end]
+        for text in _strings(messages)
+        for _, start, end in redactor.findings(text)
+        if end - start >= 12
+    }
+    on_disk = sum(1 for secret in secrets if _anywhere(workspace, secret.encode()))
+    return DemoResult(workspace, user_dir, result, block, len(secrets), on_disk)
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _strings(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+def _anywhere(folder: str, needle: bytes) -> bool:
+    """Whether any file under ``folder`` holds ``needle``."""
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(parent, name), "rb") as f:
+                if needle in f.read():
+                    return True
+    return False
