@@ -11,6 +11,7 @@ from __future__ import annotations
 # isort: off
 from mdmem import cli_notes  # noqa: F401
 from mdmem import cli_agents  # noqa: F401
+
 # isort: on
 from mdmem.cli_base import app, run
 
