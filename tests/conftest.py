@@ -50,6 +50,14 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A fresh workspace: a directory marked by ``.git``, with no store yet."""
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    return ws
+
+
 def python_env(**extra: str) -> dict[str, str]:
     """The environment for a child Python process that imports mdmem from this checkout."""
     env = dict(os.environ)

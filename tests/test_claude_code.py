@@ -88,13 +88,6 @@ def test_cursor_hands_over_only_new_messages() -> None:
     assert new_messages(more, "not-in-the-file") == more
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "shop-api"
-    (ws / ".git").mkdir(parents=True)
-    return ws
-
-
 def journal_turns(ws: Path) -> list[list[list[str]]]:
     pending = ws / ".PseudoClaude" / "memory" / ".mdmem" / "turns" / "pending"
     return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]

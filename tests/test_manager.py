@@ -72,13 +72,6 @@ class ScriptedProvider:
         return answer
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    (ws / ".git").mkdir(parents=True)
-    return ws
-
-
 def all_files(*roots: Path) -> dict[str, bytes]:
     return {
         str(p): p.read_bytes() for r in roots if r.exists() for p in r.rglob("*") if p.is_file()

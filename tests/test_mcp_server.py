@@ -23,13 +23,6 @@ pytestmark = pytest.mark.timeout(15)
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    (ws / ".git").mkdir(parents=True)
-    return ws
-
-
-@pytest.fixture
 def user_dir(tmp_path: Path) -> Path:
     return tmp_path / "user"
 
