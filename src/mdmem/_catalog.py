@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import time
 from array import array
 
 try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough here
@@ -86,11 +85,9 @@ class Scan:
         "_root",
         "_stats",
         "index_stat",
-        "now_ns",
     )
 
     def __init__(self, root: str) -> None:
-        self.now_ns = time.time_ns()
         self._root = root
         # Flat lists, not a tuple per entry: at 10,000 notes this is the hot loop.
         self._names: list[str] = []

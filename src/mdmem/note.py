@@ -260,12 +260,3 @@ def parse_index_line(line: str) -> IndexEntry | None:
         return None
     title, _, summary = match["text"].partition(" — ")
     return IndexEntry(filename=match["filename"], type=match["type"], title=title, summary=summary)
-
-
-def level_of(value: object) -> Level:
-    """Read a level from text or a Level.
-
-    Raises:
-        ValueError: not one of the two levels.
-    """
-    return Level(value)

@@ -25,6 +25,7 @@ PROMPT_TOKENS = 7_500
 MIN_INDEX_BYTES = 2_000
 
 _instructions: str | None = None
+_instruction_tokens: int | None = None
 
 
 def instructions() -> str:
@@ -63,7 +64,10 @@ def build(
 ) -> ExtractionRequest:
     """The request for one turn, within :data:`PROMPT_TOKENS` estimated tokens."""
     turn_text = turn_.render(messages)
-    used = turn_.estimate_tokens(instructions()) + turn_.estimate_tokens(turn_text) + 150
+    global _instruction_tokens
+    if _instruction_tokens is None:  # the instructions never change: count them once
+        _instruction_tokens = turn_.estimate_tokens(instructions())
+    used = _instruction_tokens + turn_.estimate_tokens(turn_text) + 150
     # Three bytes a token is the worst case (CJK), so the budget holds in any script.
     project_bytes, user_bytes = _budgets(project_index, user_index, (PROMPT_TOKENS - used) * 3)
     prompt = (

@@ -105,9 +105,6 @@ class Store:
                 self._locks[name] = lock
             return lock
 
-    def _hold(self, name: str, timeout: float) -> _Held:
-        return _Held(self, name, timeout)
-
     def lock(self, timeout: float | None = None) -> _Held:
         """Hold the store's write lock (re-entrant in one thread), finishing any interrupted batch.
 
@@ -278,11 +275,15 @@ class Store:
         locked: bool = False,
         progress: Callable[[int, int], None] | None = None,
         baseline: dict[str, _catalog.Entry] | None = None,
+        catalog: tuple[dict[str, _catalog.Entry], int] | None = None,
     ) -> tuple[str, dict[str, _catalog.Entry]]:
         """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
         if not os.path.isdir(self._root):
             return "", {}  # reading a store that does not exist must not create it
-        saved, written = ({}, 0) if full else _catalog.load(self._root)
+        if catalog is not None:
+            saved, written = catalog  # already read by the unlocked pass
+        else:
+            saved, written = ({}, 0) if full else _catalog.load(self._root)
         old = saved if baseline is None else baseline
         known = known or {}
         entries: dict[str, _catalog.Entry] = {}
@@ -320,7 +321,11 @@ class Store:
                     with self.lock(timeout=0):
                         # Scan again inside the lock; what was just parsed is not parsed twice.
                         return self._refresh(
-                            _catalog.Scan(self._root), known=known, locked=True, baseline=entries
+                            _catalog.Scan(self._root),
+                            known=known,
+                            locked=True,
+                            baseline=entries,
+                            catalog=(saved, written),
                         )
                 except (LockTimeout, OSError):
                     # Someone else is writing, or the store is read-only: the text
