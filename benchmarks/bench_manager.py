@@ -17,7 +17,7 @@ pointed at one too, no network: the fake API listens on 127.0.0.1):
    ``tool_result`` blocks, some long), the durable journal write included. The
    provider blocks until released, so the worker sits idle and does not compete
    with the caller. Baseline, call by call in the same loop: one
-   ``mdmem._fs.atomic_write`` (durable, private) of the same number of bytes as
+   ``mdmem.store._fs.atomic_write`` (durable, private) of the same number of bytes as
    the journal record. Then where the time goes: each step timed alone, and
    ``cProfile``.
 2. A whole turn to disk with a zero-latency model: ``update_async`` then
@@ -26,7 +26,7 @@ pointed at one too, no network: the fake API listens on 127.0.0.1):
    and streaming); split into its parts. Baseline: plain atomic writes of the
    files such a turn leaves (its journal record, 3 notes, 2 ``MEMORY.md``).
 3. The size of the extraction prompt (system + user message), in characters
-   and in estimated tokens (``mdmem.turn.estimate_tokens``), for a turn
+   and in estimated tokens (``mdmem.extract.turn.estimate_tokens``), for a turn
    carrying 1 MB of tool output, by default and with ``include_tools=True``,
    with an empty store and with full indexes; an ordinary 10-message turn; and
    the worst case the limits allow.
@@ -52,20 +52,21 @@ from typing import TYPE_CHECKING, Any
 
 from _util import REPO, Summary, fmt_ms, fmt_ratio, interleaved, machine_rows, table
 
-from mdmem import Level, Manager, Store, _fs
-from mdmem import prompt as prompt_
-from mdmem import turn as turn_
-from mdmem._journal import _dump as dump_turn
-from mdmem.note import Note
-from mdmem.paths import INDEX_NAME, slugify
+from mdmem import Level, Manager, Store
+from mdmem.extract import prompt as prompt_
+from mdmem.extract import turn as turn_
+from mdmem.manager._journal import _dump as dump_turn
+from mdmem.store import _fs
+from mdmem.store.note import Note
+from mdmem.store.paths import INDEX_NAME, slugify
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from _typeshed import HasFileno
 
-    from mdmem.manager import TurnResult
-    from mdmem.providers.base import Answer, ExtractionRequest, Provider
+    from mdmem.extract.providers.base import Answer, ExtractionRequest, Provider
+    from mdmem.manager.manager import TurnResult
 
 TARGET_P99_S = 0.002
 TARGET_TOKENS = 8_000
@@ -696,7 +697,7 @@ def bench_turns(base: str, repeat: int) -> str:
     import anthropic
 
     from fake_anthropic import FakeAnthropic
-    from mdmem.providers.anthropic import TOOL_NAME, AnthropicProvider
+    from mdmem.extract.providers.anthropic import TOOL_NAME, AnthropicProvider
 
     with FakeAnthropic(lifetime=600) as fake:
         counter = {"n": 0}

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from _util import REPO, Summary, fmt_ms, fmt_ratio, interleaved, machine_rows, table
 
-from mdmem import _catalog
-from mdmem.paths import STATE_DIR
+from mdmem.store import _catalog
+from mdmem.store.paths import STATE_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -12,7 +12,7 @@ What is measured (each store in its own fresh temporary directory):
 
 - creates: N notes written through ``Store.apply``, as one batch of N
   operations and as N calls of one operation, against plain atomic writes of
-  the very same bytes (``mdmem.note.render`` + ``mdmem._fs.atomic_write``);
+  the very same bytes (``mdmem.store.note.render`` + ``mdmem.store._fs.atomic_write``);
 - ``load_index()`` at each size: cold (no ``.mdmem/`` derived state, every note
   parsed), warm (settled derived state: the fingerprint path, a stat pass and
   no YAML), warm without the fingerprint (the catalog path), and warm after a
@@ -48,12 +48,12 @@ from _util import (
     timed,
 )
 
-from mdmem import _catalog
-from mdmem._fs import atomic_write
 from mdmem._kinds import Level, NoteType
-from mdmem.note import Note, index_line, render
-from mdmem.paths import INDEX_NAME, STATE_DIR, slugify
-from mdmem.store import Store
+from mdmem.store import _catalog
+from mdmem.store._fs import atomic_write
+from mdmem.store.note import Note, index_line, render
+from mdmem.store.paths import INDEX_NAME, STATE_DIR, slugify
+from mdmem.store.store import Store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -504,7 +504,7 @@ _CHILD = """\
 import sys, time
 t0 = time.perf_counter()
 from mdmem._kinds import Level
-from mdmem.store import Store
+from mdmem.store.store import Store
 t1 = time.perf_counter()
 text = Store(sys.argv[1], Level.PROJECT).load_index()
 t2 = time.perf_counter()

@@ -16,21 +16,31 @@ from conftest import PYTHON, ROOT, SRC, python_env
 PACKAGE = SRC / "mdmem"
 # Where each heavy or outside dependency may be imported (module paths relative to src/mdmem).
 ALLOWED = {
-    "typer": {"cli_base.py", "cli_editor.py", "cli_notes.py", "cli_agents.py"},
-    "anthropic": {"providers/anthropic.py", "integrations/anthropic.py"},
-    "mcp": {"mcp_server.py"},
-    "frontmatter": {"note.py"},
-    "yaml": {"note.py"},
-    "filelock": {"store.py"},
+    "typer": {"cli/_base.py", "cli/editor.py", "cli/notes.py", "cli/agents.py"},
+    "anthropic": {"extract/providers/anthropic.py", "integrations/anthropic.py"},
+    "mcp": {"integrations/mcp.py"},
+    "frontmatter": {"store/note.py"},
+    "yaml": {"store/note.py"},
+    "filelock": {"store/store.py"},
 }
-CLI_ONLY = {
-    "cli.py",
-    "cli_base.py",
-    "cli_editor.py",
-    "cli_notes.py",
-    "cli_agents.py",
-    "__main__.py",
-    "_fastpath.py",
+CLI_ONLY = {"__main__.py"} | {
+    p.relative_to(PACKAGE).as_posix() for p in (PACKAGE / "cli").rglob("*.py")
+}
+
+# The floors, lowest first. A module may import its own floor and those below,
+# never one above; floors that share a number (cli, ui) may not import each other.
+FLOORS = {
+    "mdmem.errors": 0,
+    "mdmem._kinds": 0,
+    "mdmem._lines": 0,
+    "mdmem.extract": 1,
+    "mdmem.store": 2,
+    "mdmem.recall": 3,
+    "mdmem.manager": 4,
+    "mdmem.integrations": 5,
+    "mdmem.cli": 6,
+    "mdmem.ui": 6,
+    "mdmem.__main__": 7,
 }
 
 
@@ -46,6 +56,106 @@ def imports(path: Path) -> set[str]:
 
 
 MODULES = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
+
+
+def module_name(relative: str) -> str:
+    parts = ["mdmem", *relative.removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+NAMES = {module_name(m): m for m in MODULES}
+
+
+def mdmem_imports(relative: str) -> set[str]:
+    """Every mdmem module this one imports: at the top, in functions, or only for typing."""
+    tree = ast.parse((PACKAGE / relative).read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("mdmem."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module != "mdmem" and not node.module.startswith("mdmem."):
+                continue
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in NAMES else node.module)
+    found.discard(module_name(relative))
+    found.discard("mdmem")  # the package root: only its lazily loaded names and __version__
+    return found
+
+
+GRAPH = {module_name(m): mdmem_imports(m) for m in MODULES if m != "__init__.py"}
+
+
+def floor(name: str) -> tuple[str, int]:
+    home = max((h for h in FLOORS if name == h or name.startswith(h + ".")), key=len)
+    return home, FLOORS[home]
+
+
+def test_every_module_has_a_floor() -> None:
+    for name in GRAPH:
+        assert floor(name), name
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_no_import_against_the_floors(module: str) -> None:
+    home, level = floor(module)
+    for target in GRAPH[module]:
+        target_home, target_level = floor(target)
+        assert target_level < level or target_home == home, (
+            f"{module} (floor {home}) imports {target} (floor {target_home})"
+        )
+
+
+def test_no_circles() -> None:
+    """No module reaches itself through its imports, typing-only ones included."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in GRAPH.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(GRAPH):
+        if node not in index:
+            visit(node)
+    assert circles == []
+
+
+def test_floor_rules_catch_a_violation() -> None:
+    """The checks above would fail on a store module importing the Manager."""
+    _, store_floor = floor("mdmem.store.store")
+    _, manager_floor = floor("mdmem.manager.manager")
+    assert store_floor < manager_floor
+    assert "mdmem.extract.privacy" in GRAPH["mdmem.store.store"]
+
+
+def test_every_package_says_what_it_may_import() -> None:
+    for init in PACKAGE.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc, init
+        if init.parent != PACKAGE and init.parent.name != "providers":
+            assert "import" in doc, f"{init} does not say what it may import"
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -209,3 +319,12 @@ def test_fast_path_and_typer_print_the_same(example_workspace: Path) -> None:
         if "--json" in args:
             assert json.loads(fast)["block"].startswith("## Project Memory")
     assert callable(run)
+
+
+def test_every_public_name_imports_in_a_fresh_process() -> None:
+    names = ", ".join(n for n in mdmem.__all__ if n != "__version__")
+    code = f"from mdmem import {names}, __version__\nfrom mdmem import *\nprint(Store.__name__)"
+    proc = subprocess.run(
+        [PYTHON, "-c", code], env=python_env(), capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == "Store"

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
+from mdmem.extract.turn import from_messages
 from mdmem.integrations import claude_code
 from mdmem.integrations.claude_code import install, new_messages, read_transcript, uninstall
-from mdmem.turn import from_messages
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 SESSION = "bcc87c54-8d8e-4306-8cdc-04695ddaf79e"

@@ -17,8 +17,9 @@ from typer.main import get_command
 from typer.testing import CliRunner, Result
 
 from conftest import PYTHON, ROOT, python_env
-from mdmem import Level, Store, cli_editor
+from mdmem import Level, Store
 from mdmem.cli import app
+from mdmem.cli import editor as cli_editor
 
 
 def _walk(group: object, prefix: str = "") -> list[str]:

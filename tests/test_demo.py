@@ -7,8 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from mdmem import Level, Store, demo
+from mdmem import Level, Store
 from mdmem.cli import app
+from mdmem.manager import demo
 
 
 def test_demo_extracts_the_example_turn_into_a_scratch_workspace(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, python_env
-from mdmem import Level, Store, doctor
-from mdmem.doctor import Check, Finding, examine, lock_holders, rescue
+from mdmem import Level, Store
+from mdmem.manager import doctor
+from mdmem.manager.doctor import Check, Finding, examine, lock_holders, rescue
 
 DEAD_PID = 99_999_999  # above any pid_max: never a live process
 
@@ -294,8 +295,8 @@ def test_a_failing_repair_is_reported(store: Store, monkeypatch: pytest.MonkeyPa
 def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from mdmem._journal import new_turn_id, put_pending
     from mdmem.cli import app
+    from mdmem.manager._journal import new_turn_id, put_pending
 
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
@@ -306,7 +307,7 @@ def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
     killed = textwrap.dedent(
         """
         import os, sys
-        from mdmem._journal import Journal, new_turn_id
+        from mdmem.manager._journal import Journal, new_turn_id
         j = Journal(sys.argv[1]); j.open()
         text = "Remember that deploys run on Fridays."
         j.add({"id": new_turn_id(), "messages": [["user", text]]})
@@ -346,7 +347,7 @@ def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
 
 
 def test_a_fresh_pending_turn_is_information_only(store: Store) -> None:
-    from mdmem._journal import new_turn_id, put_pending
+    from mdmem.manager._journal import new_turn_id, put_pending
 
     put_pending(str(store.root / ".mdmem" / "turns"), {"id": new_turn_id(), "messages": []})
     [finding] = [f for f in examine(store).findings if f.check == "pending-turns"]

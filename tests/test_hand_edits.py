@@ -88,26 +88,40 @@ def test_same_size_edit_within_one_clock_tick_is_noticed(store: Store) -> None:
     assert "BBBB" in store.load_index()
 
 
+def test_same_size_edit_that_restores_an_old_mtime_is_noticed(store: Store) -> None:
+    """The deterministic form of the case above: the note is clearly older than the catalog,
+    so only the ctime (which no utime can set back) shows that it changed."""
+    path = store.root / "project_knowledge_note-0.md"
+    write(path, "AAAA")
+    age(path)
+    assert "AAAA" in store.load_index()
+    st = path.stat()
+    write(path, "BBBB")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
+    assert "BBBB" in store.load_index()
+
+
 def test_settled_store_loads_without_parsing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     store.load_index()  # settle: fingerprint written
     assert (store.root / ".mdmem" / "fingerprint").exists()
-    import mdmem.note
+    import mdmem.store.note
 
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("a settled store must not parse notes")
 
-    monkeypatch.setattr(mdmem.note, "parse", boom)
-    monkeypatch.setattr("mdmem._catalog.load", boom)
+    monkeypatch.setattr(mdmem.store.note, "parse", boom)
+    monkeypatch.setattr("mdmem.store._catalog.load", boom)
     assert store.load_index().count("\n") == 5
 
 
 def test_only_changed_notes_are_parsed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mdmem.note
+    import mdmem.store.note
 
     parsed: list[str] = []
-    real = mdmem.note.parse
+    real = mdmem.store.note.parse
     monkeypatch.setattr(
-        mdmem.note, "parse", lambda text, name="": parsed.append(name) or real(text, name)
+        mdmem.store.note, "parse", lambda text, name="": parsed.append(name) or real(text, name)
     )
     write(store.root / "project_knowledge_note-4.md", "Changed", body="a longer body than before")
     store.load_index()
@@ -202,7 +216,7 @@ def test_a_note_as_new_as_the_catalog_is_hashed_again(store: Store) -> None:
 def test_a_burst_of_single_creates_rehashes_only_the_newest(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mdmem import _catalog
+    from mdmem.store import _catalog
 
     hashed: list[int] = []
     real = _catalog.content_hash

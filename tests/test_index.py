@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import Note, NoteType
-from mdmem.index import MAX_BYTES, MAX_LINES, merge
-from mdmem.note import index_line
+from mdmem.store.index import MAX_BYTES, MAX_LINES, merge
+from mdmem.store.note import index_line
 
 
 def lines(n: int, prefix: str = "p", width: int = 10) -> str:

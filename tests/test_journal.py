@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import PYTHON, python_env
-from mdmem._journal import Journal, listing, new_turn_id, owner_alive, put_pending
+from mdmem.manager._journal import Journal, listing, new_turn_id, owner_alive, put_pending
 
 
 def turn(text: str) -> dict[str, object]:
@@ -64,7 +64,7 @@ def test_closed_owner_with_turns_left_is_adopted(tmp_path: Path) -> None:
 KILLED = textwrap.dedent(
     """
     import os, sys
-    from mdmem._journal import Journal, new_turn_id
+    from mdmem.manager._journal import Journal, new_turn_id
     j = Journal(sys.argv[1]); j.open()
     for i in range(3):
         j.add({"id": new_turn_id(), "messages": [["user", str(i)]]})

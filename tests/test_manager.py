@@ -18,8 +18,8 @@ import pytest
 from conftest import PYTHON, python_env
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
-from mdmem.manager import MAX_OPERATIONS
-from mdmem.providers.base import ExtractionRequest
+from mdmem.extract.providers.base import ExtractionRequest
+from mdmem.manager.manager import MAX_OPERATIONS
 
 TURN = [
     {"role": "user", "content": "Please make the tests faster."},
@@ -266,7 +266,7 @@ ADOPTER = textwrap.dedent(
 def test_two_processes_process_each_pending_turn_exactly_once(
     workspace: Path, fake_anthropic: FakeAnthropic
 ) -> None:
-    from mdmem._journal import new_turn_id, put_pending
+    from mdmem.manager._journal import new_turn_id, put_pending
 
     root = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
     markers = [f"marker-{i:02d}" for i in range(12)]

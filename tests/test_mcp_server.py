@@ -16,8 +16,8 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
-from mdmem.mcp_server import build_server
-from mdmem.note import parse
+from mdmem.integrations.mcp import build_server
+from mdmem.store.note import parse
 
 pytestmark = pytest.mark.timeout(15)
 
@@ -50,7 +50,14 @@ async def stdio_session(workspace: Path, user_dir: Path, log: Path) -> AsyncIter
     """The server as an MCP client starts it: a child process speaking JSON-RPC on stdio."""
     params = StdioServerParameters(
         command=PYTHON,
-        args=["-m", "mdmem.mcp_server", "--workspace", str(workspace), "--user-dir", str(user_dir)],
+        args=[
+            "-m",
+            "mdmem.integrations.mcp",
+            "--workspace",
+            str(workspace),
+            "--user-dir",
+            str(user_dir),
+        ],
         env=python_env(),
         cwd=str(workspace),
     )

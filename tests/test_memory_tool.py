@@ -17,7 +17,7 @@ from anthropic.tools import ToolError
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, NoteType, Store
 from mdmem.integrations.anthropic import AsyncMemoryTool, MemoryTool
-from mdmem.note import parse
+from mdmem.store.note import parse
 
 F = FakeAnthropic
 MODEL = "claude-haiku-5-5"

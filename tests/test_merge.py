@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import Level, Store
-from mdmem.merge import index_lines, merge_files, merge_index
+from mdmem.store.merge import index_lines, merge_files, merge_index
 
 
 def line(name: str, title: str = "T", summary: str = "s") -> str:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import InvalidNote, Note, NoteType
-from mdmem.note import clean_inline, format_time, index_line, parse, parse_index_line, render
+from mdmem.store.note import clean_inline, format_time, index_line, parse, parse_index_line, render
 
 GOLDEN = Path(__file__).parent / "golden"
 EXAMPLE = Path(__file__).parent.parent / ".PseudoClaude.example" / "memory"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mdmem.providers.base import ExtractionRequest, Message
-from mdmem.providers.offline import OfflineProvider
+from mdmem.extract.providers.base import ExtractionRequest, Message
+from mdmem.extract.providers.offline import OfflineProvider
 
 LEVELS = {"project", "user"}
 TYPES = {"user_preference", "correction_feedback", "project_knowledge", "reference_material"}

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import InvalidOperation, Level, Operation, ProviderError
-from mdmem.operations import Create, Delete, Update, parse_answer, validate
+from mdmem.store.operations import Create, Delete, Update, parse_answer, validate
 
 OPS = [
     {

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import InvalidPath, Level, Operation, Store
-from mdmem.paths import (
+from mdmem.store.paths import (
     MAX_NAME_BYTES,
     check_name,
     discover_workspace,

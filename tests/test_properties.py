@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from mdmem import Level, NoteType, Store
-from mdmem.note import index_line
+from mdmem.store.note import index_line
 
 titles = st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=40).filter(
     str.strip

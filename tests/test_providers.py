@@ -10,9 +10,9 @@ import pytest
 from conftest import PYTHON, python_env
 from fake_anthropic import FakeAnthropic
 from mdmem import ProviderError
-from mdmem.providers import default_provider
-from mdmem.providers.anthropic import DEFAULT_MODEL, AnthropicProvider, operations_schema
-from mdmem.providers.base import ExtractionRequest, Message
+from mdmem.extract.providers import default_provider
+from mdmem.extract.providers.anthropic import DEFAULT_MODEL, AnthropicProvider, operations_schema
+from mdmem.extract.providers.base import ExtractionRequest, Message
 
 
 def request() -> ExtractionRequest:
@@ -44,7 +44,7 @@ def test_model_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_choosing_anthropic_does_not_import_the_sdk() -> None:
     code = (
         "import sys, os; os.environ['ANTHROPIC_API_KEY'] = 'k'\n"
-        "from mdmem.providers import default_provider\n"
+        "from mdmem.extract.providers import default_provider\n"
         "assert default_provider().name == 'anthropic'\n"
         "assert 'anthropic' not in sys.modules, 'imported too early'\n"
     )

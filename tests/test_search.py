@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Note, NoteType, Store
-from mdmem.search import SNIPPET_CHARS, search, search_stores, tokenize
+from mdmem.recall.search import SNIPPET_CHARS, search, search_stores, tokenize
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -197,7 +197,7 @@ def test_every_result_holds_a_query_token(
 
 def test_importing_search_stays_light() -> None:
     code = (
-        "import sys, mdmem.search; "
+        "import sys, mdmem.recall.search; "
         "print([m for m in ('anthropic', 'mcp', 'yaml', 'typer') if m in sys.modules])"
     )
     out = subprocess.run(

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import PYTHON, python_env
 from mdmem import Level, LockTimeout, NoteExists, NoteNotFound, Operation, Store
-from mdmem.note import parse
+from mdmem.store.note import parse
 
 T0 = datetime(2026, 11, 29, 10, 12, tzinfo=timezone.utc)
 T1 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
@@ -373,7 +373,8 @@ def test_lock_held_by_another_process_times_out_naming_the_store(store: Store) -
 CRASH_MID_BATCH = textwrap.dedent(
     """
     import os, sys
-    from mdmem import Store, Level, _txn
+    from mdmem import Store, Level
+    from mdmem.store import _txn
     real_write = _txn._write
     count = 0
     def dying_write(root, name, data, private):

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mdmem import prompt
-from mdmem import turn as turn_
-from mdmem.providers.base import Message
-from mdmem.turn import TurnLimits, estimate_tokens, from_messages
+from mdmem.extract import prompt
+from mdmem.extract import turn as turn_
+from mdmem.extract.providers.base import Message
+from mdmem.extract.turn import TurnLimits, estimate_tokens, from_messages
 
 
 def test_string_and_block_content() -> None:

@@ -21,11 +21,11 @@ if TYPE_CHECKING:
         ProviderError,
         StoreError,
     )
-    from mdmem.manager import Manager
-    from mdmem.note import IndexEntry, Note
-    from mdmem.operations import Operation
-    from mdmem.results import Applied, ApplyResult, Problem, ReindexReport, Rejected
-    from mdmem.store import Store
+    from mdmem.manager.manager import Manager
+    from mdmem.store.note import IndexEntry, Note
+    from mdmem.store.operations import Operation
+    from mdmem.store.results import Applied, ApplyResult, Problem, ReindexReport, Rejected
+    from mdmem.store.store import Store
 
 __version__ = "0.1.0"
 
@@ -57,16 +57,16 @@ __all__ = [
 _HOMES = {
     "Level": "mdmem._kinds",
     "NoteType": "mdmem._kinds",
-    "Manager": "mdmem.manager",
-    "IndexEntry": "mdmem.note",
-    "Note": "mdmem.note",
-    "Operation": "mdmem.operations",
-    "Applied": "mdmem.results",
-    "ApplyResult": "mdmem.results",
-    "Problem": "mdmem.results",
-    "ReindexReport": "mdmem.results",
-    "Rejected": "mdmem.results",
-    "Store": "mdmem.store",
+    "Manager": "mdmem.manager.manager",
+    "IndexEntry": "mdmem.store.note",
+    "Note": "mdmem.store.note",
+    "Operation": "mdmem.store.operations",
+    "Applied": "mdmem.store.results",
+    "ApplyResult": "mdmem.store.results",
+    "Problem": "mdmem.store.results",
+    "ReindexReport": "mdmem.store.results",
+    "Rejected": "mdmem.store.results",
+    "Store": "mdmem.store.store",
     **{
         name: "mdmem.errors"
         for name in (

@@ -1,5 +1,6 @@
-"""Adapters that plug mdmem's stores into agent tool protocols (the Anthropic memory tool, ...).
+"""Integrations: Claude Code's hooks, the Anthropic memory tool and the MCP server.
 
-Each adapter imports its third-party SDK at module level, so import one only
-where that SDK is wanted: ``import mdmem`` never loads any of them.
+May import every floor below (``manager``, ``recall``, ``store``, ``extract``, the
+kernel), never ``cli`` or ``ui``. An adapter imports its SDK at module level, so
+import one only where that SDK is wanted: ``import mdmem`` never loads any of them.
 """

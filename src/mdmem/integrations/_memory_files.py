@@ -18,18 +18,18 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mdmem import _fs
 from mdmem._kinds import Level, NoteType
-from mdmem._planner import first_sentence
 from mdmem.errors import InvalidNote, InvalidPath
-from mdmem.note import MAX_SUMMARY_CHARS, Note, clean_inline, parse
-from mdmem.paths import INDEX_NAME, check_name, is_candidate_name, note_path, slugify
-from mdmem.store import MAX_NOTE_BYTES
+from mdmem.store import _fs
+from mdmem.store._planner import first_sentence
+from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, parse
+from mdmem.store.paths import INDEX_NAME, check_name, is_candidate_name, note_path, slugify
+from mdmem.store.store import MAX_NOTE_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mdmem.store import Store
+    from mdmem.store.store import Store
 
 ROOT = "/memories"
 _LINE_NUMBER_WIDTH = 6  # as the SDK's tool: len(str(999999))

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from anthropic.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anyio.to_thread import run_sync
 
-from mdmem._fastpath import resolve
 from mdmem.errors import InvalidNote, MdmemError
 from mdmem.integrations._memory_files import (
     ROOT,
@@ -53,6 +52,7 @@ from mdmem.integrations._memory_files import (
     update_of,
     vpath,
 )
+from mdmem.store.workspace import resolve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -69,9 +69,9 @@ if TYPE_CHECKING:
         BetaMemoryTool20250818ViewCommand,
     )
 
-    from mdmem.note import Note
-    from mdmem.results import ApplyResult
-    from mdmem.store import Store
+    from mdmem.store.note import Note
+    from mdmem.store.results import ApplyResult
+    from mdmem.store.store import Store
 
 __all__ = ["INSTRUCTIONS", "ROOT", "AsyncMemoryTool", "MemoryTool"]
 

@@ -20,7 +20,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from mdmem import _fs
+from mdmem.store import _fs
 
 if TYPE_CHECKING:
     import logging
@@ -218,8 +218,8 @@ def session_start_output(block: str, project_store: str, user_store: str) -> str
 
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
     """What ``mdmem hook session-start`` prints, for the session's workspace."""
-    from mdmem._fastpath import resolve
-    from mdmem.index import merge
+    from mdmem.store.index import merge
+    from mdmem.store.workspace import resolve
 
     _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     block = merge(project.load_index(), user.load_index())
@@ -240,14 +240,14 @@ def hand_over(
     Raises:
         OSError, ValueError: the transcript or the journal cannot be used.
     """
-    from mdmem.manager import Manager
-    from mdmem.paths import STATE_DIR
+    from mdmem.manager.manager import Manager
+    from mdmem.store.paths import STATE_DIR
 
     transcript = payload.get("transcript_path")
     session = payload.get("session_id")
     if not isinstance(transcript, str) or not isinstance(session, str) or not session:
         raise ValueError("the hook input has no transcript_path or session_id")
-    from mdmem._fastpath import resolve
+    from mdmem.store.workspace import resolve
 
     ws, _, user = resolve(workspace, user_dir, start=workspace_of(payload))
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
@@ -270,7 +270,7 @@ def start_worker(workspace: str, user_dir: str) -> None:
     """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent."""
     import subprocess
 
-    from mdmem.paths import STATE_DIR, project_root
+    from mdmem.store.paths import STATE_DIR, project_root
 
     log_dir = os.path.join(project_root(workspace), STATE_DIR)
     with open(os.path.join(log_dir, "worker.log"), "ab") as log:

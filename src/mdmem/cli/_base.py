@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from mdmem._fastpath import resolve
 from mdmem._kinds import Level
 from mdmem.errors import InvalidNote, MdmemError, NoteNotFound
+from mdmem.store.workspace import resolve
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     from typer._click._termui_impl import ProgressBar
 
-    from mdmem.results import ApplyResult
-    from mdmem.store import Store
+    from mdmem.store.results import ApplyResult
+    from mdmem.store.store import Store
 
 
 class _Group(TyperGroup):

@@ -15,10 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from importlib import resources
 
-from mdmem.manager import Manager, TurnResult
-from mdmem.paths import project_root
-from mdmem.privacy import Redactor
-from mdmem.providers.offline import OfflineProvider
+from mdmem.extract.privacy import Redactor
+from mdmem.extract.providers.offline import OfflineProvider
+from mdmem.manager.manager import Manager, TurnResult
+from mdmem.store.paths import project_root
 
 __all__ = ["DemoResult", "example_files", "run"]
 
@@ -49,7 +49,8 @@ def example_files() -> tuple[str, str]:
     if store.is_dir() and turn.is_file():
         return str(store), str(turn)
     # An editable install or a source checkout: the files are at the repository root.
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    here = os.path.abspath(__file__)  # src/mdmem/manager/demo.py
+    root = here.rsplit(os.sep, 4)[0]
     store_path = os.path.join(root, ".PseudoClaude.example", "memory")
     turn_path = os.path.join(root, "examples", "turn.json")
     if os.path.isdir(store_path) and os.path.isfile(turn_path):

@@ -33,9 +33,9 @@ try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough h
 except ImportError:  # pragma: no cover - interpreters without the _blake2 module
     from hashlib import blake2b as _blake2b
 
-from mdmem import _fs
 from mdmem.errors import InvalidPath
-from mdmem.paths import (
+from mdmem.store import _fs
+from mdmem.store.paths import (
     INDEX_NAME,
     STATE_DIR,
     check_name,
@@ -58,13 +58,15 @@ __all__ = [
     "save",
 ]
 
-_VERSION = 2
+_VERSION = 3
 CATALOG = "catalog.json"
 FINGERPRINT = "fingerprint"
 
-Stat = tuple[int, int, int]
+# ctime too, as git does: an edit that restores the old mtime (an editor, `touch -r`,
+# a same-size rewrite within one clock tick then utime) still changes the ctime.
+Stat = tuple[int, int, int, int]
 # An entry of the catalog, as plain JSON-ready data:
-# {"st": [mtime_ns, size, ino], "sha": str, "line": str | None, "error": str | None,
+# {"st": [mtime_ns, size, ino, ctime_ns], "sha": str, "line": str | None, "error": str | None,
 #  "type": str, "title": str, "summary": str, "updated": str | None}
 Entry = dict[str, object]
 
@@ -91,7 +93,7 @@ class Scan:
         self._root = root
         # Flat lists, not a tuple per entry: at 10,000 notes this is the hot loop.
         self._names: list[str] = []
-        self._numbers: list[int] = []  # mtime_ns, size, inode, mode for each name
+        self._numbers: list[int] = []  # mtime_ns, size, inode, ctime_ns, mode for each name
         self._stats: dict[str, Stat] = {}
         self._rejected: dict[str, str] = {}
         self._classified = False
@@ -107,14 +109,14 @@ class Scan:
                 if not name.endswith(".md") or name[0] == "." or not is_candidate_name(name):
                     if name == INDEX_NAME:
                         st = entry.stat(follow_symlinks=False)
-                        self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino)
+                        self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed while we looked
                 names.append(name)
-                numbers += (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+                numbers += (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_mode)
 
     def fingerprint(self) -> str:
         """A hash of everything a stat pass can see; equal fingerprints mean an unchanged store.
@@ -135,14 +137,14 @@ class Scan:
         self._classified = True
         numbers = self._numbers
         for position, name in enumerate(self._names):
-            mtime, size, ino, mode = numbers[4 * position : 4 * position + 4]
+            mtime, size, ino, ctime, mode = numbers[5 * position : 5 * position + 5]
             if stat.S_ISREG(mode) and is_plain_name(name):
-                self._stats[name] = (mtime, size, ino)
+                self._stats[name] = (mtime, size, ino, ctime)
                 continue
             try:
                 if stat.S_ISREG(mode):
                     check_name(name)
-                    self._stats[name] = (mtime, size, ino)
+                    self._stats[name] = (mtime, size, ino, ctime)
                     continue
                 # The one validator decides whether a link or an odd entry is a note.
                 note_path(self._root, name, must_exist=True)
@@ -152,11 +154,11 @@ class Scan:
                 continue
             except FileNotFoundError:
                 continue
-            self._stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino)
+            self._stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
     @property
     def stats(self) -> dict[str, Stat]:
-        """The notes: name -> (mtime_ns, size, inode), links followed."""
+        """The notes: name -> (mtime_ns, size, inode, ctime_ns), links followed."""
         self._classify()
         return self._stats
 

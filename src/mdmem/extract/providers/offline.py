@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 from mdmem._kinds import Level, NoteType
-from mdmem.providers.base import ExtractionRequest, Message
+from mdmem.extract.providers.base import ExtractionRequest, Message
 
 __all__ = ["OfflineProvider"]
 

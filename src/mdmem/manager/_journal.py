@@ -22,7 +22,7 @@ import json
 import os
 import time
 
-from mdmem import _fs
+from mdmem.store import _fs
 
 __all__ = ["Journal", "new_turn_id"]
 

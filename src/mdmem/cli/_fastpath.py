@@ -11,27 +11,13 @@ from __future__ import annotations
 import os
 import sys
 
-from mdmem._kinds import Level
-from mdmem.index import merge
-from mdmem.paths import discover_workspace, project_root, user_root
-from mdmem.store import Store
+from mdmem.store.index import merge
+from mdmem.store.workspace import resolve
 
-__all__ = ["index_text", "resolve", "try_fast"]
+__all__ = ["index_text", "try_fast"]
 
 _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
 _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
-
-
-def resolve(
-    workspace: str | None, user_dir: str | None, *, start: str | None = None
-) -> tuple[str, Store, Store]:
-    """The workspace and its two stores: ``workspace`` as given, else discovered from ``start``."""
-    user = os.path.abspath(os.path.expanduser(user_dir)) if user_dir else user_root()
-    if workspace:
-        ws = os.path.abspath(os.path.expanduser(workspace))
-    else:
-        ws = discover_workspace(start or os.getcwd(), user_store=user)
-    return ws, Store(project_root(ws), Level.PROJECT), Store(user, Level.USER)
 
 
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:

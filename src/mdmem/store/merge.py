@@ -33,13 +33,13 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mdmem import _fs
 from mdmem.errors import InvalidPath
-from mdmem.note import parse_index_line
-from mdmem.paths import INDEX_NAME, STATE_DIR, check_name
+from mdmem.store import _fs
+from mdmem.store.note import parse_index_line
+from mdmem.store.paths import INDEX_NAME, STATE_DIR, check_name
 
 if TYPE_CHECKING:
-    from mdmem.store import Store
+    from mdmem.store.store import Store
 
 __all__ = [
     "ATTRIBUTES_LINE",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidOperation, InvalidPath, ProviderError
-from mdmem.note import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS, clean_inline
-from mdmem.paths import check_name
+from mdmem.store.note import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS, clean_inline
+from mdmem.store.paths import check_name
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -22,13 +22,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level
-from mdmem.note import clean_inline
+from mdmem.store.note import clean_inline
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mdmem.note import Note
-    from mdmem.store import Store
+    from mdmem.store.note import Note
+    from mdmem.store.store import Store
 
 __all__ = [
     "SNIPPET_CHARS",

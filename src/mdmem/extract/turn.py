@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mdmem.providers.base import Message
+from mdmem.extract.providers.base import Message
 
 __all__ = [
     "TurnLimits",

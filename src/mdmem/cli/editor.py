@@ -19,9 +19,9 @@ from mdmem.errors import InvalidNote, MdmemError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mdmem.store import Store
+    from mdmem.store.store import Store
 
-from mdmem.cli_base import checked
+from mdmem.cli._base import checked
 
 _T = TypeVar("_T")
 
@@ -69,7 +69,7 @@ def edit_until_saved(
     text aside under ``.mdmem/rescued/``, or abort. Without a terminal to ask
     on, or when saving fails otherwise, the text is kept aside.
     """
-    from mdmem.doctor import rescue
+    from mdmem.manager.doctor import rescue
 
     original = text
     while True:

@@ -1,6 +1,6 @@
 """Model providers: the Protocol in ``base``, Anthropic, and an offline fallback.
 
-Only :mod:`mdmem.providers.anthropic` imports the ``anthropic`` SDK, and only
+Only :mod:`mdmem.extract.providers.anthropic` imports the ``anthropic`` SDK, and only
 when a turn is processed.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from mdmem.providers.base import Answer, ExtractionRequest, Message, Provider
+from mdmem.extract.providers.base import Answer, ExtractionRequest, Message, Provider
 
 __all__ = ["Answer", "ExtractionRequest", "Message", "Provider", "default_provider"]
 
@@ -21,9 +21,9 @@ def default_provider() -> Provider:
     choice = os.environ.get("MDMEM_PROVIDER", "").strip().lower()
     has_key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
     if choice == "anthropic" or (choice != "offline" and has_key):
-        from mdmem.providers.anthropic import AnthropicProvider
+        from mdmem.extract.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider()
-    from mdmem.providers.offline import OfflineProvider
+    from mdmem.extract.providers.offline import OfflineProvider
 
     return OfflineProvider()

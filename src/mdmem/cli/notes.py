@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mdmem._fastpath import index_text
 from mdmem._kinds import Level, NoteType
-from mdmem.cli_base import (
+from mdmem.cli._base import (
     FindOption,
     JsonOption,
     LevelOption,
@@ -28,7 +27,8 @@ from mdmem.cli_base import (
     progress_bar,
     selected,
 )
-from mdmem.cli_editor import DEFAULT_TYPE, create_note, edit_until_saved, note_template
+from mdmem.cli._fastpath import index_text
+from mdmem.cli.editor import DEFAULT_TYPE, create_note, edit_until_saved, note_template
 from mdmem.errors import InvalidNote, NoteNotFound
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def init(
 
     Example: mdmem init --driver-command "python3 -m mdmem merge-index"
     """
-    from mdmem.merge import init_store
+    from mdmem.store.merge import init_store
 
     options = options_of(ctx)
     workspace, project, _ = options.stores()
@@ -118,7 +118,7 @@ def show(
 
     Example: mdmem show project_knowledge_build-and-test.md
     """
-    from mdmem.note import format_time, render
+    from mdmem.store.note import format_time, render
 
     store = find_note(options_of(ctx), name, level)
     note = store.read(name)
@@ -164,7 +164,7 @@ def add(
 
     Example: mdmem add --title "Build" "Run make test before pushing."
     """
-    from mdmem.note import parse
+    from mdmem.store.note import parse
 
     _, project, user = options_of(ctx).stores()
     store = project if level is Level.PROJECT else user
@@ -199,7 +199,7 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
 
     Example: EDITOR=nano mdmem edit project_knowledge_build-and-test.md
     """
-    from mdmem.note import parse
+    from mdmem.store.note import parse
 
     options = options_of(ctx)
     store = find_note(options, name, level)
@@ -246,7 +246,7 @@ def restore(
 
     Example: mdmem restore project_knowledge_old-build.md
     """
-    from mdmem.paths import check_name
+    from mdmem.store.paths import check_name
 
     stores = selected(options_of(ctx), level)
     if name is None:
@@ -304,7 +304,7 @@ def doctor(
     """
     from dataclasses import replace
 
-    from mdmem.doctor import examine
+    from mdmem.manager.doctor import examine
 
     options = options_of(ctx)
     remaining = 0
@@ -312,7 +312,7 @@ def doctor(
         report = examine(store, fix=fix)
         if fix and any("/pending/" in f.subject for f in report.findings):
             # Stuck turns were queued again: finishing them is the repair.
-            from mdmem.manager import Manager
+            from mdmem.manager.manager import Manager
 
             workspace, _, user = options.stores()
             with Manager(workspace, user_dir=user.path, discover=False) as manager:
@@ -354,6 +354,6 @@ def merge_index(
 
     Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B"
     """
-    from mdmem.merge import merge_files
+    from mdmem.store.merge import merge_files
 
     merge_files(base, ours, theirs)

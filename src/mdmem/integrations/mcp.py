@@ -1,6 +1,6 @@
 """An MCP server over mdmem's two stores, for any MCP client (Claude Code, Claude Desktop, ...).
 
-``mdmem mcp`` (or ``python -m mdmem.mcp_server``) serves it on stdio with the
+``mdmem mcp`` (or ``python -m mdmem.integrations.mcp``) serves it on stdio with the
 official ``mcp`` SDK (``pip install 'mdmem[mcp]'``)::
 
     memory_index()                          the merged index (the prompt block)   read-only
@@ -38,12 +38,12 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from mdmem import __version__
-from mdmem._fastpath import resolve
 from mdmem.errors import InvalidNote, InvalidPath, MdmemError, NoteNotFound
-from mdmem.index import merge
-from mdmem.note import render
-from mdmem.search import search_stores
-from mdmem.store import Store
+from mdmem.recall.search import search_stores
+from mdmem.store.index import merge
+from mdmem.store.note import render
+from mdmem.store.store import Store
+from mdmem.store.workspace import resolve
 
 __all__ = ["INSTRUCTIONS", "Hit", "SearchResult", "Written", "build_server", "main", "serve"]
 
@@ -282,9 +282,10 @@ def serve(workspace: str | None, user_dir: str | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m mdmem.mcp_server [--workspace W] [--user-dir U]``."""
+    """``python -m mdmem.integrations.mcp [--workspace W] [--user-dir U]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m mdmem.mcp_server", description="Serve mdmem's stores over MCP (stdio)."
+        prog="python -m mdmem.integrations.mcp",
+        description="Serve mdmem's stores over MCP (stdio).",
     )
     parser.add_argument(
         "--workspace",

@@ -1,49 +1,15 @@
-"""The prompt block: both stores' indexes merged, and trimmed to fit a system prompt.
+"""Whole lines within a line and byte limit: how every block mdmem shows a model is cut.
 
-``## Project Memory`` comes first, so the repository's conventions reach the
-model before cross-project preferences; a section whose store is empty is left
-out. The block is at most :data:`MAX_LINES` lines and :data:`MAX_BYTES` bytes of
-UTF-8, cut only between whole lines, and says how many notes it left out.
+Part of the kernel, beside ``errors`` and ``_kinds``: the prompt block
+(``store.index``) and the extraction prompt (``extract.prompt``) both cut with it.
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: `mdmem index` should not import typing
-if TYPE_CHECKING:
-    from mdmem.store import Store
-
-__all__ = [
-    "MAX_BYTES",
-    "MAX_LINES",
-    "PROJECT_HEADING",
-    "USER_HEADING",
-    "merge",
-    "prompt_block",
-    "trim",
-]
+__all__ = ["MAX_BYTES", "MAX_LINES", "trim"]
 
 MAX_LINES = 200
 MAX_BYTES = 25_600
-PROJECT_HEADING = "## Project Memory"
-USER_HEADING = "## User Memory"
-
-
-def _lines(index: str) -> list[str]:
-    # Only the lines MEMORY.md is made of; blank lines and stray text a person
-    # typed into it are not worth prompt space.
-    return [line.rstrip() for line in index.splitlines() if line.strip()]
-
-
-def merge(
-    project: str, user: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
-) -> str:
-    """The merged prompt block of a project index and a user index, trimmed."""
-    sections: list[list[str]] = []
-    for heading, text in ((PROJECT_HEADING, project), (USER_HEADING, user)):
-        lines = _lines(text)
-        if lines:
-            sections.append([heading, *lines])
-    return trim(sections, max_lines=max_lines, max_bytes=max_bytes)
 
 
 def _omitted_line(count: int) -> str:
@@ -103,11 +69,3 @@ def trim(
     if omitted:
         kept.append(_omitted_line(omitted))
     return "\n".join(kept)
-
-
-def prompt_block(project: Store | None, user: Store | None) -> str:
-    """Load both stores' indexes (bringing them up to date) and merge them."""
-    return merge(
-        project.load_index() if project is not None else "",
-        user.load_index() if user is not None else "",
-    )

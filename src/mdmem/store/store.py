@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from _thread import allocate_lock
 
-from mdmem import _catalog, _fs
 from mdmem._kinds import Level
 from mdmem.errors import (
     InvalidNote,
@@ -21,7 +20,8 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.paths import INDEX_NAME, STATE_DIR, note_path
+from mdmem.store import _catalog, _fs
+from mdmem.store.paths import INDEX_NAME, STATE_DIR, note_path
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
     from filelock import BaseFileLock
 
-    from mdmem.note import IndexEntry, Note
-    from mdmem.operations import Operation
-    from mdmem.results import ApplyResult, Problem, ReindexReport, TrashItem
+    from mdmem.store.note import IndexEntry, Note
+    from mdmem.store.operations import Operation
+    from mdmem.store.results import ApplyResult, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
@@ -143,7 +143,7 @@ class Store:
 
     def entries(self) -> list[IndexEntry]:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
-        from mdmem.note import IndexEntry
+        from mdmem.store.note import IndexEntry
 
         _, entries = self._refresh(_catalog.Scan(self._root))
         return [
@@ -160,7 +160,7 @@ class Store:
 
     def problems(self) -> list[Problem]:
         """Files that look like notes but cannot be read as notes."""
-        from mdmem.results import Problem
+        from mdmem.store.results import Problem
 
         _, entries = self._refresh(_catalog.Scan(self._root))
         return [
@@ -175,7 +175,7 @@ class Store:
             NoteNotFound: no such note.
             InvalidNote: the file cannot be read as a note.
         """
-        from mdmem.note import parse
+        from mdmem.store.note import parse
 
         try:
             path = note_path(self._root, filename, must_exist=True)
@@ -236,7 +236,7 @@ class Store:
     def _entry(
         self, name: str, st: _catalog.Stat, prev: _catalog.Entry | None, known: Mapping[str, bytes]
     ) -> _catalog.Entry:
-        from mdmem.note import format_time, index_line, parse
+        from mdmem.store.note import format_time, index_line, parse
 
         path = os.path.join(self._root, name)
         data = known.get(name)
@@ -291,7 +291,7 @@ class Store:
         fresh = False  # a note as new as the catalog: its stat proves nothing yet
         for done, (name, st) in enumerate(scan.stats.items(), 1):
             prev = old.get(name)
-            trusted = st[0] < written
+            trusted = max(st[0], st[3]) < written
             fresh = fresh or not trusted
             if trusted and prev is not None and prev.get("st") == list(st):
                 entry = prev
@@ -337,8 +337,8 @@ class Store:
         def fingerprint(catalog_written: int) -> str | None:
             # Only a store whose every file is older than the catalog just saved
             # may be recognised by its stats alone from now on.
-            stats = [*scan.stats.values(), scan.index_stat or (0, 0, 0)]
-            if rewrote or any(st[0] >= catalog_written for st in stats):
+            stats = [*scan.stats.values(), scan.index_stat or (0, 0, 0, 0)]
+            if rewrote or any(max(st[0], st[3]) >= catalog_written for st in stats):
                 return None
             return scan.fingerprint()
 
@@ -357,7 +357,7 @@ class Store:
         Raises:
             LockTimeout: the store is locked by someone else.
         """
-        from mdmem.results import Problem, ReindexReport
+        from mdmem.store.results import Problem, ReindexReport
 
         if not os.path.isdir(self._root):
             return ReindexReport(0, (), False)
@@ -389,9 +389,9 @@ class Store:
         """
         from datetime import datetime, timezone
 
-        from mdmem import _txn
-        from mdmem._planner import Planner
-        from mdmem.results import ApplyResult
+        from mdmem.store import _txn
+        from mdmem.store._planner import Planner
+        from mdmem.store.results import ApplyResult
 
         moment = (now or datetime.now(timezone.utc)).replace(microsecond=0)
         if moment.tzinfo is None:
@@ -423,8 +423,8 @@ class Store:
         """
         from datetime import datetime, timezone
 
-        from mdmem import _txn
-        from mdmem.note import clean_inline, parse, render
+        from mdmem.store import _txn
+        from mdmem.store.note import clean_inline, parse, render
 
         path = note_path(self._root, note.filename)
         redact = self._redact or _default_redact()
@@ -482,8 +482,8 @@ class Store:
 
     def trash(self) -> list[TrashItem]:
         """Deleted notes that can still be restored, newest first."""
-        from mdmem import _txn
-        from mdmem.results import TrashItem
+        from mdmem.store import _txn
+        from mdmem.store.results import TrashItem
 
         folder = os.path.join(self._root, STATE_DIR, _txn.TRASH_DIR)
         try:
@@ -506,7 +506,7 @@ class Store:
             NoteExists: a note of that name exists again; move it away first.
             LockTimeout: the store is locked by someone else.
         """
-        from mdmem import _txn
+        from mdmem.store import _txn
 
         path = note_path(self._root, filename)
         with self.lock():
@@ -541,7 +541,7 @@ class _Held:
             raise LockTimeout(self._store.path, self._timeout) from None
         if self._recover:
             try:
-                from mdmem import _txn
+                from mdmem.store import _txn
 
                 for message in _txn.recover(self._store.path, private=self._store.private):
                     _log().warning("%s: %s", self._store.path, message)
@@ -567,11 +567,11 @@ def prepare_writes() -> None:
     """
     import filelock  # noqa: F401
 
-    from mdmem import _planner, _txn  # noqa: F401
+    from mdmem.store import _planner, _txn  # noqa: F401
 
 
 def _default_redact() -> Callable[[str], str]:
-    from mdmem.privacy import redact
+    from mdmem.extract.privacy import redact
 
     return redact
 
@@ -585,9 +585,9 @@ def _read_text(path: str) -> str | None:
 
 
 def __getattr__(name: str) -> object:
-    # The result records used to live here; they moved to mdmem.results.
+    # The result records used to live here; they moved to mdmem.store.results.
     if name in ("Applied", "ApplyResult", "Problem", "ReindexReport", "Rejected", "TrashItem"):
-        from mdmem import results
+        from mdmem.store import results
 
         return getattr(results, name)
-    raise AttributeError(f"module 'mdmem.store' has no attribute {name!r}")
+    raise AttributeError(f"module 'mdmem.store.store' has no attribute {name!r}")

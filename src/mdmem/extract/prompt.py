@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import date
 from importlib import resources
 
-from mdmem import turn as turn_
-from mdmem.index import trim
-from mdmem.providers.base import ExtractionRequest, Message
+from mdmem._lines import trim
+from mdmem.extract import turn as turn_
+from mdmem.extract.providers.base import ExtractionRequest, Message
 
 __all__ = ["MIN_INDEX_BYTES", "PROMPT_TOKENS", "build", "instructions"]
 
@@ -32,7 +32,9 @@ def instructions() -> str:
     """The fixed part of the prompt (``prompt.md``)."""
     global _instructions
     if _instructions is None:
-        _instructions = resources.files("mdmem").joinpath("prompt.md").read_text(encoding="utf-8")
+        _instructions = (
+            resources.files("mdmem.extract").joinpath("prompt.md").read_text(encoding="utf-8")
+        )
     return _instructions
 
 

@@ -14,8 +14,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from mdmem import _catalog, _fs
-from mdmem.paths import STATE_DIR
+from mdmem.store import _catalog, _fs
+from mdmem.store.paths import STATE_DIR
 
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from mdmem import _fs
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
-from mdmem.paths import INDEX_NAME, STATE_DIR, is_candidate_name, note_path
+from mdmem.store import _fs
+from mdmem.store.paths import INDEX_NAME, STATE_DIR, is_candidate_name, note_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mdmem.note import Note
-    from mdmem.store import Store
+    from mdmem.store.note import Note
+    from mdmem.store.store import Store
 
 __all__ = [
     "CHECKS",
@@ -277,8 +277,8 @@ def _find_malformed(store: Store) -> list[Finding]:
 
 
 def _find_index(store: Store) -> list[Finding]:
-    from mdmem.merge import index_lines
-    from mdmem.note import index_line
+    from mdmem.store.merge import index_lines
+    from mdmem.store.note import index_line
 
     notes, _ = _read_notes(store)
     expected = {name: index_line(note) for name, note in notes.items()}
@@ -415,7 +415,7 @@ def _turn_age(turn_id: str) -> float:
 
 def _find_turns(store: Store) -> list[Finding]:
     """Turns accepted for extraction that are not on their way to disk."""
-    from mdmem._journal import FAILED, PENDING, listing, owner_alive
+    from mdmem.manager._journal import FAILED, PENDING, listing, owner_alive
 
     root = os.path.join(store.path, STATE_DIR, "turns")
     findings: list[Finding] = []

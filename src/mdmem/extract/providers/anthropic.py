@@ -20,7 +20,7 @@ from mdmem._kinds import Level, NoteType
 from mdmem.errors import ProviderError
 
 if TYPE_CHECKING:
-    from mdmem.providers.base import Answer, ExtractionRequest
+    from mdmem.extract.providers.base import Answer, ExtractionRequest
 
 __all__ = ["DEFAULT_MODEL", "TOOL_NAME", "AnthropicProvider", "operations_schema"]
 

@@ -28,24 +28,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from mdmem import _catalog, prompt
-from mdmem import turn as turn_
-from mdmem._journal import Journal, new_turn_id, put_pending
 from mdmem._kinds import Level
 from mdmem.errors import InvalidOperation, MdmemError, ProviderError
-from mdmem.index import merge
-from mdmem.operations import Operation, parse_answer
-from mdmem.paths import STATE_DIR, discover_workspace, project_root, user_root
-from mdmem.privacy import Redactor, extra_patterns_from_env
-from mdmem.providers.base import Message
-from mdmem.results import ApplyResult, Rejected
-from mdmem.store import Store, prepare_writes
+from mdmem.extract import prompt
+from mdmem.extract import turn as turn_
+from mdmem.extract.privacy import Redactor, extra_patterns_from_env
+from mdmem.extract.providers.base import Message
+from mdmem.manager._journal import Journal, new_turn_id, put_pending
+from mdmem.store import _catalog
+from mdmem.store.index import merge
+from mdmem.store.operations import Operation, parse_answer
+from mdmem.store.paths import STATE_DIR, discover_workspace, project_root, user_root
+from mdmem.store.results import ApplyResult, Rejected
+from mdmem.store.store import Store, prepare_writes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import TracebackType
 
-    from mdmem.providers.base import Provider
+    from mdmem.extract.providers.base import Provider
 
 __all__ = ["MAX_OPERATIONS", "Manager", "TurnResult"]
 
@@ -145,7 +146,7 @@ class Manager:
     def provider(self) -> Provider:
         """The model provider (chosen on first use when none was given)."""
         if self._provider is None:
-            from mdmem.providers import default_provider
+            from mdmem.extract.providers import default_provider
 
             self._provider = default_provider()
         return self._provider

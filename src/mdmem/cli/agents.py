@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mdmem.cli_base import app, options_of
+from mdmem.cli._base import app, options_of
 
 if TYPE_CHECKING:
     pass
@@ -36,7 +36,7 @@ def extract(
 
     Example: mdmem extract turn.json
     """
-    from mdmem.manager import Manager
+    from mdmem.manager.manager import Manager
 
     options = options_of(ctx)
     messages = _read_messages(sys.stdin.read() if source == "-" else _read_file(source), source)
@@ -93,7 +93,7 @@ def demo(
 
     Example: mdmem demo
     """
-    from mdmem import demo as demo_
+    from mdmem.manager import demo as demo_
 
     outcome = demo_.run(directory)
     typer.echo(f"Scratch workspace: {outcome.workspace}")
@@ -123,7 +123,7 @@ def worker(
     """
     import logging
 
-    from mdmem.manager import Manager
+    from mdmem.manager.manager import Manager
 
     options = options_of(ctx)
     if not options.verbose:
@@ -239,7 +239,7 @@ def mcp(ctx: typer.Context) -> None:
     """
     options = options_of(ctx)
     try:
-        from mdmem.mcp_server import serve
+        from mdmem.integrations.mcp import serve
     except ImportError as exc:
         typer.echo(f"mdmem: error: {exc}", err=True)
         raise typer.Exit(1) from None

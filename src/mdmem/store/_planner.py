@@ -1,30 +1,44 @@
 """Turns validated operations into a plan of file writes, against the store as the batch leaves it.
 
 Operations in one batch see each other: a note created by the first can be
-updated by the second. The plan is carried out by :mod:`mdmem._txn`.
+updated by the second. The plan is carried out by :mod:`mdmem.store._txn`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from mdmem import _txn
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
-from mdmem.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
-from mdmem.operations import Create, Delete, Update, validate
-from mdmem.paths import STATE_DIR, is_candidate_name, note_path, slugify
-from mdmem.results import Applied, Rejected
+from mdmem.store import _txn
+from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
+from mdmem.store.operations import Create, Delete, Update, validate
+from mdmem.store.paths import STATE_DIR, is_candidate_name, note_path, slugify
+from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from datetime import datetime
 
-    from mdmem.operations import Operation, ValidOperation
-    from mdmem.store import Store
+    from mdmem._kinds import Level
+    from mdmem.store.operations import Operation, ValidOperation
 
-__all__ = ["Planner"]
+__all__ = ["Planner", "StoreView"]
+
+
+class StoreView(Protocol):
+    """What a plan needs of its store (``Store`` is one): the planner never imports the store."""
+
+    @property
+    def path(self) -> str: ...
+
+    level: Level
+
+    def read(self, filename: str) -> Note:
+        """The note ``filename``, parsed."""
+        ...
+
 
 _MAX_SUFFIX = 999
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
@@ -45,14 +59,16 @@ def first_sentence(text: str, limit: int = 160) -> str:
 class Planner:
     """Collects the effect of a batch of operations on one store."""
 
-    def __init__(self, store: Store, now: datetime, redact: Callable[[str], str] | None) -> None:
+    def __init__(
+        self, store: StoreView, now: datetime, redact: Callable[[str], str] | None
+    ) -> None:
         self.store = store
         self.now = now
         self.plan = _txn.Plan()
         self.applied: list[Applied] = []
         self.rejected: list[Rejected] = []
         if redact is None:
-            from mdmem.privacy import redact as default_redact
+            from mdmem.extract.privacy import redact as default_redact
 
             redact = default_redact
         self._redact = redact
@@ -202,7 +218,7 @@ class Planner:
 
 
 def _hash_or_none(path: str) -> str | None:
-    from mdmem._catalog import content_hash
+    from mdmem.store._catalog import content_hash
 
     try:
         with open(path, "rb") as f:

@@ -1,0 +1,54 @@
+"""The prompt block: both stores' indexes merged, and trimmed to fit a system prompt.
+
+``## Project Memory`` comes first, so the repository's conventions reach the
+model before cross-project preferences; a section whose store is empty is left
+out. The block is at most :data:`MAX_LINES` lines and :data:`MAX_BYTES` bytes of
+UTF-8, cut only between whole lines, and says how many notes it left out.
+"""
+
+from __future__ import annotations
+
+from mdmem._lines import MAX_BYTES, MAX_LINES, trim
+
+TYPE_CHECKING = False  # not typing's: `mdmem index` should not import typing
+if TYPE_CHECKING:
+    from mdmem.store.store import Store
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_LINES",
+    "PROJECT_HEADING",
+    "USER_HEADING",
+    "merge",
+    "prompt_block",
+    "trim",
+]
+
+PROJECT_HEADING = "## Project Memory"
+USER_HEADING = "## User Memory"
+
+
+def _lines(index: str) -> list[str]:
+    # Only the lines MEMORY.md is made of; blank lines and stray text a person
+    # typed into it are not worth prompt space.
+    return [line.rstrip() for line in index.splitlines() if line.strip()]
+
+
+def merge(
+    project: str, user: str, *, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES
+) -> str:
+    """The merged prompt block of a project index and a user index, trimmed."""
+    sections: list[list[str]] = []
+    for heading, text in ((PROJECT_HEADING, project), (USER_HEADING, user)):
+        lines = _lines(text)
+        if lines:
+            sections.append([heading, *lines])
+    return trim(sections, max_lines=max_lines, max_bytes=max_bytes)
+
+
+def prompt_block(project: Store | None, user: Store | None) -> str:
+    """Load both stores' indexes (bringing them up to date) and merge them."""
+    return merge(
+        project.load_index() if project is not None else "",
+        user.load_index() if user is not None else "",
+    )

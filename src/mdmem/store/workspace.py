@@ -1,0 +1,23 @@
+"""Which workspace a command runs in, and its two stores."""
+
+from __future__ import annotations
+
+import os
+
+from mdmem._kinds import Level
+from mdmem.store.paths import discover_workspace, project_root, user_root
+from mdmem.store.store import Store
+
+__all__ = ["resolve"]
+
+
+def resolve(
+    workspace: str | None, user_dir: str | None, *, start: str | None = None
+) -> tuple[str, Store, Store]:
+    """The workspace and its two stores: ``workspace`` as given, else discovered from ``start``."""
+    user = os.path.abspath(os.path.expanduser(user_dir)) if user_dir else user_root()
+    if workspace:
+        ws = os.path.abspath(os.path.expanduser(workspace))
+    else:
+        ws = discover_workspace(start or os.getcwd(), user_store=user)
+    return ws, Store(project_root(ws), Level.PROJECT), Store(user, Level.USER)
