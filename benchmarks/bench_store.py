@@ -52,7 +52,7 @@ from mdmem._kinds import Level, NoteType
 from mdmem.store import _catalog
 from mdmem.store._fs import atomic_write
 from mdmem.store.note import Note, index_line, render
-from mdmem.store.paths import INDEX_NAME, STATE_DIR, slugify
+from mdmem.store.paths import INDEX_NAME, slugify, state_dir
 from mdmem.store.store import Store
 
 if TYPE_CHECKING:
@@ -325,7 +325,7 @@ class BenchStore:
 
     def drop_state(self) -> None:
         """Remove all derived state: the next load parses every note."""
-        shutil.rmtree(os.path.join(self.root, STATE_DIR), ignore_errors=True)
+        shutil.rmtree(state_dir(self.root), ignore_errors=True)
 
     def edit(self, name: str, *, summary: bool) -> None:
         """Rewrite one note by hand, as an editor would, a while ago (its mtime in the past)."""
@@ -399,7 +399,7 @@ def load_cases(bs: BenchStore, size: int) -> dict[str, Callable[[], float]]:
 
     def drop_fingerprint() -> None:
         bs.settle()
-        os.unlink(os.path.join(bs.root, STATE_DIR, _catalog.FINGERPRINT))
+        os.unlink(os.path.join(state_dir(bs.root), _catalog.FINGERPRINT))
 
     def edit_body() -> None:
         bs.settle()
@@ -590,7 +590,7 @@ def profile(base: str, bs: BenchStore, notes: list[Note], creates: int) -> str:
 
     def drop_fingerprint() -> None:
         bs.settle()
-        os.unlink(os.path.join(bs.root, STATE_DIR, _catalog.FINGERPRINT))
+        os.unlink(os.path.join(state_dir(bs.root), _catalog.FINGERPRINT))
 
     out = [
         _profiled(f"cold load_index(), {size}", bs.drop_state, lambda: bs.store().load_index()),

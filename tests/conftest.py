@@ -67,3 +67,10 @@ def python_env(**extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+def state(root: Path | str) -> Path:
+    """mdmem's state folder for the store at ``root`` (outside the repository)."""
+    from mdmem.store.paths import state_dir
+
+    return Path(state_dir(str(root)))

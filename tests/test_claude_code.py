@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env
+from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.extract.turn import from_messages
 from mdmem.integrations import claude_code
@@ -89,7 +89,7 @@ def test_cursor_hands_over_only_new_messages() -> None:
 
 
 def journal_turns(ws: Path) -> list[list[list[str]]]:
-    pending = ws / ".PseudoClaude" / "memory" / ".mdmem" / "turns" / "pending"
+    pending = state(ws / ".PseudoClaude" / "memory") / "turns" / "pending"
     return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
 
 
@@ -155,7 +155,7 @@ def test_hook_stop_journals_and_a_background_worker_extracts(
     assert "mobile app still sends `qty`" in index
     assert "deprecated aliases in CHANGELOG.md" in index
     assert took < 30  # generous: a shared machine; the hook does not wait for extraction
-    journal = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    journal = state(workspace / ".PseudoClaude" / "memory") / "turns"
     deadline = time.monotonic() + 10
     while list(journal.rglob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -16,7 +16,7 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner, Result
 
-from conftest import PYTHON, ROOT, python_env
+from conftest import PYTHON, ROOT, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.cli import editor as cli_editor
@@ -148,7 +148,7 @@ def editor(tmp_path: Path) -> Editor:
 
 
 def rescued(store: Store) -> list[Path]:
-    return sorted((store.root / ".mdmem" / "rescued").glob("*"))
+    return sorted((state(store.root) / "rescued").glob("*"))
 
 
 # -- help, usage errors, documentation --------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env
+from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 
 WRITER = textwrap.dedent(
@@ -44,7 +44,7 @@ def test_four_processes_fifty_notes_each(tmp_path: Path) -> None:
     index = (root / "MEMORY.md").read_text().splitlines()
     assert len(index) == 200
     assert sorted(line.rsplit("(", 1)[1][:-1] for line in index) == notes
-    assert list(root.glob(".*.tmp")) == [] and list((root / ".mdmem").glob(".*.tmp")) == []
+    assert list(root.glob(".*.tmp")) == [] and list(state(root).glob(".*.tmp")) == []
     store = Store(root, Level.PROJECT)
     assert store.reindex().changed is False
     bodies = {n.body for n in store.notes()}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env
+from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.manager import doctor
 from mdmem.manager.doctor import Check, Finding, examine, lock_holders, rescue
@@ -111,14 +111,13 @@ def test_malformed_notes_are_reported_never_changed(store: Store) -> None:
 def test_stray_temp_files(store: Store) -> None:
     dead = store.root / f".project_knowledge_x.md.{DEAD_PID}.abcd1234.tmp"
     dead.write_text("half")
-    dead_state = store.root / ".mdmem" / f".catalog.json.{DEAD_PID}.00ff.tmp"
+    dead_state = state(store.root) / f".catalog.json.{DEAD_PID}.00ff.tmp"
     dead_state.write_text("half")
     live = store.root / f".MEMORY.md.{os.getpid()}.beef.tmp"
     live.write_text("being written")
-    assert sorted(problems(store)) == [
-        ("temp-files", f".mdmem/{dead_state.name}"),
-        ("temp-files", dead.name),
-    ]
+    assert sorted(problems(store)) == sorted(
+        [("temp-files", str(dead_state)), ("temp-files", dead.name)]
+    )
     old = time.time() - 3600  # a live pid with an hour-old temp file: a reused pid
     os.utime(live, (old, old))
     assert ("temp-files", live.name) in problems(store)
@@ -130,7 +129,7 @@ def test_interrupted_batch_is_finished_by_fix(store: Store) -> None:
     name = "project_knowledge_from-batch.md"
     text = "---\ntype: project_knowledge\ntitle: From batch\n---\nJournaled.\n"
     journal = {"writes": {name: text}, "deletes": {}, "before": {name: None}}
-    (store.root / ".mdmem" / "txn.json").write_text(json.dumps(journal))
+    (state(store.root) / "txn.json").write_text(json.dumps(journal))
     found = examine(store).problems
     assert [(f.check, f.fixable) for f in found] == [("batch", True)]
     assert not (store.root / name).exists()  # looking never repairs
@@ -175,11 +174,11 @@ def test_a_held_lock_is_reported_with_its_holder_not_as_a_problem(
     store: Store, holder: subprocess.Popen[str], request: pytest.FixtureRequest
 ) -> None:
     name = request.node.callspec.params["holder"]
-    assert lock_holders(str(store.root / ".mdmem" / name)) == [holder.pid]
+    assert lock_holders(str(state(store.root) / name)) == [holder.pid]
     report = examine(store)
     assert report.problems == ()
     [finding] = report.findings
-    assert finding.subject == f".mdmem/{name}" and not finding.problem
+    assert finding.subject == str(state(store.root) / name) and not finding.problem
     assert f"held by pid {holder.pid} (" in finding.message and "never stale" in finding.message
 
 
@@ -198,7 +197,7 @@ def test_without_proc_locks_a_held_lock_is_probed(
 def test_a_batch_under_a_held_lock_is_in_progress(
     store: Store, holder: subprocess.Popen[str]
 ) -> None:
-    (store.root / ".mdmem" / "txn.json").write_text("{}")
+    (state(store.root) / "txn.json").write_text("{}")
     report = examine(store)
     assert report.problems == ()
     assert any(f.check == "batch" and "being written" in f.message for f in report.findings)
@@ -207,7 +206,7 @@ def test_a_batch_under_a_held_lock_is_in_progress(
 def test_free_locks_are_not_mentioned(store: Store) -> None:
     with store.turn_lock(1):
         pass
-    assert (store.root / ".mdmem" / "turn.lock").exists()
+    assert (state(store.root) / "turn.lock").exists()
     assert examine(store).findings == ()
 
 
@@ -231,10 +230,10 @@ def test_user_store_permissions(tmp_path: Path) -> None:
     note = user.root / "user_preference_tone.md"
     note.chmod(0o644)
     user.root.chmod(0o755)
-    (user.root / ".mdmem" / "catalog.json").chmod(0o666)
+    (state(user.root) / "catalog.json").chmod(0o666)
     assert sorted(problems(user)) == [
         ("permissions", "."),
-        ("permissions", ".mdmem/catalog.json"),
+        ("permissions", str(state(user.root) / "catalog.json")),
         ("permissions", "user_preference_tone.md"),
     ]
     assert examine(user, fix=True).problems == ()
@@ -302,7 +301,7 @@ def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
     (ws / ".git").mkdir(parents=True)
     project = Store(ws / ".PseudoClaude" / "memory", Level.PROJECT)
     project.apply([])  # the store exists
-    turns = project.root / ".mdmem" / "turns"
+    turns = state(project.root) / "turns"
     # A turn left by a killed process, one waiting for long, and one that failed.
     killed = textwrap.dedent(
         """
@@ -349,6 +348,6 @@ def test_stuck_and_failed_turns_are_found_and_finished(tmp_path: Path) -> None:
 def test_a_fresh_pending_turn_is_information_only(store: Store) -> None:
     from mdmem.manager._journal import new_turn_id, put_pending
 
-    put_pending(str(store.root / ".mdmem" / "turns"), {"id": new_turn_id(), "messages": []})
+    put_pending(str(state(store.root) / "turns"), {"id": new_turn_id(), "messages": []})
     [finding] = [f for f in examine(store).findings if f.check == "pending-turns"]
     assert not finding.problem and finding.message == "waiting for a worker"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import state
 from mdmem import Level, Store
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: {summary}\n---\n{body}\n"
@@ -30,8 +31,8 @@ def age(path: Path, seconds: float = 60) -> None:
 def disk_lines(store: Store) -> list[str]:
     """What MEMORY.md should say, computed independently of the store's catalog."""
     fresh = Store(store.root, Level.PROJECT)
-    (store.root / ".mdmem" / "catalog.json").unlink(missing_ok=True)
-    (store.root / ".mdmem" / "fingerprint").unlink(missing_ok=True)
+    (state(store.root) / "catalog.json").unlink(missing_ok=True)
+    (state(store.root) / "fingerprint").unlink(missing_ok=True)
     return fresh.load_index().splitlines()
 
 
@@ -104,7 +105,7 @@ def test_same_size_edit_that_restores_an_old_mtime_is_noticed(store: Store) -> N
 
 def test_settled_store_loads_without_parsing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     store.load_index()  # settle: fingerprint written
-    assert (store.root / ".mdmem" / "fingerprint").exists()
+    assert (state(store.root) / "fingerprint").exists()
     import mdmem.store.note
 
     def boom(*a: object, **k: object) -> None:
@@ -177,7 +178,7 @@ def test_derived_state_is_safe_to_delete(store: Store) -> None:
     good = store.load_index()
     import shutil
 
-    shutil.rmtree(store.root / ".mdmem")
+    shutil.rmtree(state(store.root))
     assert store.load_index() == good
     assert store.reindex().notes == 5
 
@@ -185,8 +186,8 @@ def test_derived_state_is_safe_to_delete(store: Store) -> None:
 def test_store_without_writable_state_still_answers(store: Store) -> None:
     import shutil
 
-    shutil.rmtree(store.root / ".mdmem")
-    (store.root / ".mdmem").write_text("not a directory")  # derived state cannot be written
+    shutil.rmtree(state(store.root))
+    state(store.root).write_text("not a directory")  # derived state cannot be written
     write(store.root / "new.md", "New")
     assert "New" in store.load_index()
     assert "New" in store.load_index()
@@ -194,7 +195,7 @@ def test_store_without_writable_state_still_answers(store: Store) -> None:
 
 def test_a_note_as_new_as_the_catalog_is_hashed_again(store: Store) -> None:
     """Git's racy-clean rule: a stat no older than the catalog proves nothing."""
-    state = store.root / ".mdmem"
+    folder = state(store.root)
     path = store.root / "project_knowledge_note-0.md"
     tick = time.time_ns() - 10**9
     write(path, "CCCC")
@@ -202,8 +203,8 @@ def test_a_note_as_new_as_the_catalog_is_hashed_again(store: Store) -> None:
     assert "CCCC" in store.load_index()
     # As if the catalog had been written in the same clock tick as the note: then
     # no fingerprint is saved, and the recorded stat is all there is.
-    os.utime(state / "catalog.json", ns=(tick, tick))
-    (state / "fingerprint").unlink(missing_ok=True)
+    os.utime(folder / "catalog.json", ns=(tick, tick))
+    (folder / "fingerprint").unlink(missing_ok=True)
     # Rewrite in place, same size, same mtime: the stat cannot tell, only the bytes.
     with open(path, "r+", encoding="utf-8") as f:
         text = f.read().replace("CCCC", "DDDD")

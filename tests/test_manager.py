@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PYTHON, python_env
+from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
 from mdmem.extract.providers.base import ExtractionRequest
@@ -182,7 +182,7 @@ def test_api_errors_become_provider_errors(
             future.result(30)
     assert info.value.retryable is retryable
     assert str(status) in str(info.value)
-    journal = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    journal = state(workspace / ".PseudoClaude" / "memory") / "turns"
     places = {p.parent.name for p in journal.rglob("*.json")}
     # A turn that may succeed later waits in the journal; one that cannot is set aside.
     assert places == ({"failed"} if not retryable else places - {"failed"})
@@ -247,7 +247,7 @@ def test_turn_of_a_killed_process_is_finished_by_the_next_manager(
         for key in provider_env:
             os.environ.pop(key)
     assert len(seen) == 1 and "builds use make." in seen[0]
-    journal = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    journal = state(workspace / ".PseudoClaude" / "memory") / "turns"
     assert list(journal.rglob("*.json")) == []
 
 
@@ -268,7 +268,7 @@ def test_two_processes_process_each_pending_turn_exactly_once(
 ) -> None:
     from mdmem.manager._journal import new_turn_id, put_pending
 
-    root = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    root = state(workspace / ".PseudoClaude" / "memory") / "turns"
     markers = [f"marker-{i:02d}" for i in range(12)]
     for marker in markers:
         put_pending(str(root), {"id": new_turn_id(), "messages": [["user", marker]], "attempts": 0})
@@ -392,7 +392,7 @@ def test_garbage_twice_sets_the_turn_aside_with_the_raw_answer(workspace: Path) 
             future.result(10)
     assert len(provider.requests) == 2  # retried once
     failed = list(
-        (workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns" / "failed").glob("*.json")
+        (state(workspace / ".PseudoClaude" / "memory") / "turns" / "failed").glob("*.json")
     )
     [record] = [json.loads(p.read_text()) for p in failed]
     assert record["errors"][-1]["raw_answer"] == "Still no JSON here, sorry."
@@ -405,7 +405,7 @@ def test_failing_turn_is_tried_a_few_times_then_set_aside(workspace: Path) -> No
     with Manager(workspace, provider=provider, max_attempts=3, retry_delay=0.05) as manager:
         manager.update_async(TURN)
         deadline = time.monotonic() + 20
-        failed_dir = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns" / "failed"
+        failed_dir = state(workspace / ".PseudoClaude" / "memory") / "turns" / "failed"
         while not list(failed_dir.glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.05)
     [record] = [json.loads(p.read_text()) for p in failed_dir.glob("*.json")]
@@ -470,12 +470,14 @@ def test_secrets_never_reach_disk(workspace: Path) -> None:
     provider.gate = threading.Event()
     with Manager(workspace, provider=provider) as manager:
         future = manager.update_async([{"role": "user", "content": text}])
-        journal_now = all_files(manager.project.root)  # the turn waits in the journal
+        # the turn waits in the journal
+        journal_now = all_files(manager.project.root, state(manager.project.root))
         provider.gate.set()
         result = future.result(10)
     assert result.project.applied and result.user.applied
     assert any("turns" in name for name in journal_now)
-    files = {**journal_now, **all_files(manager.project.root, manager.user.root)}
+    roots = (manager.project.root, manager.user.root)
+    files = {**journal_now, **all_files(*roots, *map(state, roots))}
     for kind, needle in NEEDLES.items():
         leaks = [name for name, data in files.items() if needle.encode() in data]
         assert not leaks, f"{kind} secret found in {leaks}"
@@ -513,7 +515,7 @@ def test_exit_with_a_slow_model_leaves_the_turn_for_next_start(
     started = time.monotonic()
     subprocess.run([PYTHON, "-c", EXITER, str(workspace), "0.5"], env=env, check=True, timeout=50)
     assert time.monotonic() - started < 25  # bounded drain, not the model's 30 s
-    journal = workspace / ".PseudoClaude" / "memory" / ".mdmem" / "turns"
+    journal = state(workspace / ".PseudoClaude" / "memory") / "turns"
     assert len(list(journal.rglob("*.json"))) == 1
     with Manager(workspace, provider=ScriptedProvider([create_op("Fridays")])) as manager:
         assert manager.flush(10)

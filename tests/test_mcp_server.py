@@ -41,7 +41,7 @@ def tree(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and ".mdmem" not in p.parts and p.name != "server.log"
+        if p.is_file() and not {".mdmem", ".local"} & set(p.parts) and p.name != "server.log"
     }
 
 

@@ -57,7 +57,7 @@ def tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` (state under .mdmem/ left out) -> a hash of its bytes."""
     out = {}
     for path in sorted(root.rglob("*")):
-        if ".mdmem" in path.parts or path.is_dir():
+        if {".mdmem", ".local"} & set(path.parts) or path.is_dir():
             continue
         data = path.read_bytes() if path.exists() else b"<dangling>"
         out[str(path.relative_to(root))] = hashlib.sha256(data).hexdigest()

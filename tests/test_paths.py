@@ -90,7 +90,12 @@ def test_good_names_pass(name: str) -> None:
 
 
 def _outside_listing(tmp_path: Path) -> set[str]:
-    return {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "store" not in p.parts}
+    # mdmem's own state (under the test's home) is mdmem's, not "outside".
+    return {
+        str(p.relative_to(tmp_path))
+        for p in tmp_path.rglob("*")
+        if "store" not in p.parts and ".local" not in p.parts
+    }
 
 
 @pytest.fixture

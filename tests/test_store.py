@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env
+from conftest import PYTHON, python_env, state
 from mdmem import Level, LockTimeout, NoteExists, NoteNotFound, Operation, Store
 from mdmem.store.note import parse
 
@@ -317,7 +317,7 @@ def test_user_store_is_private(tmp_path: Path) -> None:
     user.apply([{"action": "delete", "level": "user", "filename": result.applied[0].filename}])
     user.restore(result.applied[0].filename)
     assert mode(user.root) == 0o700
-    for path in [user.root / ".mdmem", user.root / ".mdmem" / "trash"]:
+    for path in [state(user.root), state(user.root) / "trash"]:
         assert mode(path) == 0o700, path
     for path in user.root.rglob("*"):
         if path.is_file():
@@ -402,11 +402,11 @@ def test_batch_killed_midway_is_completed_by_the_next_writer(store: Store, survi
         capture_output=True,
     )
     assert proc.returncode == -9, proc.stderr
-    assert (store.root / ".mdmem" / "txn.json").exists()
+    assert (state(store.root) / "txn.json").exists()
     assert len(names(store)) == 1 + survive
     # Any locked operation finishes the batch first.
     store.apply([])
-    assert not (store.root / ".mdmem" / "txn.json").exists()
+    assert not (state(store.root) / "txn.json").exists()
     assert names(store) == sorted(f"project_knowledge_note-{i}.md" for i in range(20))
     assert index_names(store) == names(store)
     assert [t.filename for t in store.trash()] == ["project_knowledge_old.md"]
@@ -426,10 +426,10 @@ def test_recovery_never_overwrites_a_hand_edit(store: Store) -> None:
 
 def test_unreadable_journal_is_discarded(store: Store) -> None:
     store.apply([create("Keep")])
-    (store.root / ".mdmem" / "txn.json").write_text("{not json")
+    (state(store.root) / "txn.json").write_text("{not json")
     store.apply([])
     assert names(store) == ["project_knowledge_keep.md"]
-    assert not (store.root / ".mdmem" / "txn.json").exists()
+    assert not (state(store.root) / "txn.json").exists()
 
 
 def test_create_with_an_exact_file_name(store: Store) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -166,12 +165,13 @@ def hook_stop(ctx: typer.Context) -> None:
     Example: mdmem hook stop < stop-hook-input.json
     """
     from mdmem.integrations.claude_code import hand_over, log_to_file, read_hook_input
+    from mdmem.store._catalog import ensure_state_dir
 
     options = options_of(ctx)
     payload = read_hook_input()
     try:
         _, project, _ = options.stores()
-        log_to_file(os.path.join(project.path, ".mdmem"))
+        log_to_file(ensure_state_dir(project.path))
         hand_over(payload, options.workspace, options.user_dir)
     except Exception as exc:  # never block the stop: log, and exit 0
         import logging

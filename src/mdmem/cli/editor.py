@@ -1,7 +1,7 @@
 """Writing a note in $VISUAL or $EDITOR, for ``mdmem add`` and ``mdmem edit``.
 
 What a person typed is never lost: a text that cannot be saved is offered
-back for editing, or kept aside under ``.mdmem/rescued/``.
+back for editing, or kept aside under the store's state folder (``rescued/``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def edit_until_saved(
     """Edit ``text`` until ``save`` accepts it; None when left unchanged. Never loses typed text.
 
     When ``save`` finds the text invalid, say why and ask: edit again, keep the
-    text aside under ``.mdmem/rescued/``, or abort. Without a terminal to ask
+    text aside under the store's state folder (``rescued/``), or abort. Without a terminal to ask
     on, or when saving fails otherwise, the text is kept aside.
     """
     from mdmem.manager.doctor import rescue

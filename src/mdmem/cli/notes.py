@@ -193,8 +193,9 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
     """Edit a note in $VISUAL or $EDITOR; MEMORY.md follows.
 
     The note is checked on save. When the front matter is broken, mdmem says
-    what is wrong and offers to edit again, keep the text aside under
-    .mdmem/rescued/, or abort; without a terminal it keeps the text aside and
+    what is wrong and offers to edit again, keep the text aside in mdmem's
+    state folder (mdmem doctor lists it), or abort; without a terminal it keeps
+    the text aside and
     exits with status 1.
 
     Example: EDITOR=nano mdmem edit project_knowledge_build-and-test.md

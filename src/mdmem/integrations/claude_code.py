@@ -241,7 +241,7 @@ def hand_over(
         OSError, ValueError: the transcript or the journal cannot be used.
     """
     from mdmem.manager.manager import Manager
-    from mdmem.store.paths import STATE_DIR
+    from mdmem.store._catalog import ensure_state_dir
 
     transcript = payload.get("transcript_path")
     session = payload.get("session_id")
@@ -251,7 +251,7 @@ def hand_over(
 
     ws, _, user = resolve(workspace, user_dir, start=workspace_of(payload))
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
-    state = os.path.join(manager.project.path, STATE_DIR)
+    state = ensure_state_dir(manager.project.path)
     messages = read_transcript(transcript)
     # Under the store lock: two Stop hooks of one session at once must not both
     # hand over the same messages.
@@ -270,9 +270,10 @@ def start_worker(workspace: str, user_dir: str) -> None:
     """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent."""
     import subprocess
 
-    from mdmem.store.paths import STATE_DIR, project_root
+    from mdmem.store._catalog import ensure_state_dir
+    from mdmem.store.paths import project_root
 
-    log_dir = os.path.join(project_root(workspace), STATE_DIR)
+    log_dir = ensure_state_dir(project_root(workspace))
     with open(os.path.join(log_dir, "worker.log"), "ab") as log:
         subprocess.Popen(
             [

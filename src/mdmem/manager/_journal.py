@@ -1,6 +1,6 @@
 """The journal of accepted turns: a turn is on disk before ``update_async`` returns.
 
-Layout, under ``<project store>/.mdmem/turns/`` (private: ``0700``/``0600``,
+Layout, under the project store's state folder, ``turns/`` (private: ``0700``/``0600``,
 since turns hold conversation text)::
 
     owners/<owner>.lock     held (flock) by a live Manager for its whole life

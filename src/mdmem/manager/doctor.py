@@ -10,7 +10,7 @@ holder exits, so a lock is never stale; a held one is reported with its
 holder, for information.
 
 The module is also the safety net of hand edits (``mdmem edit``): a text that
-cannot be saved is kept under ``.mdmem/rescued/`` (:func:`rescue`), and
+cannot be saved is kept under the store's state folder (``rescued/``) (:func:`rescue`), and
 ``Store.save`` writes the edited note.
 """
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
 from mdmem.store import _fs
-from mdmem.store.paths import INDEX_NAME, STATE_DIR, is_candidate_name, note_path
+from mdmem.store.paths import INDEX_NAME, is_candidate_name, note_path, state_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,13 +130,13 @@ def _describe(pid: int) -> str:
 
 def _held(store: Store, name: str) -> list[str] | None:
     """Who holds one of the store's locks: descriptions, [] when free, None when unknown."""
-    path = os.path.join(store.path, STATE_DIR, name)
+    path = os.path.join(state_dir(store.path), name)
     pids = lock_holders(path)
     if pids is not None:
         return [_describe(p) for p in pids]
     if not os.path.exists(path):
         return []
-    if name == "lock" and os.path.exists(os.path.join(store.path, STATE_DIR, _TXN)):
+    if name == "lock" and os.path.exists(os.path.join(state_dir(store.path), _TXN)):
         return None  # taking it would finish the batch: that is a repair, not a look
     probe = store.lock(timeout=0) if name == "lock" else store.turn_lock(0)
     try:
@@ -149,6 +149,12 @@ def _held(store: Store, name: str) -> list[str] | None:
 # -- the checks -------------------------------------------------------------------------
 
 
+def _subject(store: Store, path: str) -> str:
+    """How a finding names a path: relative inside the store, absolute in mdmem's state."""
+    inside = os.path.relpath(path, store.path)
+    return path if inside.startswith("..") else inside
+
+
 def _find_locks(store: Store) -> list[Finding]:
     found = []
     for name in _LOCKS:
@@ -157,7 +163,7 @@ def _find_locks(store: Store) -> list[Finding]:
             found.append(
                 Finding(
                     "locks",
-                    f"{STATE_DIR}/{name}",
+                    os.path.join(state_dir(store.path), name),
                     f"held by {', '.join(holders)}. It is released the moment that process "
                     "exits (an flock lock is never stale, and the file itself is no lock: "
                     "leave it); if that process hangs, stop it",
@@ -168,9 +174,9 @@ def _find_locks(store: Store) -> list[Finding]:
 
 
 def _find_batch(store: Store) -> list[Finding]:
-    if not os.path.exists(os.path.join(store.path, STATE_DIR, _TXN)):
+    subject = os.path.join(state_dir(store.path), _TXN)
+    if not os.path.exists(subject):
         return []
-    subject = f"{STATE_DIR}/{_TXN}"
     holders = _held(store, "lock")
     if holders:
         message = f"a batch is being written by {holders[0]}"
@@ -204,9 +210,10 @@ def _alive(pid: int) -> bool:
 def _find_temp_files(store: Store) -> list[Finding]:
     found = []
     now = time.time()
-    for folder in ("", STATE_DIR, f"{STATE_DIR}/{RESCUED_DIR}"):
+    state = state_dir(store.path)
+    for folder in (store.path, state, os.path.join(state, RESCUED_DIR)):
         try:
-            entries = list(os.scandir(os.path.join(store.path, folder)))
+            entries = list(os.scandir(folder))
         except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
@@ -219,7 +226,7 @@ def _find_temp_files(store: Store) -> list[Finding]:
             # unless it is old enough that the pid must have been reused.
             if _alive(pid) and age < _TEMP_GRACE_SECONDS:
                 continue
-            subject = f"{folder}/{entry.name}" if folder else entry.name
+            subject = entry.name if folder == store.path else entry.path
             found.append(
                 Finding(
                     "temp-files",
@@ -325,17 +332,25 @@ def _repair_index(store: Store, findings: list[Finding]) -> list[str]:
 
 def _permission_targets(store: Store) -> list[tuple[str, int]]:
     """Every path of a private store, and the mode it must have."""
+    state = state_dir(store.path)
     targets = [(store.path, 0o700)]
-    for folder in ("", STATE_DIR, f"{STATE_DIR}/{_TRASH}", f"{STATE_DIR}/{RESCUED_DIR}"):
+    if os.path.isdir(state):
+        targets.append((state, 0o700))
+    for folder in (
+        store.path,
+        state,
+        os.path.join(state, _TRASH),
+        os.path.join(state, RESCUED_DIR),
+    ):
         try:
-            entries = list(os.scandir(os.path.join(store.path, folder)))
+            entries = list(os.scandir(folder))
         except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
             if entry.is_symlink():
                 continue
             if entry.is_dir():
-                if folder == "" and entry.name != STATE_DIR:
+                if folder == store.path:
                     continue  # a person's own folder inside the store is theirs
                 targets.append((entry.path, 0o700))
             else:
@@ -353,7 +368,7 @@ def _find_permissions(store: Store) -> list[Finding]:
         except FileNotFoundError:
             continue
         if mode & 0o077 or mode & wanted != wanted:
-            subject = os.path.relpath(path, store.path)
+            subject = _subject(store, path)
             found.append(
                 Finding(
                     "permissions",
@@ -368,7 +383,7 @@ def _find_permissions(store: Store) -> list[Finding]:
 def _repair_permissions(store: Store, findings: list[Finding]) -> list[str]:
     done = []
     for path, wanted in _permission_targets(store):
-        subject = os.path.relpath(path, store.path)
+        subject = _subject(store, path)
         if any(f.subject == subject for f in findings):
             os.chmod(path, wanted)
             done.append(f"set {subject} to {wanted:04o}")
@@ -376,7 +391,7 @@ def _repair_permissions(store: Store, findings: list[Finding]) -> list[str]:
 
 
 def _find_rescued(store: Store) -> list[Finding]:
-    folder = os.path.join(store.path, STATE_DIR, RESCUED_DIR)
+    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
     try:
         names = sorted(n for n in os.listdir(folder) if not _TEMP.match(n))
     except FileNotFoundError:
@@ -384,7 +399,7 @@ def _find_rescued(store: Store) -> list[Finding]:
     return [
         Finding(
             "rescued",
-            f"{STATE_DIR}/{RESCUED_DIR}/{name}",
+            os.path.join(folder, name),
             "text kept aside by `mdmem edit` or `mdmem add`; take what you need, then delete it",
             problem=False,
         )
@@ -417,11 +432,11 @@ def _find_turns(store: Store) -> list[Finding]:
     """Turns accepted for extraction that are not on their way to disk."""
     from mdmem.manager._journal import FAILED, PENDING, listing, owner_alive
 
-    root = os.path.join(store.path, STATE_DIR, "turns")
+    root = os.path.join(state_dir(store.path), "turns")
     findings: list[Finding] = []
     for place, ids in listing(root).items():
         for turn_id in ids:
-            subject = f"{STATE_DIR}/turns/{place}/{turn_id}.json"
+            subject = os.path.join(root, place, f"{turn_id}.json")
             if place == FAILED:
                 error = _last_error(os.path.join(root, place, f"{turn_id}.json"))
                 message = f"extraction failed ({error}); --fix queues it again"
@@ -457,7 +472,7 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
     """Put stuck and failed turns back in ``pending/``; a worker then processes them."""
     import json
 
-    root = os.path.join(store.path, STATE_DIR, "turns")
+    root = os.path.join(state_dir(store.path), "turns")
     pending = os.path.join(root, "pending")
     _fs.ensure_dir(pending, private=True)
     done: list[str] = []
@@ -510,14 +525,15 @@ def examine(store: Store, *, fix: bool = False) -> Report:
 
 
 def rescue(store: Store, label: str, text: str) -> str:
-    """Keep text a person typed in ``.mdmem/rescued/``, named after ``label``; return the path."""
-    folder = os.path.join(store.path, STATE_DIR, RESCUED_DIR)
-    _fs.ensure_dir(folder, private=store.private)
+    """Keep text a person typed in the store's state (``rescued/``), named after ``label``;
+    return the path."""
+    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
+    _fs.ensure_dir(folder, private=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(folder, f"{stamp}~{label}")
     n = 1
     while os.path.lexists(path):
         n += 1
         path = os.path.join(folder, f"{stamp}-{n}~{label}")
-    _fs.atomic_write(path, text.encode("utf-8"), private=store.private)
+    _fs.atomic_write(path, text.encode("utf-8"), private=True)
     return path

@@ -38,7 +38,7 @@ from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog
 from mdmem.store.index import merge
 from mdmem.store.operations import Operation, parse_answer
-from mdmem.store.paths import STATE_DIR, discover_workspace, project_root, user_root
+from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
 from mdmem.store.results import ApplyResult, Rejected
 from mdmem.store.store import Store, prepare_writes
 
@@ -109,7 +109,7 @@ class Manager:
         self.turn_lock_timeout = turn_lock_timeout
         self.max_attempts = max_attempts
         self.retry_delay = retry_delay
-        self._journal = Journal(os.path.join(self.project.path, STATE_DIR, JOURNAL_DIR))
+        self._journal = Journal(os.path.join(state_dir(self.project.path), JOURNAL_DIR))
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, Future[TurnResult] | None]] = deque()
         self._retry_at: dict[str, float] = {}

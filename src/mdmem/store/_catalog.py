@@ -1,7 +1,7 @@
 """Derived state that makes a settled store cheap to read: a stat pass, not a parse.
 
 The notes are the truth; this module only remembers what it learnt from them,
-under ``<store>/.mdmem/``:
+in the store's state folder (outside the repository, see ``paths.state_dir``):
 
 - ``catalog.json``: per note, its stat, content hash, index line and fields;
 - ``fingerprint``: a hash of every note's (name, mtime, size, inode) and of
@@ -37,11 +37,12 @@ from mdmem.errors import InvalidPath
 from mdmem.store import _fs
 from mdmem.store.paths import (
     INDEX_NAME,
-    STATE_DIR,
     check_name,
     is_candidate_name,
     is_plain_name,
     note_path,
+    state_base,
+    state_dir,
 )
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
@@ -172,7 +173,7 @@ class Scan:
 def read_fingerprint(root: str) -> str | None:
     """The fingerprint saved when the store was last seen settled, if any."""
     try:
-        with open(os.path.join(root, STATE_DIR, FINGERPRINT), encoding="ascii") as f:
+        with open(os.path.join(state_dir(root), FINGERPRINT), encoding="ascii") as f:
             return f.read().strip()
     except (OSError, ValueError):
         return None
@@ -187,7 +188,7 @@ def load(root: str) -> tuple[dict[str, Entry], int]:
     import json
 
     try:
-        with open(os.path.join(root, STATE_DIR, CATALOG), encoding="utf-8") as f:
+        with open(os.path.join(state_dir(root), CATALOG), encoding="utf-8") as f:
             written = os.fstat(f.fileno()).st_mtime_ns
             data = json.load(f)
     except (OSError, ValueError):
@@ -212,9 +213,8 @@ def save(
     """
     import json
 
-    state = os.path.join(root, STATE_DIR)
     try:
-        ensure_state_dir(root, private=private)
+        state = ensure_state_dir(root, private=private)
         payload = json.dumps(
             {"version": _VERSION, "entries": entries}, ensure_ascii=False, separators=(",", ":")
         )
@@ -231,21 +231,24 @@ def save(
         pass
 
 
-def ensure_state_dir(root: str, *, private: bool) -> str:
-    """Create ``<root>/.mdmem/`` (ignored by git on its own) and return its path."""
-    state = os.path.join(root, STATE_DIR)
+def ensure_state_dir(root: str, *, private: bool = True) -> str:
+    """Create the store's state folder (see :func:`mdmem.store.paths.state_dir`) and return it.
+
+    The whole state tree is the user's own, ``0700`` whatever the store's level:
+    it holds turns, trash and logs of private conversations. ``private`` is kept
+    for the callers' sake and no longer changes anything.
+    """
+    state = state_dir(root)
     if not os.path.isdir(state):
-        _fs.ensure_dir(root, private=private)
-        _fs.ensure_dir(state, private=private)
-        ignore = os.path.join(state, ".gitignore")
-        if not os.path.exists(ignore):
-            _fs.atomic_write(
-                ignore,
-                b"# derived state of mdmem; safe to delete\n*\n",
-                private=private,
-                durable=False,
-            )
-    elif private and stat.S_IMODE(os.stat(state).st_mode) != 0o700:
+        base = state_base()
+        os.makedirs(os.path.dirname(base), exist_ok=True)
+        for folder in (base, os.path.dirname(state), state):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, 0o700)
+    st = os.lstat(state)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"{state} is not a directory")
+    if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(state, 0o700)
     return state
 

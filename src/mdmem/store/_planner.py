@@ -14,7 +14,7 @@ from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFoun
 from mdmem.store import _txn
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Update, validate
-from mdmem.store.paths import STATE_DIR, is_candidate_name, note_path, slugify
+from mdmem.store.paths import is_candidate_name, note_path, slugify, state_dir
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ class Planner:
 
     def _trash_name(self, name: str) -> str:
         stamp = self.now.strftime("%Y%m%dT%H%M%SZ")
-        folder = os.path.join(self.store.path, STATE_DIR, _txn.TRASH_DIR)
+        folder = os.path.join(state_dir(self.store.path), _txn.TRASH_DIR)
         planned = set(self.plan.deletes.values())
         candidate, n = f"{stamp}~{name}", 1
         while candidate in planned or os.path.lexists(os.path.join(folder, candidate)):

@@ -1,7 +1,7 @@
 """A batch of note writes and deletes that completes even if the process dies half-way.
 
 Before a batch touching more than one file starts, its plan (every new file's
-bytes, and the hash each file had before) is written to ``.mdmem/txn.json``.
+bytes, and the hash each file had before) is written to ``txn.json`` in the store's state folder.
 If the process is killed in the middle, the next holder of the store's lock
 finds the plan and finishes it. A file a person changed in between (its hash
 is neither the old nor the new one) is left alone: redoing a batch must never
@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import STATE_DIR
+from mdmem.store.paths import state_dir
 
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 
@@ -49,14 +49,14 @@ def _write(root: str, name: str, data: bytes, private: bool) -> None:
 
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
-    trash = os.path.join(root, STATE_DIR, TRASH_DIR)
+    trash = os.path.join(state_dir(root), TRASH_DIR)
     _fs.ensure_dir(trash, private=private)
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 
 def commit(root: str, plan: Plan, *, private: bool) -> None:
     """Carry out a plan; the caller holds the store's lock."""
-    journal = os.path.join(root, STATE_DIR, TXN)
+    journal = os.path.join(state_dir(root), TXN)
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
         payload = {
@@ -78,7 +78,7 @@ def commit(root: str, plan: Plan, *, private: bool) -> None:
 
 def recover(root: str, *, private: bool) -> list[str]:
     """Finish a batch a dead process left half done; return what was skipped and why."""
-    journal = os.path.join(root, STATE_DIR, TXN)
+    journal = os.path.join(state_dir(root), TXN)
     try:
         with open(journal, encoding="utf-8") as f:
             payload = json.load(f)

@@ -28,10 +28,14 @@ __all__ = [
     "note_path",
     "project_root",
     "slugify",
+    "state_base",
+    "state_dir",
     "user_root",
 ]
 
 INDEX_NAME = "MEMORY.md"
+# The name of the state folder older versions kept inside a store. mdmem never
+# reads, follows or writes it now (a repository could commit it); doctor reports it.
 STATE_DIR = ".mdmem"
 MAX_NAME_BYTES = 120
 MAX_SLUG_CHARS = 60
@@ -192,6 +196,40 @@ def slugify(text: str) -> str:
         slug = slug[:-1]
     slug = slug.strip("-_")
     return unicodedata.normalize("NFC", slug) or "note"
+
+
+def state_base() -> str:
+    """Where mdmem keeps its own state: ``$MDMEM_STATE_DIR``, else ``$XDG_STATE_HOME/mdmem``,
+    else ``~/.local/state/mdmem``. Never inside a repository; private to the user."""
+    env = os.environ.get("MDMEM_STATE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative value is to be ignored
+        return os.path.join(xdg, "mdmem")
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "mdmem")
+
+
+def state_dir(root: str) -> str:
+    """The state folder of the store at ``root`` (catalog, journals, trash, locks, logs).
+
+    Keyed by the store's resolved path, so two spellings of one store share
+    their state and lock, and named after its workspace so a person can find
+    it: ``<state_base>/stores/<workspace name>-<hash>``. Nothing is created here.
+    """
+    try:  # hashlib costs milliseconds to import (OpenSSL) on the `mdmem index` path
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - interpreters without the _blake2 module
+        from hashlib import blake2b
+
+    real = os.path.realpath(root)
+    digest = blake2b(real.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    parent = os.path.dirname(real)
+    in_workspace = os.path.basename(parent) == ".PseudoClaude"
+    owner = os.path.basename(os.path.dirname(parent) if in_workspace else real)
+    label = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "-" for ch in owner)
+    label = label.strip("-.")[:40] or "store"
+    return os.path.join(state_base(), "stores", f"{label}-{digest}")
 
 
 def user_root() -> str:

@@ -62,7 +62,7 @@ class ReindexReport:
 
 @dataclass(frozen=True)
 class TrashItem:
-    """A deleted note, kept under ``.mdmem/trash/`` until someone restores or empties it."""
+    """A deleted note, kept in the trash (in the store's state) until restored or emptied."""
 
     filename: str
     deleted_at: str

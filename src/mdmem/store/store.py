@@ -1,6 +1,6 @@
 """Store: one directory of Markdown notes plus its MEMORY.md index.
 
-The notes are the source of truth; MEMORY.md and everything under ``.mdmem/``
+The notes are the source of truth; MEMORY.md and everything in mdmem's state folder
 follow them and can be rebuilt at any time (:meth:`Store.reindex`). Every
 read-modify-write happens under the store's file lock, so several processes
 (agents, a person's CLI, a git hook) can share one store.
@@ -21,7 +21,7 @@ from mdmem.errors import (
     StoreError,
 )
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import INDEX_NAME, STATE_DIR, note_path
+from mdmem.store.paths import INDEX_NAME, note_path, state_dir
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -100,6 +100,8 @@ class Store:
             if lock is None:
                 from filelock import FileLock
 
+                # The lock is taken to write: the store itself must exist by then.
+                _fs.ensure_dir(self._root, private=self.private)
                 state = _catalog.ensure_state_dir(self._root, private=self.private)
                 lock = FileLock(os.path.join(state, name), mode=0o600 if self.private else 0o644)
                 self._locks[name] = lock
@@ -485,7 +487,7 @@ class Store:
         from mdmem.store import _txn
         from mdmem.store.results import TrashItem
 
-        folder = os.path.join(self._root, STATE_DIR, _txn.TRASH_DIR)
+        folder = os.path.join(state_dir(self._root), _txn.TRASH_DIR)
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
@@ -512,7 +514,7 @@ class Store:
         with self.lock():
             candidates = [item for item in self.trash() if item.filename == filename]
             if not candidates:
-                raise NoteNotFound(filename, os.path.join(self._root, STATE_DIR, _txn.TRASH_DIR))
+                raise NoteNotFound(filename, os.path.join(state_dir(self._root), _txn.TRASH_DIR))
             if os.path.lexists(path):
                 raise NoteExists(filename, self._root)
             os.replace(candidates[0].path, path)
