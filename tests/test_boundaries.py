@@ -12,6 +12,7 @@ import pytest
 
 import mdmem
 from conftest import PYTHON, ROOT, SRC, python_env
+from mdmem.store.index import PREAMBLE
 
 PACKAGE = SRC / "mdmem"
 # Where each heavy or outside dependency may be imported (module paths relative to src/mdmem).
@@ -265,7 +266,7 @@ def run_probe(ws: Path, *args: str) -> tuple[str, list[str]]:
 
 def test_mdmem_index_imports_nothing_heavy(example_workspace: Path) -> None:
     out, heavy = run_probe(example_workspace, "index")
-    assert out.startswith("## Project Memory\n")
+    assert out.startswith(f"{PREAMBLE}\n\n## Project Memory\n")
     assert "anthropic" not in heavy and "typer" not in heavy
     out, heavy = run_probe(example_workspace, "index")  # settled: not even YAML
     assert heavy == []
@@ -317,7 +318,7 @@ def test_fast_path_and_typer_print_the_same(example_workspace: Path) -> None:
         ).stdout
         assert fast == slow, args
         if "--json" in args:
-            assert json.loads(fast)["block"].startswith("## Project Memory")
+            assert json.loads(fast)["block"].startswith(f"{PREAMBLE}\n\n## Project Memory")
     assert callable(run)
 
 

@@ -20,6 +20,7 @@ from conftest import PYTHON, ROOT, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.cli import editor as cli_editor
+from mdmem.store.index import PREAMBLE
 
 
 def _walk(group: object, prefix: str = "") -> list[str]:
@@ -231,9 +232,10 @@ def test_index_and_list(mdmem: Runner, project: Store, user: Store) -> None:
     create(user, "Language")
     index = mdmem("index")
     assert index.exit_code == 0
-    assert index.stdout.startswith("## Project Memory\n") and "## User Memory" in index.stdout
+    assert index.stdout.startswith(f"{PREAMBLE}\n\n## Project Memory\n")
+    assert "## User Memory" in index.stdout
     assert json.loads(mdmem("index", "--level", "user", "--json").stdout)["block"].startswith(
-        "## User Memory"
+        f"{PREAMBLE}\n\n## User Memory"
     )
     table = mdmem("list").stdout.splitlines()
     assert [row.split()[0] for row in table] == ["project", "project", "user"]

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.manager import demo
+from mdmem.store.index import PREAMBLE
 
 
 def test_demo_extracts_the_example_turn_into_a_scratch_workspace(tmp_path: Path) -> None:
@@ -21,9 +22,9 @@ def test_demo_extracts_the_example_turn_into_a_scratch_workspace(tmp_path: Path)
     assert "Secrets in the turn: 2; found on disk afterwards: 0" in out
     assert out.count("  create project: ") == 4
     block = out.split("The prompt block a new session starts with:\n\n", 1)[1]
-    assert block.startswith("## Project Memory\n")
+    assert block.startswith(f"{PREAMBLE}\n\n## Project Memory\n")
     project = Store(target / ".PseudoClaude" / "memory", Level.PROJECT)
-    assert block.strip() == "## Project Memory\n" + project.load_index().strip()
+    assert block.strip() == f"{PREAMBLE}\n\n## Project Memory\n" + project.load_index().strip()
     assert len(project.entries()) == 7 + 4  # the example store, and what the turn added
     assert not (Path(os.environ["HOME"]) / ".PseudoClaude").exists()  # the real home is left alone
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import Note, NoteType
-from mdmem.store.index import MAX_BYTES, MAX_LINES, merge
+from mdmem.store.index import MAX_BYTES, MAX_LINES, PREAMBLE, merge
 from mdmem.store.note import index_line
 
 
@@ -20,6 +20,8 @@ def lines(n: int, prefix: str = "p", width: int = 10) -> str:
 def test_project_first_then_user() -> None:
     block = merge(lines(2, "p"), lines(1, "u"))
     assert block.splitlines() == [
+        PREAMBLE,
+        "",
         "## Project Memory",
         *lines(2, "p").splitlines(),
         "",
@@ -40,16 +42,18 @@ def test_project_first_then_user() -> None:
 def test_empty_sections_are_left_out(project: str, user: str, headings: list[str]) -> None:
     block = merge(project, user)
     assert [line for line in block.splitlines() if line.startswith("## ")] == headings
+    assert block.startswith(PREAMBLE) == bool(headings)  # no notes: no block, no preamble
 
 
 def test_line_cap_keeps_project_first_and_counts_the_rest() -> None:
     block = merge(lines(150, "p"), lines(150, "u"))
     out = block.splitlines()
     assert len(out) <= MAX_LINES
-    # 200 lines: 2 headings, 1 blank, 1 "more" line, so 196 notes shown of 300.
-    assert out[-1] == "(104 more notes not shown; run `mdmem list` to see them all)"
+    # 200 lines: the preamble and its blank, 2 headings, 1 blank, 1 "more" line,
+    # so 194 notes shown of 300.
+    assert out[-1] == "(106 more notes not shown; run `mdmem list` to see them all)"
     shown = [line for line in out if line.startswith("- ")]
-    assert len(shown) == 196
+    assert len(shown) == 194
     assert all(f"p{i} " in block for i in range(150))
 
 
@@ -60,19 +64,20 @@ def test_byte_cap_cuts_on_whole_lines_never_inside_a_character() -> None:
     raw = block.encode("utf-8")
     assert len(raw) <= MAX_BYTES
     raw.decode("utf-8")  # valid UTF-8
-    for line in block.splitlines()[1:-1]:
+    assert block.splitlines()[:3] == [PREAMBLE, "", "## User Memory"]
+    for line in block.splitlines()[3:-1]:
         assert line in wide.splitlines()
     assert block.splitlines()[-1].startswith("(")
 
 
 def test_exactly_at_the_limit_needs_no_omission_line() -> None:
-    block = merge(lines(MAX_LINES - 1), "")
+    block = merge(lines(MAX_LINES - 3), "")  # the preamble, a blank and a heading
     assert len(block.splitlines()) == MAX_LINES
     assert "not shown" not in block
 
 
 def test_one_over_the_limit_says_so() -> None:
-    block = merge(lines(MAX_LINES), "")
+    block = merge(lines(MAX_LINES - 2), "")
     assert len(block.splitlines()) == MAX_LINES
     assert block.splitlines()[-1].startswith("(2 more notes")
 
@@ -106,7 +111,9 @@ def test_block_keeps_its_limits_for_any_titles(project: str, user: str) -> None:
         ["## Project Memory", "## User Memory"],
     )
     source = set(project.splitlines()) | set(user.splitlines())
-    body = [line for line in block.splitlines() if line and not line.startswith(("## ", "("))]
+    if block:
+        assert block.splitlines()[0] == PREAMBLE
+    body = [line for line in block.splitlines()[2:] if line and not line.startswith(("## ", "("))]
     assert all(line in source for line in body)
     total = len(project.splitlines()) + len(user.splitlines())
     if len(body) < total:

@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
 from mdmem.integrations.mcp import build_server
+from mdmem.store.index import PREAMBLE
 from mdmem.store.note import parse
 
 pytestmark = pytest.mark.timeout(15)
@@ -189,6 +190,7 @@ def test_write_read_search_delete_and_the_index(
     assert hit["score"] > 0
     assert "release" in hit["snippet"]
     assert seen["index"] == (
+        f"{PREAMBLE}\n\n"
         "## Project Memory\n"
         "- [project_knowledge] Build workflow — Run `go test ./...` before tagging a release. "
         "(project_knowledge_build-workflow.md)\n\n"

@@ -164,12 +164,14 @@ def test_hostile_slugs_stay_inside(escape_store: Store, tmp_path: Path) -> None:
     assert _outside_listing(tmp_path) == before
 
 
-def test_symlink_inside_the_store_is_a_note(tmp_path: Path) -> None:
+def test_a_symlink_is_never_a_note_even_inside_the_store(tmp_path: Path) -> None:
+    # Readers open notes with O_NOFOLLOW: a symlink is refused with a clear reason.
     root = tmp_path / "store"
     root.mkdir()
     (root / "real.md").write_text("---\ntype: project_knowledge\ntitle: Real\n---\nbody\n")
     (root / "alias.md").symlink_to("real.md")
-    assert note_path(str(root), "alias.md") == str(root / "alias.md")
+    with pytest.raises(InvalidPath, match="symlink"):
+        note_path(str(root), "alias.md")
 
 
 @pytest.mark.parametrize(

@@ -377,12 +377,12 @@ CRASH_MID_BATCH = textwrap.dedent(
     from mdmem.store import _txn
     real_write = _txn._write
     count = 0
-    def dying_write(root, name, data, private):
+    def dying_write(root, name, data, private, **kw):
         global count
         count += 1
         if count > int(sys.argv[2]):
             os.kill(os.getpid(), 9)
-        real_write(root, name, data, private)
+        return real_write(root, name, data, private, **kw)
     _txn._write = dying_write
     store = Store(sys.argv[1], Level.PROJECT)
     store.apply([{"action": "create", "level": "project", "type": "project_knowledge",

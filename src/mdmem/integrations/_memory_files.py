@@ -144,6 +144,8 @@ def note_target(path: object, stores: Iterable[Store], doing: str) -> tuple[Targ
 
 def taken(store: Store) -> dict[str, str]:
     """Existing note names, case-folded (as macOS and Windows compare them) -> real name."""
+    if store.unavailable is not None:
+        return {}
     try:
         names = os.listdir(store.path)
     except FileNotFoundError:
@@ -204,6 +206,8 @@ def read(found: Target) -> str:
     assert store is not None and name is not None
     if found.is_index:
         return store.load_index()
+    if store.unavailable is not None:
+        raise not_found(found)
     try:
         path = note_path(store.path, name, must_exist=True)
     except FileNotFoundError:
@@ -212,6 +216,8 @@ def read(found: Target) -> str:
         data = _fs.read_bytes(path, MAX_NOTE_BYTES)
     except FileNotFoundError:
         raise not_found(found) from None
+    except _fs.NotRegularFile:  # swapped for a link or a FIFO since the check
+        raise Refused(f"{found.path} is not a regular file and cannot be shown") from None
     except ValueError:  # read_bytes' "over the limit"
         raise Refused(f"{found.path} is larger than {MAX_NOTE_BYTES} bytes") from None
     try:
@@ -222,6 +228,8 @@ def read(found: Target) -> str:
 
 def _listing(store: Store) -> list[tuple[int, str]]:
     """(size, name) of the store's index and of each file that looks like a note."""
+    if store.unavailable is not None:
+        return []  # a refused project store (a symlink, the user store) shows as empty
     try:
         names = sorted(os.listdir(store.path))
     except FileNotFoundError:
@@ -236,7 +244,7 @@ def _listing(store: Store) -> list[tuple[int, str]]:
                 path = note_path(store.path, name, must_exist=True)
             else:
                 continue
-            items.append((os.stat(path).st_size, name))
+            items.append((os.lstat(path).st_size, name))
         except (InvalidPath, OSError):
             continue
     return items

@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
 from mdmem.store import _fs
-from mdmem.store.paths import INDEX_NAME, is_candidate_name, note_path, state_dir
+from mdmem.store.paths import (
+    INDEX_NAME,
+    MAX_INDEX_BYTES,
+    STATE_DIR,
+    is_candidate_name,
+    note_path,
+    printable_name,
+    state_dir,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -256,7 +264,8 @@ def _note_names(store: Store) -> tuple[list[str], list[Finding]]:
         try:
             note_path(store.path, name, must_exist=True)
         except InvalidPath as exc:
-            refused.append(Finding("notes", name, f"not a note: {exc.reason}; left alone"))
+            shown = printable_name(name)
+            refused.append(Finding("notes", shown, f"not a note: {exc.reason}; left alone"))
             continue
         except FileNotFoundError:
             continue
@@ -274,6 +283,8 @@ def _read_notes(store: Store) -> tuple[dict[str, Note], list[Finding]]:
             findings.append(
                 Finding("notes", name, f"cannot be read as a note: {exc.reason}; fix it by hand")
             )
+        except InvalidPath as exc:  # swapped for a link or a FIFO since the listing
+            findings.append(Finding("notes", name, f"not a note: {exc.reason}; left alone"))
         except NoteNotFound:
             continue
     return notes, findings
@@ -290,14 +301,14 @@ def _find_index(store: Store) -> list[Finding]:
     notes, _ = _read_notes(store)
     expected = {name: index_line(note) for name, note in notes.items()}
     try:
-        with open(os.path.join(store.path, INDEX_NAME), encoding="utf-8") as f:
-            text = f.read()
+        text = _fs.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES).decode()
     except FileNotFoundError:
         text = ""
     except UnicodeDecodeError:
-        text = None
-    if text is None:
         return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+    except (OSError, ValueError) as exc:  # a symlink, a FIFO, a device, too large
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        return [Finding("index", INDEX_NAME, f"MEMORY.md is {reason}", fixable=True)]
     actual = index_lines(text)
     found = []
     for name in sorted(actual.keys() | expected.keys()):
@@ -384,10 +395,25 @@ def _repair_permissions(store: Store, findings: list[Finding]) -> list[str]:
     done = []
     for path, wanted in _permission_targets(store):
         subject = _subject(store, path)
-        if any(f.subject == subject for f in findings):
-            os.chmod(path, wanted)
+        if any(f.subject == subject for f in findings) and _chmod_nofollow(path, wanted):
             done.append(f"set {subject} to {wanted:04o}")
     return done
+
+
+def _chmod_nofollow(path: str, mode: int) -> bool:
+    """chmod what is at ``path`` now, never what a symlink swapped in meanwhile leads to."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) and not stat.S_ISDIR(os.fstat(fd).st_mode):
+            return False
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _find_rescued(store: Store) -> list[Finding]:
@@ -407,6 +433,82 @@ def _find_rescued(store: Store) -> list[Finding]:
     ]
 
 
+# What older versions, or mdmem's own state, would name a file: none belongs in a
+# repository, and mdmem reads none of them from one (its state is elsewhere).
+_STATE_NAMES = frozenset(
+    {
+        STATE_DIR,
+        "txn.json",
+        "catalog.json",
+        "fingerprint",
+        "lock",
+        "turn.lock",
+        "trash",
+        "turns",
+        RESCUED_DIR,
+        "cursors",
+        "hooks.log",
+        "worker.log",
+    }
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What an entry is when it is no plain file or folder, else None."""
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
+def _find_repository_state(store: Store) -> list[Finding]:
+    """State files, symlinks and special files in the store: a repository has no business
+    committing them. mdmem ignores them all; a person should look and delete them."""
+    found: list[Finding] = []
+    folders = [store.path]
+    legacy = os.path.join(store.path, STATE_DIR)
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(legacy).st_mode):
+            folders.append(legacy)  # a real folder (a symlink is reported, never entered)
+    for folder in folders:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if folder == store.path and (is_candidate_name(entry.name) or entry.name == INDEX_NAME):
+                continue  # the notes and index checks report these, with their reason
+            subject = printable_name(os.path.relpath(entry.path, store.path))
+            kind = _kind(mode)
+            if kind == "a symlink":
+                target = printable_name(os.readlink(entry.path))
+                message = f"a symlink (to {target}); mdmem never follows it"
+            elif kind is not None:
+                message = f"{kind}; mdmem never reads it"
+            elif folder == legacy:
+                message = "state from an older mdmem (or planted); mdmem ignores it"
+            elif entry.name in _STATE_NAMES:
+                message = "looks like mdmem state, which never lives in a repository; ignored"
+            else:
+                continue
+            if entry.name == STATE_DIR and folder == store.path and kind is None:
+                message = (
+                    "the state folder of an older mdmem; mdmem's state now lives outside "
+                    "the repository, so it is ignored: delete it (and untrack it in git)"
+                )
+            found.append(Finding("repository-state", subject, message))
+    return found
+
+
 CHECKS: list[Check] = [
     Check("locks", _find_locks),
     Check("batch", _find_batch, _repair_batch),
@@ -415,6 +517,7 @@ CHECKS: list[Check] = [
     Check("index", _find_index, _repair_index),
     Check("permissions", _find_permissions, _repair_permissions),
     Check("rescued", _find_rescued),
+    Check("repository-state", _find_repository_state),
 ]
 """The built-in checks, in the order they run and repair."""
 
@@ -500,6 +603,11 @@ PENDING_TURN_CHECKS: list[Check] = [Check("pending-turns", _find_turns, _requeue
 
 def examine(store: Store, *, fix: bool = False) -> Report:
     """Run every check on ``store``; with ``fix``, repair what can be repaired, then look again."""
+    if store.unavailable is not None:
+        # Nothing in it is read or repaired; a home-directory workspace is normal.
+        home = "home directory" in store.unavailable or "user store" in store.unavailable
+        message = f"not used as a project store: {store.unavailable}"
+        return Report(store, (Finding("store", ".", message, problem=not home),))
     if not os.path.isdir(store.path):
         return Report(store, (Finding("store", ".", "does not exist yet", problem=False),))
     # Without fix, nothing is written: not even the MEMORY.md refresh that any

@@ -24,6 +24,7 @@ import time
 import weakref
 from collections import deque
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -99,8 +100,13 @@ class Manager:
             else os.path.abspath(os.fspath(workspace))
         )
         self._redactor = Redactor([*extra_patterns_from_env(), *redact_patterns])
+        # A workspace whose project store would be the user store (the home
+        # directory) or a committed symlink has none: ``project.unavailable`` says why.
         self.project = Store(
-            project_root(self.workspace), Level.PROJECT, redact=self._redactor.redact
+            project_root(self.workspace),
+            Level.PROJECT,
+            redact=self._redactor.redact,
+            user_store=user_path,
         )
         self.user = Store(user_path, Level.USER, redact=self._redactor.redact)
         self._provider = provider
@@ -338,7 +344,7 @@ class Manager:
         turn = self._load(turn_id)
         try:
             with (
-                self.project.turn_lock(self.turn_lock_timeout),
+                self._project_turn_lock(),
                 self.user.turn_lock(self.turn_lock_timeout),
             ):
                 if "answer" not in turn:
@@ -352,6 +358,13 @@ class Manager:
         self._journal.remove(turn_id)
         self.refresh_index()
         return result
+
+    def _project_turn_lock(self) -> AbstractContextManager[None]:
+        # Without a project store there is nothing to serialise, and its state
+        # folder may be the user store's own: taking both would wait on ourselves.
+        if self.project.unavailable is not None:
+            return nullcontext()
+        return self.project.turn_lock(self.turn_lock_timeout)
 
     def _ask(self, turn: dict[str, object]) -> dict[str, list[object]]:
         """Call the provider (inside the turn locks) and sort its operations by level."""
@@ -390,7 +403,12 @@ class Manager:
             level = store.level.value
             if level in done:
                 continue
-            results[level] = store.apply(answer.get(level, []))
+            ops = answer.get(level, [])
+            if store.unavailable is not None:
+                why = f"no project store in this workspace: {store.unavailable}"
+                results[level] = ApplyResult((), tuple(Rejected(op, why) for op in ops))
+            else:
+                results[level] = store.apply(ops)
             done.append(level)
             self._save(turn)
         rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))

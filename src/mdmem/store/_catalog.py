@@ -41,6 +41,7 @@ from mdmem.store.paths import (
     is_candidate_name,
     is_plain_name,
     note_path,
+    printable_name,
     state_base,
     state_dir,
 )
@@ -143,23 +144,23 @@ class Scan:
                 self._stats[name] = (mtime, size, ino, ctime)
                 continue
             try:
-                if stat.S_ISREG(mode):
-                    check_name(name)
-                    self._stats[name] = (mtime, size, ino, ctime)
-                    continue
-                # The one validator decides whether a link or an odd entry is a note.
-                note_path(self._root, name, must_exist=True)
-                st = os.stat(os.path.join(self._root, name))
+                check_name(name)
+                if not stat.S_ISREG(mode):
+                    # The one validator says why a link or an odd entry is not a note.
+                    note_path(self._root, name, must_exist=True)
+                    continue  # it became a regular file meanwhile: the next scan sees it
             except InvalidPath as exc:
-                self._rejected[name] = exc.reason
+                # Keyed by a printable name: a name that is not UTF-8 or holds a
+                # newline must not break the catalog, a log line or a terminal.
+                self._rejected[printable_name(name)] = exc.reason
                 continue
             except FileNotFoundError:
                 continue
-            self._stats[name] = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+            self._stats[name] = (mtime, size, ino, ctime)
 
     @property
     def stats(self) -> dict[str, Stat]:
-        """The notes: name -> (mtime_ns, size, inode, ctime_ns), links followed."""
+        """The notes (regular files only): name -> (mtime_ns, size, inode, ctime_ns)."""
         self._classify()
         return self._stats
 

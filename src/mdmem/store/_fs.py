@@ -1,26 +1,60 @@
-"""The only code that writes bytes: atomic writes and bounded reads.
+"""The only code that writes bytes: atomic writes, exclusive creates and bounded reads.
 
 A write goes to a unique temporary file in the same directory, is fsynced,
 then renamed over the target with ``os.replace``; a reader sees the old file
 or the new one, never half of one. Temporary names are hidden (``.<name>.<pid>.<random>.tmp``)
 so scans never take them for notes, and unique so concurrent writers never
-share one.
+share one. A *create* ends with ``os.link`` instead of ``os.replace``, which
+fails if the name was taken meanwhile: a file a person or git wrote a moment
+ago is never overwritten.
+
+Files a repository supplies (notes, MEMORY.md) are hostile input, and
+:func:`read_bytes` is the one way to read them: the file is opened without
+following a symlink and without blocking (a FIFO cannot hang it), checked to
+be a regular file *after* opening (so a swap between a check and the open
+changes nothing), and read up to a size cap.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 
 __all__ = [
     "TMP_SUFFIX",
+    "NotRegularFile",
+    "TooLarge",
     "atomic_write",
+    "create_new",
     "ensure_dir",
     "fsync_dir",
     "read_bytes",
+    "read_text",
 ]
 
 TMP_SUFFIX = ".tmp"
+
+_READ_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+# Where a file system has no hard links, a create falls back to O_EXCL on the final name.
+_NO_LINKS = frozenset(
+    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV, errno.ENOSYS}
+)
+
+
+class NotRegularFile(OSError):
+    """A path a note was expected at holds a symlink, a FIFO, a device or a directory."""
+
+
+class TooLarge(ValueError):
+    """A file is larger than the cap its reader allows."""
 
 
 def ensure_dir(path: str, *, private: bool = False) -> None:
@@ -41,6 +75,35 @@ def ensure_dir(path: str, *, private: bool = False) -> None:
         os.chmod(path, 0o700)  # exact, whatever the umask
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _temp_file(path: str, data: bytes, mode: int, *, private: bool, durable: bool) -> str:
+    """Write ``data`` to a new unique temporary file beside ``path``; return its name."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        try:
+            _write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if private:
+            os.chmod(tmp, 0o600)  # the umask may have narrowed, never widened, but be exact
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
 def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:
     """Write ``data`` to ``path`` atomically.
 
@@ -48,34 +111,59 @@ def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool
     its mode and a new one gets ``0666`` less the umask. ``durable`` fsyncs
     the data before the rename (derived state may skip it: it can be rebuilt).
     """
-    directory, name = os.path.split(path)
     if private:
         mode = 0o600
     else:
         try:
-            mode = os.stat(path).st_mode & 0o777
+            st = os.lstat(path)
+            mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
         except FileNotFoundError:
             mode = 0o666  # os.open applies the umask
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    tmp = _temp_file(path, data, mode, private=private, durable=durable)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        if private:
-            os.chmod(tmp, 0o600)  # the umask may have narrowed, never widened, but be exact
         os.replace(tmp, path)
     except BaseException:
         # Never leave a temp file behind, whatever stopped us.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def create_new(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:
+    """Create ``path`` holding ``data``, atomically, and only if no file of that name exists.
+
+    The last step is ``os.link(temp, path)``, which the kernel refuses when
+    ``path`` exists (a file, a symlink, anything): unlike a check followed by
+    a rename, nothing that appeared a moment ago can be overwritten.
+
+    Raises:
+        FileExistsError: ``path`` exists; nothing was written.
+    """
+    tmp = _temp_file(path, data, 0o600 if private else 0o666, private=private, durable=durable)
+    try:
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            _create_excl(path, data, private=private, durable=durable)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _create_excl(path: str, data: bytes, *, private: bool, durable: bool) -> None:
+    """The fallback of :func:`create_new` where hard links are not supported."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600 if private else 0o666)
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
@@ -93,9 +181,53 @@ def fsync_dir(path: str) -> None:
 
 
 def read_bytes(path: str, limit: int) -> bytes:
-    """Read at most ``limit`` bytes of ``path``; raise ``ValueError`` if the file is larger."""
-    with open(path, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data
+    """The bytes of the regular file ``path``, at most ``limit`` of them, read safely.
+
+    Opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with ``fstat`` on the
+    open descriptor, so what is read is what was checked: a symlink, a FIFO,
+    a device or a directory is refused without being read or waited on.
+
+    Raises:
+        NotRegularFile: not a regular file (a symlink, FIFO, device, directory).
+        TooLarge: larger than ``limit`` bytes (also a ``ValueError``).
+        FileNotFoundError: there is no such file.
+        OSError: it cannot be read.
+    """
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(
+                errno.ELOOP, "a symlink, which mdmem does not follow", path
+            ) from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
+            raise NotRegularFile(exc.errno, "not a regular file", path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", path)
+        if st.st_size > limit:
+            raise TooLarge(f"larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:  # it grew after the fstat
+        raise TooLarge(f"larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def read_text(path: str, limit: int) -> str | None:
+    """The UTF-8 text of the regular file ``path`` (see :func:`read_bytes`); None when absent,
+    not a regular file, too large or not UTF-8."""
+    try:
+        return read_bytes(path, limit).decode("utf-8")
+    except (OSError, ValueError):  # UnicodeDecodeError and TooLarge are ValueErrors
+        return None

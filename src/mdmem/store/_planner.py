@@ -81,6 +81,7 @@ class Planner:
         # file on macOS and Windows, where teammates check the store out.
         self._taken = {n.casefold() for n in listing if is_candidate_name(n)}
         self._deleted: set[str] = set()
+        self._sources: dict[str, Operation | Mapping[str, object]] = {}
 
     def add(self, op: Operation | Mapping[str, object]) -> None:
         """Validate one operation and add its effect to the plan, or record why not."""
@@ -93,6 +94,17 @@ class Planner:
             self.rejected.append(Rejected(op, str(exc)))
             return
         self.applied.append(Applied(action, filename, self.store.level))
+        self._sources[filename] = op
+
+    def lost_race(self, name: str) -> None:
+        """A create found its name taken at the final step: it becomes a rejection."""
+        self.plan.writes.pop(name, None)
+        self.applied = [a for a in self.applied if a.filename != name]
+        reason = (
+            f"a file named {name!r} appeared while the note was being written; "
+            "it was left as is and nothing was written"
+        )
+        self.rejected.append(Rejected(self._sources.get(name, {}), reason))
 
     def _apply(self, op: ValidOperation) -> tuple[str, str]:
         if isinstance(op, Create):
@@ -219,9 +231,11 @@ class Planner:
 
 def _hash_or_none(path: str) -> str | None:
     from mdmem.store._catalog import content_hash
+    from mdmem.store._fs import read_bytes
 
     try:
-        with open(path, "rb") as f:
-            return content_hash(f.read())
+        return content_hash(read_bytes(path, 1024 * 1024))
     except FileNotFoundError:
         return None
+    except (OSError, ValueError):
+        return "?"  # not a note of ours (a FIFO, a device): no batch may replace it

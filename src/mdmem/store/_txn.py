@@ -6,16 +6,22 @@ If the process is killed in the middle, the next holder of the store's lock
 finds the plan and finishes it. A file a person changed in between (its hash
 is neither the old nor the new one) is left alone: redoing a batch must never
 overwrite a hand edit.
+
+A write of a note that did not exist when the batch was planned is a
+*create*, made with ``_fs.create_new``: if a file of that name appeared
+meanwhile (a person, git), the create is dropped and that file kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
 
+from mdmem.errors import InvalidPath
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store.paths import check_name, state_dir
 
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 
@@ -36,16 +42,30 @@ class Plan:
         return bool(self.writes or self.deletes)
 
 
+# Above any note mdmem writes (store.MAX_NOTE_BYTES): a larger file is nothing of ours.
+_HASH_LIMIT = 1024 * 1024
+
+
 def _hash_of(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            return _catalog.content_hash(f.read())
+        return _catalog.content_hash(_fs.read_bytes(path, _HASH_LIMIT))
     except FileNotFoundError:
         return None
+    except (OSError, ValueError):
+        return "?"  # something that is no note of ours: never equal to a hash, never replaced
 
 
-def _write(root: str, name: str, data: bytes, private: bool) -> None:
-    _fs.atomic_write(os.path.join(root, name), data, private=private)
+def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = False) -> bool:
+    """Write one note; a ``create`` is exclusive: False when it found the name taken."""
+    path = os.path.join(root, name)
+    if not create:
+        _fs.atomic_write(path, data, private=private)
+        return True
+    try:
+        _fs.create_new(path, data, private=private)
+    except FileExistsError:
+        return False
+    return True
 
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
@@ -54,8 +74,12 @@ def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 
-def commit(root: str, plan: Plan, *, private: bool) -> None:
-    """Carry out a plan; the caller holds the store's lock."""
+def commit(root: str, plan: Plan, *, private: bool) -> list[str]:
+    """Carry out a plan; the caller holds the store's lock.
+
+    Returns the creates that were dropped because a file of that name
+    appeared after the plan was made (that file is left as it is).
+    """
     journal = os.path.join(state_dir(root), TXN)
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
@@ -67,13 +91,18 @@ def commit(root: str, plan: Plan, *, private: bool) -> None:
         _fs.atomic_write(
             journal, json.dumps(payload, ensure_ascii=False).encode("utf-8"), private=private
         )
+    lost: list[str] = []
     for name, data in plan.writes.items():
-        _write(root, name, data, private)
+        create = name in plan.before and plan.before[name] is None
+        if not _write(root, name, data, private, create=create):
+            lost.append(name)
     for name, trash_name in plan.deletes.items():
         _trash(root, name, trash_name, private)
     _fs.fsync_dir(root)
     if journaled:
-        os.unlink(journal)
+        with contextlib.suppress(FileNotFoundError):  # the state folder was removed meanwhile
+            os.unlink(journal)
+    return lost
 
 
 def recover(root: str, *, private: bool) -> list[str]:
@@ -87,20 +116,28 @@ def recover(root: str, *, private: bool) -> list[str]:
     except (OSError, ValueError):
         # A journal that cannot be read was never completely written (it is
         # written atomically), so no note was touched yet.
-        os.unlink(journal)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(journal)
         return ["an unreadable batch journal was discarded before any note was written"]
+    if not isinstance(payload, dict):
+        payload = {}
     skipped: list[str] = []
-    before: dict[str, str | None] = payload.get("before", {})
-    for name, text in payload.get("writes", {}).items():
+    before = payload.get("before")
+    before = before if isinstance(before, dict) else {}
+    for name, text in _items(payload.get("writes"), skipped):
         data = text.encode("utf-8")
         current = _hash_of(os.path.join(root, name))
         if current == _catalog.content_hash(data):
             continue
         if current == before.get(name):
-            _write(root, name, data, private)
+            if not _write(root, name, data, private, create=current is None):
+                skipped.append(f"{name}: created by someone else meanwhile; left as is")
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; left as is")
-    for name, trash_name in payload.get("deletes", {}).items():
+    for name, trash_name in _items(payload.get("deletes"), skipped):
+        if os.path.basename(trash_name) != trash_name or trash_name in ("", ".", ".."):
+            skipped.append(f"{name}: a trash name that is not a bare name; not deleted")
+            continue
         current = _hash_of(os.path.join(root, name))
         if current is None:
             continue
@@ -109,5 +146,23 @@ def recover(root: str, *, private: bool) -> list[str]:
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; not deleted")
     _fs.fsync_dir(root)
-    os.unlink(journal)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(journal)
     return skipped
+
+
+def _items(mapping: object, skipped: list[str]) -> list[tuple[str, str]]:
+    """A journal's name -> text pairs, names checked by the one validator (defence in depth:
+    the journal lives in the user's private state, but a name is never trusted unchecked)."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(mapping, dict):
+        return out
+    for name, value in mapping.items():
+        try:
+            check_name(name)
+        except InvalidPath:
+            skipped.append(f"{name!r}: not a note name; ignored")
+            continue
+        if isinstance(value, str):
+            out.append((name, value))
+    return out

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from mdmem.errors import InvalidPath
 from mdmem.store import _fs
 from mdmem.store.note import parse_index_line
-from mdmem.store.paths import INDEX_NAME, STATE_DIR, check_name
+from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES, STATE_DIR, check_name
 
 if TYPE_CHECKING:
     from mdmem.store.store import Store
@@ -102,8 +102,13 @@ def merge_index(base: str, ours: str, theirs: str) -> str:
 
 
 def _read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
+    """A text file of the repository (MEMORY.md, .gitignore), read as hostile input.
+
+    Raises:
+        OSError: it is a symlink, a FIFO or a device (``_fs.NotRegularFile``), or unreadable.
+        ValueError: larger than MEMORY.md may be.
+    """
+    return _fs.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
 
 
 def merge_files(base: str, ours: str, theirs: str) -> None:

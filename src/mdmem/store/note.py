@@ -115,11 +115,18 @@ def parse_time(value: object, key: str = "time", path: str = "<note>") -> dateti
         try:
             moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidNote(path, f"{key}: {value!r} is not an ISO 8601 date-time") from None
+            raise InvalidNote(
+                path, f"{key}: {_short(value)} is not an ISO 8601 date-time"
+            ) from None
     else:
         raise InvalidNote(path, f"{key}: expected an ISO 8601 date-time")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        # Year 1 at +05:00 or year 9999 at -05:00 cannot be compared with another time.
+        moment.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise InvalidNote(path, f"{key}: {_short(value)} is out of range") from None
     return moment
 
 
@@ -162,13 +169,105 @@ def _text(value: object, key: str, path: str, *, required: bool) -> str:
     return text
 
 
+# Bounds on one note's front matter: a note is a few keys, not a data set.
+MAX_YAML_NODES = 10_000
+MAX_YAML_DEPTH = 64
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """A value for an error message: its repr, cut (a 5,000-digit number is not a message)."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails is itself a bad value
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_graph(node: Any, filename: str) -> None:
+    """Refuse aliases (a shared node: the way to a "billion laughs" blow-up) and huge trees."""
+    from yaml.nodes import MappingNode, SequenceNode
+
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        current, depth = stack.pop()
+        if id(current) in seen:
+            raise InvalidNote(filename, "YAML aliases (*name) are not allowed in front matter")
+        seen.add(id(current))
+        if len(seen) > MAX_YAML_NODES:
+            raise InvalidNote(filename, f"the front matter has more than {MAX_YAML_NODES} values")
+        if depth > MAX_YAML_DEPTH:
+            raise InvalidNote(filename, f"the front matter nests deeper than {MAX_YAML_DEPTH}")
+        if isinstance(current, SequenceNode):
+            stack.extend((child, depth + 1) for child in current.value)
+        elif isinstance(current, MappingNode):
+            for key, value in current.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+
+
+def _load_yaml(fm: str, filename: str) -> object:
+    """Safe-load front matter, every failure as :class:`InvalidNote` (never another exception).
+
+    Safe loading alone builds no objects but plain data, yet its constructors
+    raise whatever a bad scalar makes them raise (``2026-02-30``: ValueError;
+    ``!!bool maybe``: KeyError; a 5,000-digit number: ValueError); and an
+    alias bomb is cheap to load but blows up whoever walks the result. So the
+    node graph is composed first and checked, then constructed.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(fm)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_graph(node, filename)
+        data = loader.construct_document(node)
+    except InvalidNote:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or exc.__class__.__name__
+        raise InvalidNote(filename, f"bad YAML in the front matter{where}: {problem}") from None
+    except Exception as exc:
+        # A scalar the constructors choke on: an impossible date, hour or offset,
+        # a number too long to convert, a !!bool that is not one, an explicit
+        # tag on a value it does not fit (AttributeError inside PyYAML).
+        reason = _short(str(exc), 80)
+        raise InvalidNote(filename, f"a bad value in the front matter: {reason}") from None
+    finally:
+        loader.dispose()
+    _check_values(data, filename)
+    return data
+
+
+# A number longer than this cannot even be printed back (Python refuses int -> str
+# past 4,300 digits), and no note needs one: 0x followed by 5,000 digits is an attack.
+_MAX_INT_BITS = 1024
+
+
+def _check_values(data: object, filename: str) -> None:
+    """Refuse constructed values mdmem could not write back or show: huge numbers."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            raise InvalidNote(filename, "a number in the front matter is too long")
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            stack.extend(value)
+
+
 def parse(text: str, filename: str = "<note>") -> Note:
     """Parse the text of a note file.
 
     Raises:
         InvalidNote: no front matter, bad YAML, a missing or wrong field.
     """
-    import yaml
     from frontmatter.default_handlers import YAMLHandler
 
     handler = YAMLHandler()
@@ -180,13 +279,7 @@ def parse(text: str, filename: str = "<note>") -> Note:
         fm, body = handler.split(stripped)
     except ValueError:
         raise InvalidNote(filename, "the front matter is not closed by a '---' line") from None
-    try:
-        meta = handler.load(fm)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc.__class__.__name__
-        raise InvalidNote(filename, f"bad YAML in the front matter{where}: {problem}") from None
+    meta = _load_yaml(fm, filename)
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
@@ -198,10 +291,12 @@ def parse(text: str, filename: str = "<note>") -> Note:
     if raw_type is None:
         raise InvalidNote(filename, "missing field 'type'")
     try:
-        note_type = NoteType(raw_type)
+        note_type = NoteType(raw_type) if isinstance(raw_type, str) else None
     except ValueError:
+        note_type = None
+    if note_type is None:
         choices = ", ".join(t.value for t in NoteType)
-        raise InvalidNote(filename, f"type: {raw_type!r} is not one of {choices}") from None
+        raise InvalidNote(filename, f"type: {_short(raw_type)} is not one of {choices}")
     return Note(
         filename=filename,
         type=note_type,

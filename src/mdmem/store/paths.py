@@ -18,6 +18,7 @@ from mdmem.errors import InvalidPath
 
 __all__ = [
     "INDEX_NAME",
+    "MAX_INDEX_BYTES",
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
@@ -26,6 +27,8 @@ __all__ = [
     "is_candidate_name",
     "is_plain_name",
     "note_path",
+    "printable_name",
+    "project_problem",
     "project_root",
     "slugify",
     "state_base",
@@ -34,6 +37,8 @@ __all__ = [
 ]
 
 INDEX_NAME = "MEMORY.md"
+# MEMORY.md is derived, one short line per note: 10,000 notes take a few MB.
+MAX_INDEX_BYTES = 16 * 1024 * 1024
 # The name of the state folder older versions kept inside a store. mdmem never
 # reads, follows or writes it now (a repository could commit it); doctor reports it.
 STATE_DIR = ".mdmem"
@@ -103,6 +108,31 @@ _INDEX_FOLDED = INDEX_NAME.casefold()
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
+def printable_name(name: str) -> str:
+    """A directory entry's name as it may be shown, logged or stored as text.
+
+    Bytes that are not UTF-8 (``caf\\xe9.md``) and control or bidirectional
+    characters are written as escapes, so a name can never break a line of a
+    log, a terminal, or a JSON file.
+    """
+    if _PLAIN.issuperset(name):
+        return name
+    out = []
+    for ch in name:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif (
+            unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")
+            or ch in _BIDI_CONTROLS
+            or ch == "\\"
+        ):
+            out.append(ch.encode("unicode_escape").decode("ascii") if ch != "\\" else "\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def is_plain_name(name: str) -> bool:
     """A fast yes for the common case: a short ASCII name that the full check would accept.
 
@@ -146,12 +176,15 @@ def is_candidate_name(name: str) -> bool:
 def note_path(root: str, name: object, *, must_exist: bool = False) -> str:
     """Return the path of note ``name`` inside the store at ``root``, after checking it.
 
-    Beyond :func:`check_name`, an existing entry must be a regular file, and a
-    symlink must resolve to a regular file inside the store.
+    Beyond :func:`check_name`, an existing entry must be a regular file: a
+    symlink is never a note (a repository could commit one that leads
+    anywhere), nor is a FIFO, a device or a directory. Readers still open the
+    file with ``O_NOFOLLOW`` and check it again (``_fs.read_bytes``): this
+    check only gives the clear reason.
 
     Raises:
-        InvalidPath: the name is not a note name, or the file escapes the store
-            or is not a regular file.
+        InvalidPath: the name is not a note name, or the entry is a symlink
+            or not a regular file.
         FileNotFoundError: ``must_exist`` and there is no such note.
     """
     checked = check_name(name)
@@ -167,10 +200,7 @@ def note_path(root: str, name: object, *, must_exist: bool = False) -> str:
         real_root = os.path.realpath(root)
         if os.path.commonpath([real, real_root]) != real_root or real == real_root:
             raise InvalidPath(checked, "a symlink that leads outside the store")
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            raise InvalidPath(checked, "a dangling symlink") from None
+        raise InvalidPath(checked, "a symlink; mdmem reads only regular files in a store")
     if not stat.S_ISREG(st.st_mode):
         raise InvalidPath(checked, "not a regular file")
     return path
@@ -230,6 +260,37 @@ def state_dir(root: str) -> str:
     label = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "-" for ch in owner)
     label = label.strip("-.")[:40] or "store"
     return os.path.join(state_base(), "stores", f"{label}-{digest}")
+
+
+def project_problem(root: str, user_store: str | None = None) -> str | None:
+    """Why the project store at ``root`` must not be used, or None when it may be.
+
+    A project store is ``<workspace>/.PseudoClaude/memory``, and everything in
+    it comes from the repository. It is refused (mdmem then acts as if the
+    workspace had no project store) when:
+
+    - it is the user store, or the workspace is the home directory: the
+      project store would share its files, privacy and lock with the user store;
+    - ``.PseudoClaude`` or ``memory`` is a symlink (a repository can commit
+      one): writes would land wherever the link points.
+    """
+    real = os.path.realpath(root)
+    user = os.path.realpath(user_store or user_root())
+    if real == user:
+        return "it is the user store (the workspace is the home directory)"
+    parent = os.path.dirname(root)
+    if os.path.basename(parent) != ".PseudoClaude":
+        return None  # not laid out in a workspace: a store the caller chose
+    workspace = os.path.dirname(parent)
+    real_ws = os.path.realpath(workspace)
+    if real_ws == os.path.realpath(os.path.expanduser("~")):
+        return "the workspace is the home directory, whose .PseudoClaude holds the user store"
+    for path, what in ((parent, ".PseudoClaude"), (root, ".PseudoClaude/memory")):
+        if os.path.islink(path):
+            return f"{what} is a symlink (to {os.readlink(path)!r}); mdmem never follows it"
+    if os.path.commonpath([real, real_ws]) != real_ws or real == real_ws:
+        return "it resolves outside the workspace"
+    return None
 
 
 def user_root() -> str:

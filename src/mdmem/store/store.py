@@ -9,7 +9,7 @@ read-modify-write happens under the store's file lock, so several processes
 from __future__ import annotations
 
 import os
-from _thread import allocate_lock
+from _thread import _local, allocate_lock
 
 from mdmem._kinds import Level
 from mdmem.errors import (
@@ -21,7 +21,13 @@ from mdmem.errors import (
     StoreError,
 )
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import INDEX_NAME, note_path, state_dir
+from mdmem.store.paths import (
+    INDEX_NAME,
+    MAX_INDEX_BYTES,
+    note_path,
+    project_problem,
+    state_dir,
+)
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -57,6 +63,11 @@ class Store:
 
     ``Store(root, Level.PROJECT)``; the user store's files are private to
     their owner (``0600``, directories ``0700``).
+
+    A project store that must not be used (:func:`~mdmem.store.paths.project_problem`:
+    it is the user store, or a committed symlink) has its reason in
+    :attr:`unavailable`: it reads as empty, and every write raises ``StoreError``.
+    ``user_store`` is the user store this project store is checked against.
     """
 
     def __init__(
@@ -66,10 +77,15 @@ class Store:
         *,
         lock_timeout: float | None = None,
         redact: Callable[[str], str] | None = None,
+        user_store: str | None = None,
     ) -> None:
         self._root = os.path.abspath(os.fspath(root))
         self.level = Level(level)
         self.private = self.level is Level.USER
+        self.unavailable: str | None = (
+            project_problem(self._root, user_store) if self.level is Level.PROJECT else None
+        )
+        self._root_fd = _local()  # this thread's flock on the store directory, and its depth
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
         self.lock_timeout = lock_timeout
@@ -100,8 +116,10 @@ class Store:
             if lock is None:
                 from filelock import FileLock
 
-                # The lock is taken to write: the store itself must exist by then.
-                _fs.ensure_dir(self._root, private=self.private)
+                # The lock is taken to write: the store itself must exist by then
+                # (but never through a refused store's symlink).
+                if self.unavailable is None:
+                    _fs.ensure_dir(self._root, private=self.private)
                 state = _catalog.ensure_state_dir(self._root, private=self.private)
                 lock = FileLock(os.path.join(state, name), mode=0o600 if self.private else 0o644)
                 self._locks[name] = lock
@@ -116,6 +134,39 @@ class Store:
             LockTimeout: another process held it for longer than ``timeout``.
         """
         return _Held(self, _LOCK, self.lock_timeout if timeout is None else timeout, recover=True)
+
+    def _hold_root(self, deadline: float | None, timeout: float) -> None:
+        """Take this thread's flock on the store directory (re-entrant), by ``deadline``."""
+        held = self._root_fd
+        depth = getattr(held, "depth", 0)
+        if depth:
+            held.depth = depth + 1
+            return
+        fd = None
+        if self.unavailable is None and os.path.isdir(self._root):
+            import fcntl
+            from time import monotonic, sleep
+
+            fd = os.open(self._root, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and monotonic() >= deadline:
+                        os.close(fd)
+                        raise LockTimeout(self._root, timeout) from None
+                    sleep(0.005)
+                except OSError:
+                    break  # a file system without flock on directories: the file lock alone
+        held.fd, held.depth = fd, 1
+
+    def _release_root(self) -> None:
+        held = self._root_fd
+        held.depth -= 1
+        if held.depth == 0 and held.fd is not None:
+            os.close(held.fd)  # closing drops the flock
+            held.fd = None
 
     def turn_lock(self, timeout: float) -> _Held:
         """Hold the lock that serialises memory updates of whole turns across processes.
@@ -132,15 +183,11 @@ class Store:
 
     def load_index(self) -> str:
         """MEMORY.md's text, first brought up to date with notes changed behind mdmem's back."""
-        if not os.path.isdir(self._root):
+        if self.unavailable is not None or not os.path.isdir(self._root):
             return ""
         scan = _catalog.Scan(self._root)
         if scan.fingerprint() == _catalog.read_fingerprint(self._root):
-            try:
-                with open(os.path.join(self._root, INDEX_NAME), encoding="utf-8") as f:
-                    return f.read()
-            except FileNotFoundError:
-                return ""
+            return _fs.read_text(os.path.join(self._root, INDEX_NAME), MAX_INDEX_BYTES) or ""
         return self._refresh(scan)[0]
 
     def entries(self) -> list[IndexEntry]:
@@ -228,6 +275,8 @@ class Store:
             raise InvalidNote(filename, f"too large: {exc}") from None
         except FileNotFoundError:
             raise NoteNotFound(filename, self._root) from None
+        except _fs.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
+            raise InvalidPath(filename, str(exc.strerror)) from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -280,7 +329,7 @@ class Store:
         catalog: tuple[dict[str, _catalog.Entry], int] | None = None,
     ) -> tuple[str, dict[str, _catalog.Entry]]:
         """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
-        if not os.path.isdir(self._root):
+        if self.unavailable is not None or not os.path.isdir(self._root):
             return "", {}  # reading a store that does not exist must not create it
         if catalog is not None:
             saved, written = catalog  # already read by the unlocked pass
@@ -311,11 +360,7 @@ class Store:
         lines = [str(e["line"]) for _, e in sorted(entries.items()) if e.get("line")]
         text = "\n".join(lines) + "\n" if lines else ""
         index_path = os.path.join(self._root, INDEX_NAME)
-        try:
-            with open(index_path, encoding="utf-8") as f:
-                current: str | None = f.read()
-        except (FileNotFoundError, UnicodeDecodeError):
-            current = None
+        current = _fs.read_text(index_path, MAX_INDEX_BYTES)
         rewrote = False
         if current != text and not (current is None and not text):
             if not locked:
@@ -361,11 +406,11 @@ class Store:
         """
         from mdmem.store.results import Problem, ReindexReport
 
-        if not os.path.isdir(self._root):
+        if self.unavailable is not None or not os.path.isdir(self._root):
             return ReindexReport(0, (), False)
         with self.lock():
             index_path = os.path.join(self._root, INDEX_NAME)
-            before = _read_text(index_path)
+            before = _read_text(index_path, MAX_INDEX_BYTES)
             text, entries = self._refresh(
                 _catalog.Scan(self._root), full=True, locked=True, progress=progress
             )
@@ -376,6 +421,10 @@ class Store:
         return ReindexReport(count, problems, changed=(before or "") != text)
 
     # -- writing -------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.unavailable is not None:
+            raise StoreError(self._root, f"not used as a project store: {self.unavailable}")
 
     def apply(
         self, ops: Iterable[Operation | Mapping[str, object]], now: datetime | None = None
@@ -399,12 +448,14 @@ class Store:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
         ops = list(ops)
+        self._writable()
         with self.lock():
             planner = Planner(self, moment, self._redact)
             for op in ops:
                 planner.add(op)
             if planner.plan:
-                _txn.commit(self._root, planner.plan, private=self.private)
+                for name in _txn.commit(self._root, planner.plan, private=self.private):
+                    planner.lost_race(name)
             if planner.plan or not os.path.exists(os.path.join(self._root, INDEX_NAME)):
                 self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
@@ -428,6 +479,7 @@ class Store:
         from mdmem.store import _txn
         from mdmem.store.note import clean_inline, parse, render
 
+        self._writable()
         path = note_path(self._root, note.filename)
         redact = self._redact or _default_redact()
         moment = (now or datetime.now(timezone.utc)).replace(microsecond=0)
@@ -449,7 +501,10 @@ class Store:
             final = clean.with_changes(created=clean.created or moment, updated=moment)
             data = render(final).encode("utf-8")
             plan = _txn.Plan(writes={note.filename: data})
-            _txn.commit(self._root, plan, private=self.private)
+            if current is None and not os.path.lexists(path):
+                plan.before[note.filename] = None  # a create: exclusive, never a clobber
+            if _txn.commit(self._root, plan, private=self.private):
+                raise NoteExists(note.filename, self._root)
             self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
         return "create" if current is None else "update"
 
@@ -462,6 +517,7 @@ class Store:
             NoteExists: a note ``new`` exists already (mdmem never overwrites one).
             LockTimeout: the store is locked by someone else.
         """
+        self._writable()
         source = note_path(self._root, old)
         target = note_path(self._root, new)
         with self.lock():
@@ -510,6 +566,7 @@ class Store:
         """
         from mdmem.store import _txn
 
+        self._writable()
         path = note_path(self._root, filename)
         with self.lock():
             candidates = [item for item in self.trash() if item.filename == filename]
@@ -517,7 +574,14 @@ class Store:
                 raise NoteNotFound(filename, os.path.join(state_dir(self._root), _txn.TRASH_DIR))
             if os.path.lexists(path):
                 raise NoteExists(filename, self._root)
-            os.replace(candidates[0].path, path)
+            # An exclusive create, not a rename: a note that appears meanwhile is never
+            # replaced (and the trash may be on another file system than the store).
+            data = _fs.read_bytes(candidates[0].path, 64 * MAX_NOTE_BYTES)
+            try:
+                _fs.create_new(path, data, private=self.private)
+            except FileExistsError:
+                raise NoteExists(filename, self._root) from None
+            os.unlink(candidates[0].path)
             _fs.fsync_dir(self._root)
             self._refresh(_catalog.Scan(self._root), locked=True)
         return filename
@@ -535,21 +599,52 @@ class _Held:
         self._recover = recover
 
     def __enter__(self) -> None:
-        from filelock import Timeout
+        from time import monotonic
 
-        try:
-            self._lock.acquire(timeout=self._timeout)
-        except Timeout:
-            raise LockTimeout(self._store.path, self._timeout) from None
+        store = self._store
+        deadline = None if self._timeout < 0 else monotonic() + self._timeout
+        self._acquire(deadline)
         if self._recover:
             try:
-                from mdmem.store import _txn
-
-                for message in _txn.recover(self._store.path, private=self._store.private):
-                    _log().warning("%s: %s", self._store.path, message)
+                # The write lock also holds an flock on the store directory itself:
+                # deleting the state folder (and the lock file with it) cannot
+                # delete that, so it never lets a second writer in.
+                store._hold_root(deadline, self._timeout)
             except BaseException:
                 self._lock.release()
                 raise
+            try:
+                from mdmem.store import _txn
+
+                for message in _txn.recover(store.path, private=store.private):
+                    _log().warning("%s: %s", store.path, message)
+            except BaseException:
+                store._release_root()
+                self._lock.release()
+                raise
+
+    def _acquire(self, deadline: float | None) -> None:
+        from time import monotonic
+
+        from filelock import Timeout
+
+        store = self._store
+        for _ in range(100):
+            remaining = -1.0 if deadline is None else max(0.0, deadline - monotonic())
+            try:
+                self._lock.acquire(timeout=remaining)
+            except Timeout:
+                raise LockTimeout(store.path, self._timeout) from None
+            except FileNotFoundError:  # the state folder was removed: make it again
+                _catalog.ensure_state_dir(store.path, private=store.private)
+                continue
+            if _same_file(self._lock):
+                return
+            # The lock file was removed (with its folder) between its open and our
+            # flock: the lock we hold guards nothing. Take the one at the path now.
+            self._lock.release()
+            _catalog.ensure_state_dir(store.path, private=store.private)
+        raise LockTimeout(store.path, self._timeout)
 
     def __exit__(
         self,
@@ -557,7 +652,21 @@ class _Held:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._recover:
+            self._store._release_root()
         self._lock.release()
+
+
+def _same_file(lock: BaseFileLock) -> bool:
+    """Whether the file ``lock`` holds is still the one at its path."""
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    if not isinstance(fd, int):
+        return True  # this filelock does not say; the directory flock still guards writes
+    try:
+        held, now = os.fstat(fd), os.stat(lock.lock_file)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
 
 
 def prepare_writes() -> None:
@@ -578,12 +687,8 @@ def _default_redact() -> Callable[[str], str]:
     return redact
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
+def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
+    return _fs.read_text(path, limit)
 
 
 def __getattr__(name: str) -> object:

@@ -1,4 +1,11 @@
-"""Which workspace a command runs in, and its two stores."""
+"""Which workspace a command runs in, and its two stores.
+
+The project store may be *unavailable* (``Store.unavailable`` says why): when
+the workspace is the home directory its ``.PseudoClaude/memory`` is the user
+store, and a committed symlink in place of ``.PseudoClaude`` or its ``memory``
+would lead writes out of the workspace. Such a workspace has no project store:
+it reads as empty and refuses writes with a clear error.
+"""
 
 from __future__ import annotations
 
@@ -20,4 +27,5 @@ def resolve(
         ws = os.path.abspath(os.path.expanduser(workspace))
     else:
         ws = discover_workspace(start or os.getcwd(), user_store=user)
-    return ws, Store(project_root(ws), Level.PROJECT), Store(user, Level.USER)
+    project = Store(project_root(ws), Level.PROJECT, user_store=user)
+    return ws, project, Store(user, Level.USER)
