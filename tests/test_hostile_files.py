@@ -368,7 +368,7 @@ def test_a_create_never_overwrites_a_file_that_appeared_meanwhile(
     assert not [p for p in store.root.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_save_and_restore_never_overwrite_a_file_that_appeared_meanwhile(
+def test_save_restore_and_rename_never_overwrite_a_file_that_appeared_meanwhile(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     note = store.read("good.md").with_changes(filename="fresh.md", title="Fresh")
@@ -383,6 +383,13 @@ def test_save_and_restore_never_overwrite_a_file_that_appeared_meanwhile(
         store.restore("good.md")
     assert (store.root / "good.md").read_bytes() == b"recreated by hand"
     assert [item.filename for item in store.trash()] == ["good.md"]  # still restorable
+
+    (store.root / "moving.md").write_text(good(7))
+    _competitor(monkeypatch, "moved.md", b"appeared")
+    with pytest.raises(NoteExists):
+        store.rename("moving.md", "moved.md")
+    assert (store.root / "moved.md").read_bytes() == b"appeared"
+    assert (store.root / "moving.md").read_text() == good(7)
 
 
 HOLD = """

@@ -235,6 +235,7 @@ class Entry:
     def all(self) -> None:
         self.process("index")
         self.process("hook", "session-start", input=json.dumps({"cwd": str(self.clone)}))
+        self.cli("init")
         self.cli("index")
         self.cli("list")
         self.cli("list", "--json")

@@ -33,7 +33,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mdmem.errors import InvalidPath
+from mdmem.errors import InvalidPath, StoreError
 from mdmem.store import _fs
 from mdmem.store.note import parse_index_line
 from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES, STATE_DIR, check_name
@@ -187,8 +187,12 @@ def init_store(store: Store, workspace: str, driver_command: str | None = None) 
     driver is kept unless ``driver_command`` is given.
 
     Raises:
+        StoreError: ``store`` is not used as a project store (``Store.unavailable``:
+            the home directory, a symlinked ``.PseudoClaude``): nothing is written.
         OSError: a file could not be written, or ``git config`` failed.
     """
+    if store.unavailable is not None:
+        raise StoreError(store.path, f"not used as a project store: {store.unavailable}")
     report = InitReport()
     if not os.path.isdir(store.path):
         _fs.ensure_dir(store.path, private=store.private)

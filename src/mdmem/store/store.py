@@ -530,8 +530,16 @@ class Store:
             )
             if (os.path.lexists(target) and not itself) or new.casefold() in taken:
                 raise NoteExists(new, self._root)
-            # The same directory: a rename is atomic, and the note's bytes do not change.
-            os.rename(source, target)
+            # The same directory, and the note's bytes do not change. A link, not a
+            # rename: a note that appears at ``new`` meanwhile is never replaced.
+            if itself:
+                os.rename(source, target)
+            else:
+                try:
+                    os.link(source, target, follow_symlinks=False)
+                except FileExistsError:
+                    raise NoteExists(new, self._root) from None
+                os.unlink(source)
             _fs.fsync_dir(self._root)
             self._refresh(_catalog.Scan(self._root), locked=True)
         return new
