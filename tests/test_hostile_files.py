@@ -463,3 +463,33 @@ def test_the_home_directory_has_no_project_store(tmp_path: Path) -> None:
     assert all(p.parent == user.root for p in user.root.glob("*.md"))
     with pytest.raises(StoreError):
         manager.project.apply([])
+
+
+# -- doctor reports what a repository has no business committing ------------------------
+
+
+def test_doctor_reports_planted_state_and_links_and_follows_none(
+    store: Store, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    legacy = store.root / ".mdmem"
+    (legacy / "turns").mkdir(parents=True)
+    (legacy / "txn.json").write_text('{"writes": {"../../x": "pwned"}}')
+    (legacy / "trash").symlink_to(outside)
+    (store.root / "hooks.log").symlink_to(outside / "rc")
+    (store.root / "catalog.json").write_text("{}")
+    os.mkfifo(store.root / "pipe")
+    before = sorted(p.name for p in outside.iterdir())
+    subjects = {f.subject: f.message for f in examine(store, fix=True).findings}
+    assert "mdmem's state lives outside the repository" in subjects[".mdmem"]
+    assert "symlink" in subjects[".mdmem/trash"]
+    assert "symlink" in subjects["hooks.log"]
+    assert "mdmem state" in subjects["catalog.json"]
+    assert "FIFO" in subjects["pipe"]
+    assert ".mdmem/txn.json" not in subjects  # one line for the folder, not one per file
+    assert sorted(p.name for p in outside.iterdir()) == before
+    assert (legacy / "txn.json").read_text() == '{"writes": {"../../x": "pwned"}}'
+    code, out, _ = cli(store.root.parent.parent, "doctor")
+    assert code == 1 and "repository-state" not in out  # shown by subject and message
+    assert ".mdmem: the state folder of an older mdmem" in out

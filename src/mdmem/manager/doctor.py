@@ -468,15 +468,14 @@ def _kind(mode: int) -> str | None:
 
 def _find_repository_state(store: Store) -> list[Finding]:
     """State files, symlinks and special files in the store: a repository has no business
-    committing them. mdmem ignores them all; a person should look and delete them."""
+    committing them. mdmem ignores them all (it never reads its state from a repository);
+    a person should look, and delete them."""
     found: list[Finding] = []
-    folders = [store.path]
     legacy = os.path.join(store.path, STATE_DIR)
-    with contextlib.suppress(OSError):
-        if stat.S_ISDIR(os.lstat(legacy).st_mode):
-            folders.append(legacy)  # a real folder (a symlink is reported, never entered)
-    for folder in folders:
+    for folder in (store.path, legacy):
         try:
+            if folder == legacy and not stat.S_ISDIR(os.lstat(legacy).st_mode):
+                continue  # a symlink is reported from the store's listing, never entered
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
@@ -485,26 +484,26 @@ def _find_repository_state(store: Store) -> list[Finding]:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
-            if folder == store.path and (is_candidate_name(entry.name) or entry.name == INDEX_NAME):
+            in_store = folder == store.path
+            if in_store and (is_candidate_name(entry.name) or entry.name == INDEX_NAME):
                 continue  # the notes and index checks report these, with their reason
-            subject = printable_name(os.path.relpath(entry.path, store.path))
             kind = _kind(mode)
             if kind == "a symlink":
                 target = printable_name(os.readlink(entry.path))
                 message = f"a symlink (to {target}); mdmem never follows it"
             elif kind is not None:
                 message = f"{kind}; mdmem never reads it"
-            elif folder == legacy:
-                message = "state from an older mdmem (or planted); mdmem ignores it"
-            elif entry.name in _STATE_NAMES:
+            elif in_store and entry.name == STATE_DIR:
+                message = (
+                    "the state folder of an older mdmem (or planted by the repository); "
+                    "mdmem's state lives outside the repository now, so it is ignored: "
+                    "delete it, and untrack it in git"
+                )
+            elif in_store and entry.name in _STATE_NAMES:
                 message = "looks like mdmem state, which never lives in a repository; ignored"
             else:
-                continue
-            if entry.name == STATE_DIR and folder == store.path and kind is None:
-                message = (
-                    "the state folder of an older mdmem; mdmem's state now lives outside "
-                    "the repository, so it is ignored: delete it (and untrack it in git)"
-                )
+                continue  # a plain file inside a legacy .mdmem/ is covered by the line above
+            subject = printable_name(os.path.relpath(entry.path, store.path))
             found.append(Finding("repository-state", subject, message))
     return found
 
