@@ -110,7 +110,10 @@ class Scan:
                 name = entry.name
                 if not name.endswith(".md") or name[0] == "." or not is_candidate_name(name):
                     if name == INDEX_NAME:
-                        st = entry.stat(follow_symlinks=False)
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue  # replaced while we looked
                         self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
                     continue
                 try:
