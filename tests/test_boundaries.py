@@ -185,6 +185,7 @@ EXPECTED_API = [
     "InvalidNote",
     "InvalidOperation",
     "InvalidPath",
+    "InvalidSettings",
     "Level",
     "LockTimeout",
     "Manager",

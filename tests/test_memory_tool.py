@@ -372,7 +372,7 @@ def test_insert_adds_a_line(tool: MemoryTool, project: Path) -> None:
 
     done = call(tool, "insert", path=path, insert_line=len(lines), insert_text="- lint too\n")
     out_of_range = error(tool, "insert", path=path, insert_line=99, insert_text="x")
-    broken = error(tool, "insert", path=path, insert_line=0, insert_text="oops")
+    top = call(tool, "insert", path=path, insert_line=0, insert_text="First of all:")
 
     assert done == f"The file {path} has been edited."
     assert parse((project / "project_knowledge_build.md").read_text()).body.endswith(
@@ -381,7 +381,68 @@ def test_insert_adds_a_line(tool: MemoryTool, project: Path) -> None:
     assert out_of_range == (
         f"Invalid `insert_line` parameter: 99. It should be within the range [0, {len(lines) + 1}]."
     )
-    assert broken.startswith("No insertion was performed: the edit would break the note.")
+    # Line 0 is the top of the note's text: above its front matter would break it.
+    assert top == f"The file {path} has been edited."
+    stored = parse((project / "project_knowledge_build.md").read_text())
+    assert stored.title == "Build workflow"
+    assert stored.body.startswith("First of all:\nRun `go test ./...`")
+
+
+PLAIN = "# Deploy steps\n\nRun make deploy from main. Then watch the dashboard.\n"
+
+
+def test_a_plain_markdown_note_is_viewed_and_edited_as_claude_wrote_it(
+    tool: MemoryTool, project: Path
+) -> None:
+    path = "/memories/project/deploy.md"
+    call(tool, "create", path=path, file_text=PLAIN)
+    on_disk = (project / "deploy.md").read_text()
+    assert on_disk.startswith("---\ntype: project_knowledge\ntitle: Deploy steps\n")
+
+    view = call(tool, "view", path=path)
+    assert view == (
+        f"Here's the content of {path} with line numbers:\n"
+        "     1\t# Deploy steps\n     2\t\n"
+        "     3\tRun make deploy from main. Then watch the dashboard.\n     4\t"
+    )
+    # The summary mdmem derived repeats the first sentence: the edit still finds it once.
+    call(
+        tool,
+        "str_replace",
+        path=path,
+        old_str="Run make deploy from main.",
+        new_str="Run make ship.",
+    )
+    call(tool, "insert", path=path, insert_line=0, insert_text="Owner: the platform team.")
+    call(tool, "insert", path=path, insert_line=4, insert_text="Never on Fridays.")
+    snippet = call(tool, "str_replace", path=path, old_str="# Deploy steps", new_str="# Shipping")
+
+    assert "     2\t# Shipping" in snippet.splitlines()
+    assert call(tool, "view", path=path).split("\n", 1)[1] == (
+        "     1\tOwner: the platform team.\n     2\t# Shipping\n     3\t\n"
+        "     4\tRun make ship. Then watch the dashboard.\n     5\tNever on Fridays.\n     6\t"
+    )
+    note = parse((project / "deploy.md").read_text())
+    assert note.title == "Shipping"  # the title follows the heading it came from
+    assert note.type is NoteType.PROJECT_KNOWLEDGE
+    assert "] Shipping" in (project / "MEMORY.md").read_text()
+
+
+def test_a_note_with_its_own_front_matter_is_shown_whole(tool: MemoryTool, project: Path) -> None:
+    path = "/memories/project/project_knowledge_build.md"
+    call(tool, "create", path=path, file_text=NOTE)
+    view = call(tool, "view", path=path)
+    assert "     2\ttype: project_knowledge" in view.splitlines()
+    assert "     4\tsummary: Run Go tests before release." in view.splitlines()
+
+
+def test_emptying_a_plain_note_is_refused(tool: MemoryTool, project: Path) -> None:
+    path = "/memories/project/deploy.md"
+    call(tool, "create", path=path, file_text=PLAIN)
+    before = tree(project)
+    message = error(tool, "str_replace", path=path, old_str=PLAIN, new_str="")
+    assert "no text left" in message and "use delete" in message
+    assert tree(project) == before
 
 
 def test_editing_a_note_broken_on_disk_says_how_to_recover(tool: MemoryTool, project: Path) -> None:
@@ -771,7 +832,8 @@ def test_a_session_under_the_tool_runner(
             "old_str": "# Build\nRun `make test`",
             "new_str": "# Build\nRun `make check`",
         },
-        {"command": "insert", "path": note, "insert_line": 9, "insert_text": "CI runs it too."},
+        # Claude sees (and edits) the file as it wrote it: two lines, no front matter.
+        {"command": "insert", "path": note, "insert_line": 2, "insert_text": "CI runs it too."},
         {
             "command": "rename",
             "old_path": note,
@@ -798,7 +860,7 @@ def test_a_session_under_the_tool_runner(
     ]
     assert [r.get("is_error", False) for r in seen] == [False] * count, seen
     assert seen[1]["content"] == f"File created successfully at: {note}"
-    assert "     9\tRun `make check` before pushing." in seen[2]["content"]
+    assert "     2\tRun `make check` before pushing." in seen[2]["content"]
     assert seen[4]["content"] == f"Successfully renamed {note} to /memories/project/checks.md"
     assert seen[5]["content"] == "File created successfully at: /memories/user/tone.md"
     assert seen[6]["content"] == "Successfully deleted /memories/user/tone.md"

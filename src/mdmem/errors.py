@@ -8,6 +8,7 @@ may catch either::
     ├── InvalidPath          (ValueError)   a note name that is not a bare *.md name in the store
     ├── InvalidNote          (ValueError)   a note file that cannot be read as a note
     ├── InvalidOperation     (ValueError)   an operation that fails validation
+    ├── InvalidSettings      (ValueError)   an agent's settings file mdmem cannot safely edit
     ├── NoteNotFound         (KeyError)     no note of that name in the store
     ├── NoteExists           (FileExistsError) a note of that name is already there
     ├── LockTimeout          (TimeoutError) a store's lock could not be had in time
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidNote",
     "InvalidOperation",
     "InvalidPath",
+    "InvalidSettings",
     "LockTimeout",
     "MdmemError",
     "NoteExists",
@@ -71,6 +73,18 @@ class InvalidOperation(MdmemError, ValueError):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.reason}" if self.field else self.reason
+
+
+class InvalidSettings(MdmemError, ValueError):
+    """An agent's settings file (Claude Code's ``settings.json``) that mdmem cannot safely edit."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
 
 
 class NoteNotFound(MdmemError, KeyError):

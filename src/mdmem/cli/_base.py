@@ -103,6 +103,14 @@ class Options:
         return resolve(self.workspace, self.user_dir)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from mdmem import __version__
+
+        typer.echo(f"mdmem {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     ctx: typer.Context,
@@ -132,8 +140,26 @@ def _global(
             help="Log details, and show tracebacks on errors.",
         ),
     ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print mdmem's version and exit."
+        ),
+    ] = False,
 ) -> None:
     """mdmem keeps what a coding agent learns as Markdown notes you can read, edit and commit."""
+    import os
+
+    # A hook must exit 0 whatever its options say (exit 2 would block Claude
+    # Code's Stop); the hook commands report a bad workspace themselves.
+    if (
+        workspace
+        and not os.path.isdir(os.path.expanduser(workspace))
+        and (ctx.invoked_subcommand != "hook")
+    ):
+        raise typer.BadParameter(
+            f"{workspace} is not a directory (give an existing one)", param_hint="--workspace"
+        )
     ctx.obj = Options(workspace, user_dir, quiet, verbose)
     if verbose:
         import logging

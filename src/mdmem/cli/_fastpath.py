@@ -91,6 +91,8 @@ def try_fast(argv: list[str]) -> int | None:
             return None
     if not command_seen:
         return None
+    if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
+        return None  # the full CLI says it is not a directory
     try:
         text = index_text(opts["workspace"], opts["user_dir"], level, as_json)
     except Exception:

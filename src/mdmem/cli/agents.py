@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -35,15 +36,24 @@ def extract(
 
     Example: mdmem extract turn.json
     """
+    import logging
+
     from mdmem.manager.manager import Manager
 
     options = options_of(ctx)
     messages = _read_messages(sys.stdin.read() if source == "-" else _read_file(source), source)
     workspace, _, user = options.stores()
+    if not options.verbose:
+        # The error reaches the user once, as the CLI's own line, not also as a log record.
+        logging.getLogger("mdmem").addHandler(logging.NullHandler())
     with Manager(
         workspace, user_dir=user.path, include_tools=include_tools, discover=False, resume=False
     ) as manager:
-        result = manager.update_async(messages).result()
+        try:
+            future = manager.update_async(messages)
+        except TypeError as exc:
+            raise typer.BadParameter(str(exc), param_hint=source) from None
+        result = future.result()
     for store_result in (result.project, result.user):
         for applied in store_result.applied:
             typer.echo(f"{applied.action:<9} {applied.level.value:<8} {applied.filename}")
@@ -155,80 +165,254 @@ def hook_session_start(ctx: typer.Context) -> None:
         typer.echo(json.dumps({}))
 
 
-@hook_app.command("stop")
-def hook_stop(ctx: typer.Context) -> None:
-    """Hand the finished turn to mdmem: journal it, extract in the background.
-
-    Reads session_id, transcript_path and cwd from stdin, takes the messages
-    after the last one already handed over, and returns at once.
-
-    Example: mdmem hook stop < stop-hook-input.json
-    """
+def _hand_over_hook(ctx: typer.Context, event: str) -> None:
+    """Journal the session's messages not handed over yet and start a worker; print nothing."""
     from mdmem.integrations.claude_code import hand_over, log_to_file, read_hook_input
     from mdmem.store._catalog import ensure_state_dir
 
     options = options_of(ctx)
     payload = read_hook_input()
     try:
-        _, project, _ = options.stores()
+        if options.workspace and not os.path.isdir(os.path.expanduser(options.workspace)):
+            raise ValueError(f"--workspace {options.workspace} is not a directory")
+        from mdmem.integrations.claude_code import workspace_of
+        from mdmem.store.workspace import resolve
+
+        _, project, _ = resolve(options.workspace, options.user_dir, start=workspace_of(payload))
         log_to_file(ensure_state_dir(project.path))
         hand_over(payload, options.workspace, options.user_dir)
-    except Exception as exc:  # never block the stop: log, and exit 0
+    except Exception as exc:  # never block the session: log, and exit 0
         import logging
 
-        logging.getLogger("mdmem").error("hook stop failed: %s", exc)
-        typer.echo(f"mdmem: hook stop: {exc}", err=True)
+        from mdmem.integrations.claude_code import escape_controls
+
+        message = escape_controls(str(exc))[:500]
+        logging.getLogger("mdmem").error("hook %s failed: %s", event, message)
+        typer.echo(f"mdmem: hook {event}: {message}", err=True)
 
 
-ScopeOption = Annotated[
+@hook_app.command("stop")
+def hook_stop(ctx: typer.Context) -> None:
+    """Hand the finished turn to mdmem: journal it, extract in the background.
+
+    Reads transcript_path and cwd from stdin, takes the messages not handed
+    over yet (by message uuid, so a resumed or forked session repeats none),
+    and returns at once, printing nothing (a Stop hook's output would make
+    Claude go on).
+
+    Example: mdmem hook stop < stop-hook-input.json
+    """
+    _hand_over_hook(ctx, "stop")
+
+
+@hook_app.command("pre-compact")
+def hook_pre_compact(ctx: typer.Context) -> None:
+    """Hand over what the session said before Claude Code compacts it (as Stop does).
+
+    Example: mdmem hook pre-compact < pre-compact-input.json
+    """
+    _hand_over_hook(ctx, "pre-compact")
+
+
+@hook_app.command("session-end")
+def hook_session_end(ctx: typer.Context) -> None:
+    """Hand over the last messages when the session ends, even an interrupted turn.
+
+    Claude Code gives SessionEnd hooks about 1.5 s: this journals and returns;
+    the extraction runs in a detached worker.
+
+    Example: mdmem hook session-end < session-end-input.json
+    """
+    _hand_over_hook(ctx, "session-end")
+
+
+@hook_app.command("user-prompt-submit")
+def hook_user_prompt_submit(ctx: typer.Context) -> None:
+    """Recall the notes relevant to the prompt (UserPromptSubmit); prints nothing yet.
+
+    Example: echo '{"prompt": "how do we release?"}' | mdmem hook user-prompt-submit
+    """
+    # Placeholder until the recall engine's per-prompt hook lands: installed
+    # hooks must have a command to run, and an empty output adds no context.
+    from mdmem.integrations.claude_code import read_hook_input
+
+    read_hook_input()
+
+
+def _scope(project: bool, local: bool, user: bool) -> str | None:
+    chosen = [name for name, on in (("project", project), ("local", local), ("user", user)) if on]
+    if len(chosen) > 1:
+        raise typer.BadParameter("give one of --project, --local, --user")
+    return chosen[0] if chosen else None
+
+
+ProjectFlag = Annotated[
     bool,
     typer.Option(
-        "--project/--user",
-        help="The workspace's .claude/settings.json, or ~/.claude/settings.json.",
+        "--project", help="The repository's committed .claude/settings.json (shared with the team)."
     ),
 ]
+LocalFlag = Annotated[
+    bool,
+    typer.Option(
+        "--local", help="The repository's .claude/settings.local.json (this clone; the default)."
+    ),
+]
+UserFlag = Annotated[
+    bool, typer.Option("--user", help="~/.claude/settings.json (every project of yours).")
+]
 CommandOption = Annotated[
-    str, typer.Option("--command", help="How Claude Code runs mdmem (must be on its PATH).")
+    str | None,
+    typer.Option(
+        "--command",
+        help="How Claude Code runs mdmem (default: this Python's absolute path, -m mdmem).",
+    ),
 ]
 
 install_app = typer.Typer(help="Set mdmem up in an agent.", no_args_is_help=True)
 app.add_typer(install_app, name="install")
 uninstall_app = typer.Typer(help="Remove what `mdmem install` set up.", no_args_is_help=True)
 app.add_typer(uninstall_app, name="uninstall")
+import_app = typer.Typer(help="Bring another memory's notes into mdmem.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+def _report_check(path: str, workspace: str) -> bool:
+    from mdmem.integrations.claude_code_settings import HOOKS, check
+
+    results = check(path, workspace)
+    for result in results:
+        status = "ok" if result.ok else f"FAILED: {result.problem}"
+        typer.echo(f"{result.event:<17} {status}")
+    missing = [event for event in HOOKS if event not in {r.event for r in results}]
+    if missing:
+        typer.echo(f"not installed in {path}: {', '.join(missing)}", err=True)
+    return bool(results) and not missing and all(r.ok for r in results)
 
 
 @install_app.command("claude-code")
 def install_claude_code(
-    ctx: typer.Context, project: ScopeOption = True, command: CommandOption = "mdmem"
+    ctx: typer.Context,
+    project: ProjectFlag = False,
+    local: LocalFlag = False,
+    user: UserFlag = False,
+    command: CommandOption = None,
+    check_only: Annotated[
+        bool,
+        typer.Option("--check", help="Change nothing: run the installed hooks and report."),
+    ] = False,
 ) -> None:
-    """Add mdmem's SessionStart and Stop hooks to Claude Code's settings.
+    """Add mdmem's hooks to Claude Code's settings (five events, this mdmem's path).
 
-    Hooks already there are kept; running it twice changes nothing.
+    The hooks are SessionStart, UserPromptSubmit, Stop, PreCompact and
+    SessionEnd; they run this mdmem by its absolute path, so they work
+    whatever PATH Claude Code has. Other hooks are kept; running it twice changes nothing.
+    --check runs each installed hook with a sample input and reports.
 
-    Example: mdmem install claude-code --user
+    Example: mdmem install claude-code --local
     """
-    from mdmem.integrations.claude_code import install, settings_path
+    import shlex
+    import shutil
+
+    from mdmem.integrations import claude_code_settings as settings
 
     workspace, _, _ = options_of(ctx).stores()
-    path = settings_path("project" if project else "user", workspace)
-    changed = install(path, command=command)
+    scope = _scope(project, local, user) or "local"
+    path = settings.settings_path(scope, workspace)
+    if check_only:
+        typer.echo(f"checking {path}")
+        if not _report_check(path, workspace):
+            raise typer.Exit(1)
+        return
+    if command is not None:
+        first = shlex.split(command)[0] if command.strip() else ""
+        if not first or shutil.which(first) is None:
+            typer.echo(f"mdmem: error: --command {command!r}: {first!r} is not found", err=True)
+            raise typer.Exit(2)
+    existed = os.path.exists(path)
+    changed = settings.install(path, command)
     typer.echo(f"{'installed in' if changed else 'already installed in'} {path}")
+    if scope == "local" and not existed:
+        ignore = settings.ensure_ignored(path, workspace)
+        if ignore:
+            typer.echo(f"added {os.path.relpath(path, workspace)} to {ignore}")
+    if scope == "project":
+        typer.echo(
+            "warning: .claude/settings.json is shared: teammates who commit-pull it without "
+            "this mdmem will see failing hooks; --local keeps them to this clone.",
+            err=True,
+        )
+    for other in settings.plugin_enabled(workspace):
+        typer.echo(
+            f"warning: the mdmem Claude Code plugin is enabled in {other}: its hooks and these "
+            "would both run (every turn handed over twice); keep one of them.",
+            err=True,
+        )
+    if not options_of(ctx).quiet:
+        typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
 
 
 @uninstall_app.command("claude-code")
 def uninstall_claude_code(
-    ctx: typer.Context, project: ScopeOption = True, command: CommandOption = "mdmem"
+    ctx: typer.Context,
+    project: ProjectFlag = False,
+    local: LocalFlag = False,
+    user: UserFlag = False,
 ) -> None:
     """Remove mdmem's hooks from Claude Code's settings, and nothing else.
 
-    Example: mdmem uninstall claude-code --user
+    Without a scope, from every scope that has them.
+
+    Example: mdmem uninstall claude-code
     """
-    from mdmem.integrations.claude_code import settings_path, uninstall
+    from mdmem.integrations import claude_code_settings as settings
 
     workspace, _, _ = options_of(ctx).stores()
-    path = settings_path("project" if project else "user", workspace)
-    changed = uninstall(path, command=command)
-    typer.echo(f"{'removed from' if changed else 'not installed in'} {path}")
+    chosen = _scope(project, local, user)
+    scopes = [chosen] if chosen else list(settings.SCOPES)
+    for scope in scopes:
+        path = settings.settings_path(scope, workspace)
+        if settings.uninstall(path):
+            typer.echo(f"removed from {path}")
+        elif chosen:
+            typer.echo(f"not installed in {path}")
+
+
+@import_app.command("claude-code")
+def import_claude_code(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be imported; write nothing.")
+    ] = False,
+    claude_dir: Annotated[
+        str | None, typer.Option("--claude-dir", help="Claude Code's folder (default: ~/.claude).")
+    ] = None,
+    claude_md: Annotated[
+        bool,
+        typer.Option("--claude-md", help="Also offer each '## ' section of CLAUDE.md as a note."),
+    ] = False,
+) -> None:
+    """Import Claude Code's auto-memory notes of this workspace as mdmem notes.
+
+    Types map user/feedback/project/reference onto user_preference (user
+    store), correction_feedback, project_knowledge, reference_material;
+    notes whose text is already stored are skipped; secrets are redacted.
+
+    Example: mdmem import claude-code --dry-run
+    """
+    from mdmem._kinds import Level
+    from mdmem.integrations.claude_code_import import auto_memory_dir, candidates, import_notes
+
+    workspace, project, user = options_of(ctx).stores()
+    stores = {Level.PROJECT: project, Level.USER: user}
+    found = candidates(workspace, stores, claude_dir=claude_dir, claude_md=claude_md)
+    if not found:
+        typer.echo(f"nothing to import from {auto_memory_dir(workspace, claude_dir)}", err=True)
+        return
+    done = found if dry_run else import_notes(found, stores)
+    for item in done:
+        outcome = f"would {item.outcome}" if dry_run and item.outcome == "import" else item.outcome
+        typer.echo(f"{item.level.value:<8} {item.type.value:<20} {item.title}: {outcome}")
 
 
 @app.command()

@@ -292,6 +292,7 @@ def doctor(
     ctx: typer.Context,
     fix: Annotated[bool, typer.Option("--fix", help="Repair what can be repaired.")] = False,
     level: LevelOption = Which.all,
+    as_json: JsonOption = False,
 ) -> None:
     """Check the stores; --fix repairs what it can.
 
@@ -303,12 +304,13 @@ def doctor(
 
     Example: mdmem doctor --fix
     """
-    from dataclasses import replace
+    from dataclasses import asdict, replace
 
     from mdmem.manager.doctor import examine
 
     options = options_of(ctx)
     remaining = 0
+    stores: list[dict[str, object]] = []
     for store in selected(options, level):
         report = examine(store, fix=fix)
         if fix and any("/pending/" in f.subject for f in report.findings):
@@ -323,6 +325,18 @@ def doctor(
                 again, fixed=report.fixed + again.fixed, failed=report.failed + again.failed
             )
         remaining += len(report.problems)
+        if as_json:
+            stores.append(
+                {
+                    "level": store.level.value,
+                    "path": store.path,
+                    "ok": not report.problems,
+                    "findings": [asdict(f) for f in report.findings],
+                    "fixed": list(report.fixed),
+                    "failed": list(report.failed),
+                }
+            )
+            continue
         typer.echo(f"{store.level.value} store {store.path}")
         for line in report.fixed:
             typer.echo(f"  fixed: {line}")
@@ -334,6 +348,8 @@ def doctor(
                 typer.echo(f"  {kind}: {finding.subject}: {finding.message}")
         if not report.problems:
             typer.echo("  ok")
+    if as_json:
+        typer.echo(json.dumps({"problems": remaining, "stores": stores}, indent=2))
     if remaining:
         hint = "" if fix else "; `mdmem doctor --fix` repairs the fixable ones"
         typer.echo(f"{remaining} problem{'s' if remaining != 1 else ''}{hint}", err=True)

@@ -428,3 +428,70 @@ def _split_front_matter(text: str) -> tuple[list[str], str] | None:
 def _first_heading(text: str) -> str:
     match = _HEADING.search(text)
     return clean_inline(match.group(1)) if match else ""
+
+
+# -- what Claude sees and edits ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The text of a note as ``view`` shows it and the edit commands change it.
+
+    ``note`` is set when that text is the note's body alone: the front matter
+    holds nothing but what mdmem derives from the body and the name (as for a
+    file Claude wrote without one), so it is kept by mdmem and not shown.
+    """
+
+    text: str
+    note: Note | None = None
+
+
+def _raw_body(text: str) -> str:
+    """The text after the closing '---' line of the front matter, as written."""
+    lines = text.lstrip("\ufeff").split("\n")
+    for i in range(1, len(lines)):
+        if _FENCE.match(lines[i]):
+            return "\n".join(lines[i + 1 :])
+    return text
+
+
+def _derived(note: Note, level: Level) -> bool:
+    """Whether the note's front matter only says what mdmem would derive for a bare file."""
+    if note.extra:
+        return False
+    if note.type is not (_type_prefix(note.filename) or _DEFAULT_TYPES[level]):
+        return False
+    if note.title not in (_first_heading(note.body), _title_from_name(note.filename)):
+        return False
+    return note.summary in ("", first_sentence(note.body, MAX_SUMMARY_CHARS))
+
+
+def shown(text: str, name: str, level: Level) -> Shown:
+    """What Claude sees of note ``name`` (whose file holds ``text``): see :class:`Shown`."""
+    try:
+        note = parse(text, name)
+    except InvalidNote:
+        return Shown(text)
+    if not _derived(note, level):
+        return Shown(text)
+    return Shown(_raw_body(text), note)
+
+
+def body_update(level: Level, name: str, note: Note, body: str, doing: str) -> dict[str, object]:
+    """The update operation that gives note ``name`` the new ``body``, front matter derived anew.
+
+    Raises:
+        Refused: the body would be empty.
+    """
+    if not body.strip():
+        raise Refused(f"{doing}: the note would have no text left. To remove the note, use delete.")
+    title = _first_heading(body) if note.title == _first_heading(note.body) else note.title
+    return {
+        "action": "update",
+        "level": level.value,
+        "filename": name,
+        "type": note.type.value,
+        "title": title or _title_from_name(name),
+        "summary": first_sentence(body, MAX_SUMMARY_CHARS) or None,
+        "content": body,
+    }

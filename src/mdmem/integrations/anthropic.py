@@ -40,6 +40,7 @@ from mdmem.integrations._memory_files import (
     ROOT,
     Refused,
     Target,
+    body_update,
     check_free,
     directory_view,
     fields_of,
@@ -48,6 +49,7 @@ from mdmem.integrations._memory_files import (
     note_target,
     numbered,
     read,
+    shown,
     target,
     update_of,
     vpath,
@@ -79,7 +81,9 @@ INSTRUCTIONS = (
     "Your memory tool has two stores: /memories/project (notes about this repository, "
     "shared with everyone who works on it) and /memories/user (the user's own preferences, "
     "kept across projects). Each note is one Markdown file, /memories/<store>/<name>.md; "
-    "each store's MEMORY.md is an index generated from the notes. View /memories first."
+    "each store's MEMORY.md is an index generated from the notes. A note may be plain "
+    "Markdown: mdmem keeps its type, title and summary in front matter of its own. "
+    "View /memories first."
 )
 _COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
@@ -154,6 +158,19 @@ def _inserted(content: str, at: int, text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _opens_front_matter(content: str) -> bool:
+    return content.lstrip("\ufeff").startswith("---")
+
+
+def _front_matter_lines(content: str) -> int:
+    """How many lines the front matter takes, its two '---' lines included (0: none)."""
+    lines = content.lstrip("\ufeff").split("\n")
+    for i in range(1, len(lines)):
+        if lines[i].strip().startswith("---") and not lines[i].strip("-").strip():
+            return i + 1
+    return 0
+
+
 class MemoryTool(BetaAbstractMemoryTool):
     """The Anthropic memory tool over a workspace's project store and the user store.
 
@@ -199,7 +216,10 @@ class MemoryTool(BetaAbstractMemoryTool):
             found = self._target(getattr(command, "path", None))
             if found.name is None:
                 return directory_view(found, (self.project, self.user))
-            return file_view(found, read(found), getattr(command, "view_range", None))
+            text = read(found)
+            if not found.is_index and found.store is not None and found.name is not None:
+                text = shown(text, found.name, found.store.level).text
+            return file_view(found, text, getattr(command, "view_range", None))
 
     # -- writing -------------------------------------------------------------------
 
@@ -239,7 +259,11 @@ class MemoryTool(BetaAbstractMemoryTool):
             return f"File created successfully at: {found.path}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        """Replace the one occurrence of ``old_str`` in a note (front matter included)."""
+        """Replace the one occurrence of ``old_str`` in a note, as ``view`` shows it.
+
+        A note whose front matter only holds what mdmem derives is shown, and
+        edited, as its body; its front matter follows the edit.
+        """
         with _translated():
             found, store, name = self._note(getattr(command, "path", None), "edit")
             old, new = getattr(command, "old_str", None), getattr(command, "new_str", "")
@@ -248,14 +272,18 @@ class MemoryTool(BetaAbstractMemoryTool):
             doing = "No replacement was performed"
             with store.lock():
                 content = read(found)
-                after, line = _replaced(content, old, new, found.path)
-                update = update_of(store.level, name, content, after, doing, found.path)
+                seen = shown(content, name, store.level)
+                after, line = _replaced(seen.text, old, new, found.path)
+                if seen.note is not None:
+                    update = body_update(store.level, name, seen.note, after, doing)
+                else:
+                    update = update_of(store.level, name, content, after, doing, found.path)
                 _rejected(store.apply([update]), doing)
-                final = read(found)
+                final = shown(read(found), name, store.level).text
             return _snippet(final, line, new)
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        """Insert text at a line of a note (0 = before the first line)."""
+        """Insert text at a line of a note as ``view`` shows it (0 = at the top of its text)."""
         with _translated():
             found, store, name = self._note(getattr(command, "path", None), "edit")
             text, at = getattr(command, "insert_text", None), getattr(command, "insert_line", None)
@@ -264,8 +292,17 @@ class MemoryTool(BetaAbstractMemoryTool):
             doing = "No insertion was performed"
             with store.lock():
                 content = read(found)
-                after = _inserted(content, at, text)
-                update = update_of(store.level, name, content, after, doing, found.path)
+                seen = shown(content, name, store.level)
+                if seen.note is not None:
+                    after = _inserted(seen.text, at, text)
+                    update = body_update(store.level, name, seen.note, after, doing)
+                else:
+                    if at == 0 and _opens_front_matter(content):
+                        # Above the front matter would break the note: the top of
+                        # a note is the first line of its text.
+                        at = _front_matter_lines(content)
+                    after = _inserted(content, at, text)
+                    update = update_of(store.level, name, content, after, doing, found.path)
                 _rejected(store.apply([update]), doing)
             return f"The file {found.path} has been edited."
 
