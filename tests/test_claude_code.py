@@ -282,9 +282,9 @@ def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
 def test_install_command_through_the_cli(workspace: Path, tmp_path: Path) -> None:
     proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
     assert proc.returncode == 0 and "installed in" in proc.stdout
-    assert "teammates" in proc.stderr and "--local" in proc.stderr  # shared: a warning
+    assert "teammate" in proc.stderr and "--local" in proc.stderr  # shared: a warning
     settings = workspace / ".claude" / "settings.json"
-    assert "-m mdmem hook stop" in settings.read_text()
+    assert '"mdmem hook stop"' in settings.read_text()  # shared: no path of this machine
     proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
     assert "already installed" in proc.stdout
     home = tmp_path / "home"
@@ -312,3 +312,30 @@ def test_concurrent_stop_hooks_hand_over_once(workspace: Path, tmp_path: Path) -
         thread.join()
     assert len([r for r in results if r is not None]) == 1
     assert len(journal_turns(workspace)) == 1
+
+
+def test_session_start_fits_claude_codes_cap_on_hook_output(workspace: Path) -> None:
+    store = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": f"Service {i} conventions",
+                "summary": f"Service {i}: " + "handlers validate input, log with request ids. " * 2,
+                "content": f"Service {i} body.",
+            }
+            for i in range(150)
+        ]
+    )
+    assert len(store.load_index()) > 15_000  # the 25,600-byte prompt block would not fit
+    proc = run_hook(["hook", "session-start"], json.dumps({"cwd": str(workspace)}))
+    context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert 9_000 < len(context) <= claude_code.MAX_CONTEXT_CHARS
+    last = context.splitlines()[-1]
+    assert last.startswith("(") and "more notes not shown" in last
+    # The same cap holds for a block handed in whole.
+    block = "## Project Memory\n" + store.load_index()
+    out = json.loads(claude_code.session_start_output(block, "p", "u"))
+    assert len(out["hookSpecificOutput"]["additionalContext"]) <= claude_code.MAX_CONTEXT_CHARS

@@ -193,7 +193,7 @@ def test_pre_compact_and_session_end_hooks_print_nothing_and_hand_over(
     assert {m.uuid for m in read_transcript(str(transcript))} <= set(ledger)
 
 
-@pytest.mark.parametrize("event", ["stop", "pre-compact", "session-end"])
+@pytest.mark.parametrize("event", ["stop", "session-end"])
 def test_a_hostile_transcript_leaves_a_small_clean_log(
     event: str, workspace: Path, tmp_path: Path
 ) -> None:

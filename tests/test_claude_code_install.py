@@ -119,7 +119,7 @@ def test_project_scope_warns_and_the_plugin_is_detected(workspace: Path) -> None
     user_settings.write_text(json.dumps({"enabledPlugins": {"mdmem@mdmem": True}}))
     proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--project")
     assert proc.returncode == 0
-    assert "teammates" in proc.stderr
+    assert "teammate" in proc.stderr
     assert f"plugin is enabled in {user_settings}" in proc.stderr
     assert "both run" in proc.stderr
 

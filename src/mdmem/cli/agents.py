@@ -329,6 +329,10 @@ def install_claude_code(
         if not first or shutil.which(first) is None:
             typer.echo(f"mdmem: error: --command {command!r}: {first!r} is not found", err=True)
             raise typer.Exit(2)
+    if command is None and scope == "project":
+        # A committed file must not name this machine's interpreter: teammates
+        # run the mdmem on their own PATH.
+        command = "mdmem"
     existed = os.path.exists(path)
     changed = settings.install(path, command)
     typer.echo(f"{'installed in' if changed else 'already installed in'} {path}")
@@ -338,10 +342,13 @@ def install_claude_code(
             typer.echo(f"added {os.path.relpath(path, workspace)} to {ignore}")
     if scope == "project":
         typer.echo(
-            "warning: .claude/settings.json is shared: teammates who commit-pull it without "
-            "this mdmem will see failing hooks; --local keeps them to this clone.",
+            "warning: .claude/settings.json is shared: the hooks run `mdmem` from each "
+            "teammate's PATH, and fail for anyone without it; --local keeps them to this "
+            "clone, and the mdmem plugin finds mdmem or says it is missing.",
             err=True,
         )
+        if command == "mdmem" and shutil.which("mdmem") is None:
+            typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     for other in settings.plugin_enabled(workspace):
         typer.echo(
             f"warning: the mdmem Claude Code plugin is enabled in {other}: its hooks and these "
