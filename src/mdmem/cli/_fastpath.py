@@ -17,6 +17,7 @@ from mdmem.store.workspace import resolve
 __all__ = ["index_text", "try_fast"]
 
 _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
+_HANDOVER = ("stop", "pre-compact", "session-end")
 _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verbose"}
 
 
@@ -44,7 +45,10 @@ def index_text(workspace: str | None, user_dir: str | None, level: str, as_json:
 
 
 def try_fast(argv: list[str]) -> int | None:
-    """Answer ``mdmem [globals] index [--level L] [--json]`` and ``... hook session-start``.
+    """Answer ``mdmem [globals] index [--level L] [--json]`` and the Claude Code hooks.
+
+    The hooks are ``hook session-start`` and the handover hooks ``hook stop``,
+    ``hook pre-compact`` and ``hook session-end``.
 
     Globals are ``--workspace W``, ``--user-dir U``, ``-q``, ``-v``.
     """
@@ -68,6 +72,16 @@ def try_fast(argv: list[str]) -> int | None:
             continue
         elif not command_seen and arg == "index":
             command_seen = True
+        elif not command_seen and arg == "hook" and len(args) == 1 and args[0] in _HANDOVER:
+            # Stop, PreCompact and SessionEnd: SessionEnd has about 1.5 s, and typer
+            # alone would take a good part of it.
+            from mdmem.integrations.claude_code import handover_hook, read_hook_input
+
+            try:
+                handover_hook(args[0], read_hook_input(), opts["workspace"], opts["user_dir"])
+            except ValueError as exc:  # logged; a hook always exits 0
+                sys.stderr.write(f"mdmem: hook {args[0]}: {exc}\n")
+            return 0
         elif not command_seen and arg == "hook" and args == ["session-start"]:
             from mdmem.integrations.claude_code import read_hook_input, session_start
 

@@ -166,29 +166,18 @@ def hook_session_start(ctx: typer.Context) -> None:
 
 
 def _hand_over_hook(ctx: typer.Context, event: str) -> None:
-    """Journal the session's messages not handed over yet and start a worker; print nothing."""
-    from mdmem.integrations.claude_code import hand_over, log_to_file, read_hook_input
-    from mdmem.store._catalog import ensure_state_dir
+    """Journal the session's messages not handed over yet and start a worker; print nothing.
+
+    The fast path (``_fastpath``) answers these commands without typer; this is
+    the same work, for a command line it does not recognise.
+    """
+    from mdmem.integrations.claude_code import handover_hook, read_hook_input
 
     options = options_of(ctx)
-    payload = read_hook_input()
     try:
-        if options.workspace and not os.path.isdir(os.path.expanduser(options.workspace)):
-            raise ValueError(f"--workspace {options.workspace} is not a directory")
-        from mdmem.integrations.claude_code import workspace_of
-        from mdmem.store.workspace import resolve
-
-        _, project, _ = resolve(options.workspace, options.user_dir, start=workspace_of(payload))
-        log_to_file(ensure_state_dir(project.path))
-        hand_over(payload, options.workspace, options.user_dir)
-    except Exception as exc:  # never block the session: log, and exit 0
-        import logging
-
-        from mdmem.integrations.claude_code import escape_controls
-
-        message = escape_controls(str(exc))[:500]
-        logging.getLogger("mdmem").error("hook %s failed: %s", event, message)
-        typer.echo(f"mdmem: hook {event}: {message}", err=True)
+        handover_hook(event, read_hook_input(), options.workspace, options.user_dir)
+    except ValueError as exc:  # never block the session: it is logged; exit 0
+        typer.echo(f"mdmem: hook {event}: {exc}", err=True)
 
 
 @hook_app.command("stop")

@@ -41,6 +41,7 @@ __all__ = [
     "context_room",
     "escape_controls",
     "hand_over",
+    "handover_hook",
     "log_to_file",
     "new_messages",
     "read_hook_input",
@@ -432,6 +433,33 @@ def hand_over(
     if turn_id is not None and spawn:
         start_worker(manager.workspace, manager.user.path)
     return turn_id
+
+
+def handover_hook(
+    event: str, payload: dict[str, object], workspace: str | None, user_dir: str | None
+) -> str | None:
+    """What ``mdmem hook stop|pre-compact|session-end`` does, with its errors logged to a file.
+
+    The error is logged to the store's ``hooks.log`` (escaped, capped) and
+    raised again, as a :class:`ValueError` with a one-line message, for the
+    caller to show; the hook itself must still exit 0.
+
+    Raises:
+        ValueError: the handover failed.
+    """
+    try:
+        if workspace and not os.path.isdir(os.path.expanduser(workspace)):
+            raise ValueError(f"--workspace {workspace} is not a directory")
+        from mdmem.store._catalog import ensure_state_dir
+        from mdmem.store.workspace import resolve
+
+        _, project, _ = resolve(workspace, user_dir, start=workspace_of(payload))
+        log_to_file(ensure_state_dir(project.path))
+        return hand_over(payload, workspace, user_dir)
+    except Exception as exc:  # a hook reports every failure, and never raises anything else
+        message = escape_controls(str(exc))[:500]
+        _log().error("hook %s failed: %s", event, message)
+        raise ValueError(message) from None
 
 
 def start_worker(workspace: str, user_dir: str) -> None:
