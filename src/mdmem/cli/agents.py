@@ -266,6 +266,17 @@ import_app = typer.Typer(help="Bring another memory's notes into mdmem.", no_arg
 app.add_typer(import_app, name="import")
 
 
+def _warn_plugin(workspace: str) -> None:
+    from mdmem.integrations.claude_code_settings import plugin_enabled
+
+    for other in plugin_enabled(workspace):
+        typer.echo(
+            f"warning: the mdmem Claude Code plugin is enabled in {other}: its hooks and these "
+            "would both run (every turn handed over twice); keep one of them.",
+            err=True,
+        )
+
+
 def _report_check(path: str, workspace: str) -> bool:
     from mdmem.integrations.claude_code_settings import HOOKS, check
 
@@ -310,6 +321,7 @@ def install_claude_code(
     path = settings.settings_path(scope, workspace)
     if check_only:
         typer.echo(f"checking {path}")
+        _warn_plugin(workspace)
         if not _report_check(path, workspace):
             raise typer.Exit(1)
         return
@@ -338,12 +350,7 @@ def install_claude_code(
         )
         if command == "mdmem" and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
-    for other in settings.plugin_enabled(workspace):
-        typer.echo(
-            f"warning: the mdmem Claude Code plugin is enabled in {other}: its hooks and these "
-            "would both run (every turn handed over twice); keep one of them.",
-            err=True,
-        )
+    _warn_plugin(workspace)
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
 
