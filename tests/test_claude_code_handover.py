@@ -13,9 +13,12 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import PYTHON, python_env, state
 from mdmem.integrations import claude_code
@@ -219,3 +222,45 @@ def test_the_hook_log_is_rotated(workspace: Path) -> None:
     assert proc.returncode == 0
     assert logs.stat().st_size < 1_000
     assert (logs.parent / "hooks.log.1").stat().st_size > claude_code.MAX_LOG_BYTES
+
+
+# -- properties ------------------------------------------------------------------------
+
+STORY = [
+    line
+    for name in ("compacted.jsonl", "interrupted.jsonl")
+    for line in (FIXTURES / name).read_text().splitlines()
+]
+
+
+@given(
+    cuts=st.lists(st.integers(min_value=0, max_value=len(STORY)), min_size=1, max_size=6),
+    copies=st.lists(st.booleans(), min_size=1, max_size=6),
+)
+def test_any_schedule_of_handovers_sends_each_line_once(
+    cuts: list[int], copies: list[bool]
+) -> None:
+    """Handovers at any points of a growing transcript, some over a copy (a resume or a fork)."""
+    unique = list(dict.fromkeys(STORY))  # the story repeats A's lines: once each here
+    sent: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Ledger(tmp, keep=1000)
+        for i, cut in enumerate([*sorted(cuts), len(unique)]):
+            name = "copy" if copies[i % len(copies)] else "main"
+            path = Path(tmp) / f"{name}-{i}.jsonl"
+            path.write_text("".join(line + "\n" for line in unique[:cut]))
+            known = ledger.load()
+            fresh = claude_code.new_messages(read_transcript(str(path)), set(known))
+            ledger.add([u for m in fresh for u in m.uuids], known)
+            sent += [u for m in fresh for u in m.uuids]
+        every = [u for m in read_transcript(str(path)) for u in m.uuids]
+    assert sorted(sent) == sorted(every)  # nothing lost, nothing twice
+
+
+@given(st.binary(max_size=4000))
+def test_the_reader_takes_any_bytes(data: bytes) -> None:
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        f.write(data)
+        f.flush()
+        for message in read_transcript(f.name):
+            assert message.role in ("user", "assistant")

@@ -890,6 +890,49 @@ def test_a_session_under_the_tool_runner(
     assert [item.filename for item in Store(user_dir, Level.USER).trash()] == ["tone.md"]
 
 
+def test_editing_what_it_wrote_under_the_tool_runner(
+    fake_anthropic: FakeAnthropic, client: anthropic.Anthropic, tool: MemoryTool, project: Path
+) -> None:
+    """The reported friction: a plain file, then edits of its first sentence and at line 0."""
+    note = "/memories/project/deploy.md"
+    steps: list[dict[str, Any]] = [
+        {"command": "create", "path": note, "file_text": "Deploys run from main. Ask first.\n"},
+        {"command": "view", "path": note},
+        # The derived summary repeats this sentence; the edit still finds it once.
+        {
+            "command": "str_replace",
+            "path": note,
+            "old_str": "Deploys run from main.",
+            "new_str": "Deploys run from release branches.",
+        },
+        {"command": "insert", "path": note, "insert_line": 0, "insert_text": "# Deploys"},
+        {"command": "view", "path": note},
+    ]
+    count = len(steps)
+    seen: list[dict[str, Any]] = []
+    fake_anthropic.enqueue(*[scripted(steps, seen)] * (count + 1))
+
+    client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=256,
+        tools=[tool],
+        messages=[{"role": "user", "content": "Remember how we deploy."}],
+    ).until_done()
+
+    assert [r.get("is_error", False) for r in seen] == [False] * count, seen
+    assert seen[1]["content"].splitlines()[1:] == [
+        "     1\tDeploys run from main. Ask first.",
+        "     2\t",
+    ]
+    assert seen[-1]["content"].splitlines()[1:] == [
+        "     1\t# Deploys",
+        "     2\tDeploys run from release branches. Ask first.",
+        "     3\t",
+    ]
+    stored = parse((project / "deploy.md").read_text())
+    assert (stored.title, stored.summary) == ("Deploys", "Deploys run from release branches.")
+
+
 def test_async_memory_tool(workspace: Path, user_dir: Path) -> None:
     tool = AsyncMemoryTool(workspace=workspace, user_dir=user_dir)
 

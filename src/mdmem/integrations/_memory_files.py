@@ -485,13 +485,16 @@ def body_update(level: Level, name: str, note: Note, body: str, doing: str) -> d
     """
     if not body.strip():
         raise Refused(f"{doing}: the note would have no text left. To remove the note, use delete.")
-    title = _first_heading(body) if note.title == _first_heading(note.body) else note.title
+    title = note.title
+    if title in (_first_heading(note.body), _title_from_name(name)):
+        # A derived title follows the text: the first heading, else the name.
+        title = _first_heading(body) or _title_from_name(name)
     return {
         "action": "update",
         "level": level.value,
         "filename": name,
         "type": note.type.value,
-        "title": title or _title_from_name(name),
+        "title": title,
         "summary": first_sentence(body, MAX_SUMMARY_CHARS) or None,
         "content": body,
     }
