@@ -245,3 +245,24 @@ def test_import_offers_claude_md_sections(workspace: Path, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     project = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     assert sorted(n.title for n in project.notes()) == ["Build", "Style"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["worker", "--timeout", "abc"], "Invalid value for '--timeout': 'abc' is not a number"),
+        (
+            ["list", "--level", "bogus"],
+            "Invalid value for '--level': 'bogus' is not one of 'all', 'project', 'user'",
+        ),
+    ],
+)
+def test_usage_errors_speak_mdmem_not_pydantic(
+    args: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mdmem.cli.main import run
+
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mdmem: error: {expected} (see 'mdmem ")
+    assert "Input should be" not in err and "Value error" not in err

@@ -66,6 +66,7 @@ class _Group(TyperGroup):
             typer.echo("mdmem: aborted", err=True)
             sys.exit(1)
         except typer.TyperException as exc:  # click's usage errors, as vendored by typer
+            _in_plain_words(exc)
             message = exc.format_message()
             context = getattr(exc, "ctx", None)
             if "\n" in message:  # `mdmem` alone: the "error" is the help text
@@ -77,6 +78,42 @@ class _Group(TyperGroup):
                 typer.echo(f"mdmem: error: {message}", err=True)
             sys.exit(getattr(exc, "exit_code", 2))
         sys.exit(status if isinstance(status, int) else 0)
+
+
+_PYDANTIC_WORDS = {
+    "float_parsing": "is not a number",
+    "int_parsing": "is not a whole number",
+    "int_from_float": "is not a whole number",
+    "bool_parsing": "is not true or false",
+}
+
+
+def _in_plain_words(exc: Exception) -> None:
+    """Reword a usage error that typer built from a pydantic ValidationError.
+
+    This typer checks values with pydantic, whose wording ("Input should be a
+    valid number, unable to parse string as a number", "Value error, ...") is
+    not mdmem's: the message becomes "'abc' is not a number".
+    """
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if (
+        type(cause).__name__ != "ValidationError"
+        or not callable(errors)
+        or not hasattr(exc, "message")
+    ):
+        return
+    parts = []
+    for error in errors():
+        value, kind = error.get("input"), str(error.get("type", ""))
+        text = str(error.get("msg", "")).removeprefix("Value error, ")
+        if kind in _PYDANTIC_WORDS:
+            text = f"{value!r} {_PYDANTIC_WORDS[kind]}"
+        elif text.startswith("Input should be "):
+            text = f"{value!r}: expected {text.removeprefix('Input should be ')}"
+        parts.append(text.rstrip("."))
+    if parts:
+        exc.message = "; ".join(parts)
 
 
 app = typer.Typer(
