@@ -282,8 +282,14 @@ def _report_check(path: str, workspace: str) -> bool:
 
     results = check(path, workspace)
     for result in results:
-        status = "ok" if result.ok else f"FAILED: {result.problem}"
+        status = f"ok ({result.seconds:.2f} s)" if result.ok else f"FAILED: {result.problem}"
         typer.echo(f"{result.event:<17} {status}")
+        if result.ok and result.event == "SessionEnd" and result.seconds > 1.5:
+            typer.echo(
+                "warning: Claude Code gives SessionEnd hooks about 1.5 s unless a settings "
+                "file raises it (mdmem's hook sets a 5 s timeout, which does)",
+                err=True,
+            )
     missing = [event for event in HOOKS if event not in {r.event for r in results}]
     if missing:
         typer.echo(f"not installed in {path}: {', '.join(missing)}", err=True)

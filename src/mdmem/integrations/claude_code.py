@@ -410,15 +410,21 @@ def hand_over(
     Raises:
         OSError, ValueError: the transcript or the journal cannot be used.
     """
-    from mdmem.manager.manager import Manager
-    from mdmem.store._catalog import ensure_state_dir
+    from mdmem.store.paths import state_dir
     from mdmem.store.workspace import resolve
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         raise ValueError("the hook input has no transcript_path")
     messages = read_transcript(transcript)
-    ws, _, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    # Without the lock first: SessionEnd right after a Stop usually has nothing
+    # new, and then needs neither the Manager nor the lock (nor their imports).
+    if not new_messages(messages, set(Ledger(state_dir(project.path)).load())):
+        return None
+    from mdmem.manager.manager import Manager
+    from mdmem.store._catalog import ensure_state_dir
+
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
     ledger = Ledger(ensure_state_dir(manager.project.path))
     # Under the store lock: two hooks at once (Stop then SessionEnd) must not

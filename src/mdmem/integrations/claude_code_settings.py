@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 from mdmem.store import _fs
@@ -270,6 +271,7 @@ class CheckResult:
     command: str
     ok: bool
     problem: str = ""
+    seconds: float = 0.0
 
 
 def _payload(event: str, workspace: str, transcript: str) -> dict[str, object]:
@@ -332,6 +334,7 @@ def check(path: str, workspace: str, *, timeout: float = 30.0) -> list[CheckResu
         open(transcript, "wb").close()
         for event, command in installed_commands(path).items():
             payload = json.dumps(_payload(event, workspace, transcript))
+            started = time.monotonic()
             try:
                 proc = subprocess.run(
                     [shell, "-c", command],
@@ -348,10 +351,11 @@ def check(path: str, workspace: str, *, timeout: float = 30.0) -> list[CheckResu
             except OSError as exc:
                 results.append(CheckResult(event, command, False, str(exc)))
                 continue
+            took = time.monotonic() - started
             first = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else ""
             if proc.returncode != 0:
                 problem = f"exit status {proc.returncode}" + (f": {first}" if first else "")
             else:
                 problem = _output_problem(event, proc.stdout) or (first and f"stderr: {first}")
-            results.append(CheckResult(event, command, not problem, problem))
+            results.append(CheckResult(event, command, not problem, problem, took))
     return results
