@@ -267,3 +267,28 @@ def test_usage_errors_speak_mdmem_not_pydantic(
     err = capsys.readouterr().err
     assert err.startswith(f"mdmem: error: {expected} (see 'mdmem ")
     assert "Input should be" not in err and "Value error" not in err
+
+
+def test_a_symlinked_user_settings_file_keeps_its_link(workspace: Path, tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"model": "opus"}')
+    link = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--user")
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink()
+    assert json.loads(dotfiles.read_text())["model"] == "opus"
+    assert set(installed_commands(str(dotfiles))) == set(HOOKS)
+
+
+def test_a_symlinked_project_settings_file_is_refused(workspace: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "bashrc"
+    elsewhere.write_text("export X=1\n")
+    (workspace / ".claude").mkdir()
+    (workspace / ".claude" / "settings.json").symlink_to(elsewhere)  # committed by someone
+    proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--project")
+    assert proc.returncode == 1
+    assert "symlink" in proc.stderr and proc.stderr.count("\n") == 1
+    assert elsewhere.read_text() == "export X=1\n"

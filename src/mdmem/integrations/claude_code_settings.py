@@ -79,7 +79,10 @@ def settings_path(scope: str, workspace: str) -> str:
     if scope == "local":
         return os.path.join(workspace, ".claude", "settings.local.json")
     if scope == "user":
-        return os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
+        path = os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
+        # The user's own file may be a dotfiles symlink: edit its target, keep the link.
+        # A repository's settings files are never followed (they are untrusted input).
+        return os.path.realpath(path) if os.path.islink(path) else path
     raise ValueError(f"unknown scope {scope!r}: use one of {', '.join(SCOPES)}")
 
 
