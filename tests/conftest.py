@@ -22,7 +22,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mdmem"))
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 
-pytest_plugins = ["fake_anthropic"]
+pytest_plugins = ["fake_anthropic", "fake_openai"]
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +46,18 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "ANTHROPIC_BASE_URL",
         "VISUAL",
         "EDITOR",
+        "MDMEM_NESTED",
+        "MDMEM_DAILY_TOKENS",
+        "MDMEM_TURN_TOKENS",
+        "MDMEM_OPENAI_BASE_URL",
+        "MDMEM_OPENAI_MODE",
+        "MDMEM_CLAUDE_TIMEOUT",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
     ):
         monkeypatch.delenv(name, raising=False)
+    # A real `claude` on the machine must never be chosen, nor run, by a test.
+    monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 
 
 @pytest.fixture

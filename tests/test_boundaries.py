@@ -20,6 +20,7 @@ ALLOWED = {
     "typer": {"cli/_base.py", "cli/editor.py", "cli/notes.py", "cli/agents.py"},
     "anthropic": {"extract/providers/anthropic.py", "integrations/anthropic.py"},
     "mcp": {"integrations/mcp.py"},
+    "openai": {"extract/providers/openai.py"},
     "frontmatter": {"store/note.py"},
     "yaml": {"store/note.py"},
     "filelock": {"store/store.py"},

@@ -72,6 +72,8 @@ def try_fast(argv: list[str]) -> int | None:
             continue
         elif not command_seen and arg == "index":
             command_seen = True
+        elif not command_seen and arg == "hook" and os.environ.get("MDMEM_NESTED"):
+            return 0  # inside a model call mdmem started (claude -p): no hook may run
         elif not command_seen and arg == "hook" and len(args) == 1 and args[0] in _HANDOVER:
             # Stop, PreCompact and SessionEnd: SessionEnd has about 1.5 s, and typer
             # alone would take a good part of it.

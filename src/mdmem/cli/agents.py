@@ -147,6 +147,14 @@ hook_app = typer.Typer(help="Claude Code hooks (they always exit 0).", no_args_i
 app.add_typer(hook_app, name="hook")
 
 
+@hook_app.callback()
+def _hooks(ctx: typer.Context) -> None:
+    # MDMEM_NESTED: this process runs inside a model call mdmem itself started
+    # (the claude-code provider's `claude -p`); a hook here would recurse.
+    if os.environ.get("MDMEM_NESTED"):
+        raise typer.Exit(0)
+
+
 @hook_app.command("session-start")
 def hook_session_start(ctx: typer.Context) -> None:
     """Print the memory block as SessionStart additionalContext (JSON on stdout).

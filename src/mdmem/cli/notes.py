@@ -306,11 +306,18 @@ def doctor(
     """
     from dataclasses import asdict, replace
 
-    from mdmem.manager.doctor import examine
+    from mdmem.manager.doctor import examine, worker_findings
 
     options = options_of(ctx)
     remaining = 0
     stores: list[dict[str, object]] = []
+    worker = worker_findings(options.stores()[2])  # which provider, and the token budget
+    remaining += sum(f.problem for f in worker)
+    if not as_json:
+        typer.echo("worker (extraction)")
+        for finding in worker:
+            if finding.problem or not options.quiet:
+                typer.echo(f"  {'problem' if finding.problem else 'note'}: {finding.message}")
     for store in selected(options, level):
         report = examine(store, fix=fix)
         if fix and any("/pending/" in f.subject for f in report.findings):
@@ -349,7 +356,8 @@ def doctor(
         if not report.problems:
             typer.echo("  ok")
     if as_json:
-        typer.echo(json.dumps({"problems": remaining, "stores": stores}, indent=2))
+        payload = {"problems": remaining, "stores": stores, "worker": [asdict(f) for f in worker]}
+        typer.echo(json.dumps(payload, indent=2))
     if remaining:
         hint = "" if fix else "; `mdmem doctor --fix` repairs the fixable ones"
         typer.echo(f"{remaining} problem{'s' if remaining != 1 else ''}{hint}", err=True)

@@ -17,6 +17,7 @@ four bytes a token.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -27,6 +28,7 @@ __all__ = [
     "estimate_tokens",
     "from_messages",
     "render",
+    "worth_a_call",
 ]
 
 
@@ -156,3 +158,35 @@ def estimate_tokens(text: str) -> int:
     """A rough token count: a CJK character is about one token, other text about four characters."""
     wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
     return wide + (len(text) - wide + 3) // 4
+
+
+# What a person says to keep the agent going, and nothing more (whole message, any case).
+_ACK = re.compile(
+    r"(?:(?:ok(?:ay)?|k|yes|yep|yeah|sure|no|nope|thanks?(?: you)?|thx|ty|cool|nice|great|good"
+    r"|perfect|fine|done|lgtm|go(?: on| ahead)?|continue|proceed|next|do it|sounds good"
+    r"|got it|right|correct|please|pls|awesome|excellent|继续|好的?|好吧|行|可以|嗯+|是的?|对"
+    r"|谢谢|多谢|收到|没问题|明白了?|知道了|下一步|开始吧?|👍|🙏|✅)"
+    r"[\s.,!?;:~，。！？、…]*)+",
+    re.IGNORECASE,
+)
+_TOOL_LINE = re.compile(r"^\[tool (?:call|result)[^\n]*$", re.M)
+#: An assistant that said less than this (tool excerpts aside) said nothing worth a call.
+ASSISTANT_CHURN_CHARS = 280
+
+
+def worth_a_call(messages: Iterable[Message]) -> bool:
+    """Whether a turn may hold something worth a model call.
+
+    No: when no user message says more than an acknowledgement ("ok", "thanks",
+    "继续") and the assistant said almost nothing beyond tool calls and results
+    (under :data:`ASSISTANT_CHURN_CHARS` characters). Anything else is worth one.
+    """
+    said = 0
+    for message in messages:
+        text = message.text.strip()
+        if message.role == "user":
+            if text and not _ACK.fullmatch(_TOOL_LINE.sub("", text).strip() or "ok"):
+                return True
+        elif message.role == "assistant":
+            said += len(_TOOL_LINE.sub("", text).strip())
+    return said >= ASSISTANT_CHURN_CHARS

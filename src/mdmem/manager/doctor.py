@@ -53,6 +53,7 @@ __all__ = [
     "examine",
     "lock_holders",
     "rescue",
+    "worker_findings",
 ]
 
 RESCUED_DIR = "rescued"
@@ -626,6 +627,45 @@ def examine(store: Store, *, fix: bool = False) -> Report:
                 failed.append(f"{check.name}: {exc}")
     findings = tuple(f for check in checks for f in check.find(store))
     return Report(store, findings, tuple(fixed), tuple(failed))
+
+
+def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
+    """Which provider the worker will run and why, and where the token budget stands.
+
+    Information (``problem=False``), except a provider that cannot run (the
+    openai SDK missing for the openai provider).
+    """
+    import importlib.util
+
+    from mdmem.extract.providers import choose
+    from mdmem.manager.manager import budget_from_env
+    from mdmem.store import ledger
+
+    name, reason = choose()
+    findings = [Finding("provider", name, f"the worker will use {name}: {reason}", problem=False)]
+    if name == "openai" and importlib.util.find_spec("openai") is None:
+        findings.append(
+            Finding("provider", name, "the openai SDK is missing: pip install 'mdmem[openai]'")
+        )
+    day = ledger.day_of(time.time() if now is None else now)
+    summary = ledger.load(user.path)
+    today = summary["days"].get(day, {}) if isinstance(summary["days"], dict) else {}
+    used = sum(int(today.get(key, 0)) for key in ("in", "out", "cr", "cw"))
+    daily = budget_from_env("MDMEM_DAILY_TOKENS")
+    per_turn = budget_from_env("MDMEM_TURN_TOKENS")
+    if daily is None:
+        message = f"no daily token budget (MDMEM_DAILY_TOKENS); {used} tokens used today (UTC)"
+    else:
+        message = f"{used} of {daily} tokens used today (UTC)"
+        if used >= daily:
+            message += "; turns wait in the journal until tomorrow"
+    held = int(today.get("held", 0))
+    if held:
+        message += f"; {held} turn(s) held by the budget today"
+    if per_turn is not None:
+        message += f"; at most {per_turn} tokens per turn (MDMEM_TURN_TOKENS)"
+    findings.append(Finding("budget", day, message, problem=False))
+    return findings
 
 
 # -- hand edits -------------------------------------------------------------------------

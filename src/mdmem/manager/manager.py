@@ -10,7 +10,15 @@ turn and under both stores' turn locks (so across processes too):
     -> refresh the prompt block -> drop the turn from the journal
 
 A turn whose process exits or is killed stays in the journal and is finished
-by the next Manager that starts in the same workspace. Nothing here raises into
+by the next Manager that starts in the same workspace.
+
+Cost control sits right before the model call: a turn with nothing worth a
+call (acknowledgements and tool churn, :func:`mdmem.extract.turn.worth_a_call`)
+is skipped and counted; a turn that would take the day past
+``MDMEM_DAILY_TOKENS`` waits in the journal until the next (UTC) day; a turn
+larger than ``MDMEM_TURN_TOKENS`` is set aside for a person. Every call's
+tokens go to the usage ledger of the user store (:mod:`mdmem.store.ledger`),
+which is shared by all of a person's workspaces, as a budget must be. Nothing here raises into
 the agent: failures go to the ``mdmem`` logger and to the turn's future.
 """
 
@@ -36,7 +44,7 @@ from mdmem.extract import turn as turn_
 from mdmem.extract.privacy import Redactor, extra_patterns_from_env
 from mdmem.extract.providers.base import Message
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
-from mdmem.store import _catalog
+from mdmem.store import _catalog, ledger
 from mdmem.store.index import merge
 from mdmem.store.operations import Operation, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
@@ -44,18 +52,44 @@ from mdmem.store.results import ApplyResult, Rejected
 from mdmem.store.store import Store, prepare_writes
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
     from types import TracebackType
 
-    from mdmem.extract.providers.base import Provider
+    from mdmem.extract.providers.base import ExtractionRequest, Provider
 
-__all__ = ["MAX_OPERATIONS", "Manager", "TurnResult"]
+__all__ = ["MAX_OPERATIONS", "Manager", "TurnResult", "budget_from_env"]
 
 log = logging.getLogger("mdmem")
 
 #: A model answer is capped: a runaway answer must not flood the stores.
 MAX_OPERATIONS = 100
 JOURNAL_DIR = "turns"
+#: Tokens a budget check allows for the model's answer, on top of the prompt's estimate.
+OUTPUT_ALLOWANCE = 1_000
+#: A turn held by the daily budget is looked at again at least this often (seconds).
+BUDGET_RECHECK = 600.0
+
+
+def budget_from_env(name: str) -> int | None:
+    """A token budget from the environment (``MDMEM_DAILY_TOKENS``, ``MDMEM_TURN_TOKENS``).
+
+    Unset, empty, ``0`` or not a number: no budget.
+    """
+    raw = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
+    try:
+        value = int(float(raw)) if raw else 0
+    except ValueError:
+        log.warning("%s=%r is not a number of tokens; no budget", name, raw)
+        return None
+    return value if value > 0 else None
+
+
+class _Held(Exception):
+    """The daily budget keeps this turn waiting, until ``retry_in`` seconds from now at most."""
+
+    def __init__(self, retry_in: float) -> None:
+        super().__init__(retry_in)
+        self.retry_in = retry_in
 
 
 @dataclass(frozen=True)
@@ -68,6 +102,10 @@ class TurnResult:
     rejected: tuple[Rejected, ...] = ()
     """Operations dropped before reaching a store (no level, not an object, over the cap)."""
     provider: str = ""
+    skipped: bool = False
+    """Nothing in the turn was worth a model call; none was made."""
+    held: bool = False
+    """The daily token budget keeps the turn waiting in the journal; it is processed later."""
 
 
 class Manager:
@@ -92,6 +130,9 @@ class Manager:
         retry_delay: float = 30.0,
         resume: bool = True,
         discover: bool = True,
+        daily_tokens: int | None = None,
+        turn_tokens: int | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         user_path = os.path.abspath(os.fspath(user_dir)) if user_dir is not None else user_root()
         self.workspace = (
@@ -115,6 +156,14 @@ class Manager:
         self.turn_lock_timeout = turn_lock_timeout
         self.max_attempts = max_attempts
         self.retry_delay = retry_delay
+        # Budgets in tokens (None: none); the clock says what day it is (settable in tests).
+        self.daily_tokens = (
+            daily_tokens if daily_tokens is not None else budget_from_env("MDMEM_DAILY_TOKENS")
+        )
+        self.turn_tokens = (
+            turn_tokens if turn_tokens is not None else budget_from_env("MDMEM_TURN_TOKENS")
+        )
+        self.clock: Callable[[], float] = clock or time.time
         self._journal = Journal(os.path.join(state_dir(self.project.path), JOURNAL_DIR))
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, Future[TurnResult] | None]] = deque()
@@ -351,6 +400,10 @@ class Manager:
                     turn["answer"] = self._ask(turn)
                     self._save(turn)
                 result = self._apply(turn)
+        except _Held as held:
+            with self._cond:  # nothing failed: the turn waits, on disk, for the budget
+                self._retry_at[turn_id] = time.monotonic() + held.retry_in
+            return TurnResult(turn_id, provider=self.provider.name, held=True)
         except Exception as exc:
             self._failed_attempt(turn, exc)
             raise
@@ -370,21 +423,27 @@ class Manager:
         """Call the provider (inside the turn locks) and sort its operations by level."""
         raw = turn.get("messages")
         messages = [Message(str(r), str(t)) for r, t in raw] if isinstance(raw, list) else []
+        turn_id = str(turn["id"])
+        if not turn_.worth_a_call(messages):
+            ledger.record(self.user.path, "skip", self.clock(), turn=turn_id)
+            turn["skipped"] = True
+            return _by_level([])
         request = prompt.build(
             messages,
             self.project.load_index(),
             self.user.load_index(),
-            datetime.now(timezone.utc).date(),
+            datetime.fromtimestamp(self.clock(), timezone.utc).date(),
         )
         provider = self.provider
+        self._check_budget(request, turn, provider.name)
         try:
-            items = parse_answer(provider.extract(request))
+            items = parse_answer(self._call(provider, request, turn_id))
         except ProviderError as first:
             if first.raw is None:
                 raise
             log.info("unreadable answer from %s; asking once more", provider.name)
             try:
-                items = parse_answer(provider.extract(request))
+                items = parse_answer(self._call(provider, request, turn_id))
             except ProviderError as second:
                 raise ProviderError(
                     f"the model's answer could not be read twice: {second.reason}",
@@ -392,6 +451,64 @@ class Manager:
                     retryable=False,
                 ) from None
         return _by_level(items)
+
+    def _check_budget(self, request: ExtractionRequest, turn: dict[str, object], name: str) -> None:
+        """Raise :class:`_Held` when the daily budget cannot take this turn today.
+
+        Raises:
+            ProviderError: the turn alone is larger than the per-turn cap (not retryable:
+                it is set aside, whole, for a person to raise the cap).
+        """
+        if name == "offline" or (self.daily_tokens is None and self.turn_tokens is None):
+            return
+        need = turn_.estimate_tokens(request.system + request.prompt) + OUTPUT_ALLOWANCE
+        if self.turn_tokens is not None and need > self.turn_tokens:
+            raise ProviderError(
+                f"this turn needs about {need} tokens, more than MDMEM_TURN_TOKENS="
+                f"{self.turn_tokens}; raise it, then `mdmem doctor --fix` processes the turn",
+                retryable=False,
+            )
+        if self.daily_tokens is None:
+            return
+        now = self.clock()
+        used = ledger.tokens_on(self.user.path, ledger.day_of(now))
+        if used + need <= self.daily_tokens:
+            return
+        if not turn.get("held"):
+            turn["held"] = ledger.day_of(now)
+            self._save(turn)
+            ledger.record(self.user.path, "held", now, turn=str(turn["id"]))
+        midnight = (int(now) // 86_400 + 1) * 86_400
+        log.info(
+            "turn %s waits for the daily budget (%d of %d tokens used today)",
+            turn["id"],
+            used,
+            self.daily_tokens,
+        )
+        raise _Held(min(max(midnight - now, 1.0), BUDGET_RECHECK))
+
+    def _call(self, provider: Provider, request: ExtractionRequest, turn_id: str) -> object:
+        """One provider call, its tokens recorded in the ledger whatever the outcome."""
+        try:
+            return provider.extract(request)
+        finally:
+            usage = getattr(provider, "last_usage", None)
+            if usage is not None:
+                ledger.record(
+                    self.user.path,
+                    "call",
+                    self.clock(),
+                    turn=turn_id,
+                    provider=provider.name,
+                    model=usage.model,
+                    workspace=self.workspace,
+                    **{
+                        "in": usage.input_tokens,
+                        "out": usage.output_tokens,
+                        "cr": usage.cache_read_tokens,
+                        "cw": usage.cache_write_tokens,
+                    },
+                )
 
     def _apply(self, turn: dict[str, object]) -> TurnResult:
         answer = turn["answer"]
@@ -409,6 +526,11 @@ class Manager:
                 results[level] = ApplyResult((), tuple(Rejected(op, why) for op in ops))
             else:
                 results[level] = store.apply(ops)
+            written = [
+                a.filename for a in results[level].applied if a.action in ("create", "update")
+            ]
+            if written:
+                ledger.record(store.path, "write", self.clock(), n=written, via="worker")
             done.append(level)
             self._save(turn)
         rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))
@@ -418,6 +540,7 @@ class Manager:
             user=results.get("user", ApplyResult()),
             rejected=rejected,
             provider=self.provider.name,
+            skipped=bool(turn.get("skipped")),
         )
 
     def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:

@@ -9,6 +9,12 @@ time: it costs over a second, and ``mdmem index`` runs at every session start.
 The SDK reads ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN`` and
 ``ANTHROPIC_BASE_URL``; this module translates its errors into
 :class:`~mdmem.errors.ProviderError`, saying whether a later try may help.
+
+The fixed instructions go in a system block marked for prompt caching
+(``cache_control: ephemeral``): they are the same for every turn, so after the
+first call of a few minutes they are read from the cache at a tenth of the
+price. The tokens of each call (input, output, cache reads and writes) are
+kept in :attr:`AnthropicProvider.last_usage` for the usage ledger.
 """
 
 from __future__ import annotations
@@ -18,11 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import ProviderError
+from mdmem.extract.providers.base import Usage
 
 if TYPE_CHECKING:
     from mdmem.extract.providers.base import Answer, ExtractionRequest
 
-__all__ = ["DEFAULT_MODEL", "TOOL_NAME", "AnthropicProvider", "operations_schema"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "TOOL_NAME",
+    "AnthropicProvider",
+    "operations_schema",
+    "usage_of",
+]
 
 DEFAULT_MODEL = "claude-haiku-5-5"
 TOOL_NAME = "record_memory_operations"
@@ -78,6 +91,7 @@ class AnthropicProvider:
             stream = os.environ.get("MDMEM_STREAM", "").lower() in ("1", "true", "yes")
         self.stream = stream
         self._client = client
+        self.last_usage: Usage | None = None
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -101,7 +115,10 @@ class AnthropicProvider:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "system": request.system,
+            # A list of blocks, so the fixed instructions can be marked for caching.
+            "system": [
+                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
+            ],
             "messages": [{"role": "user", "content": request.prompt}],
             "tools": [
                 {
@@ -113,6 +130,7 @@ class AnthropicProvider:
             ],
             "tool_choice": {"type": "tool", "name": TOOL_NAME},
         }
+        self.last_usage = None
         try:
             client = self._get_client()
             if self.stream:
@@ -122,7 +140,27 @@ class AnthropicProvider:
                 message = client.messages.create(**kwargs)
         except Exception as exc:
             raise _translate(exc) from exc
+        self.last_usage = usage_of(message, self.model)
         return _answer_of(message)
+
+
+def usage_of(message: Any, model: str = "") -> Usage | None:
+    """The tokens a Messages API response reports, or None when it reports none."""
+    usage = getattr(message, "usage", None)
+    if usage is None:
+        return None
+
+    def count(name: str) -> int:
+        value = getattr(usage, name, None)
+        return value if isinstance(value, int) and value > 0 else 0
+
+    return Usage(
+        input_tokens=count("input_tokens"),
+        output_tokens=count("output_tokens"),
+        cache_read_tokens=count("cache_read_input_tokens"),
+        cache_write_tokens=count("cache_creation_input_tokens"),
+        model=str(getattr(message, "model", None) or model),
+    )
 
 
 def _answer_of(message: Any) -> Answer:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Protocol
 
-__all__ = ["Answer", "ExtractionRequest", "Message", "Provider"]
+__all__ = ["Answer", "ExtractionRequest", "Message", "Provider", "Usage"]
 
 #: What a provider answers: a decoded JSON value (a list of operation objects,
 #: or an object wrapping one) or raw text that still has to be parsed.
@@ -36,8 +36,35 @@ class ExtractionRequest:
     today: date
 
 
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one model call used, as the response reported them."""
+
+    input_tokens: int = 0
+    """Input tokens billed at the full rate (cache reads and writes not included)."""
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str = ""
+
+    @property
+    def total(self) -> int:
+        """Every token the model processed: what a daily budget counts."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
 class Provider(Protocol):
-    """A model that turns one agent turn into memory operations."""
+    """A model that turns one agent turn into memory operations.
+
+    A provider that calls a model also sets ``last_usage`` (a :class:`Usage`)
+    after each call, successful or not when the response said; the Manager
+    records it in the usage ledger.
+    """
 
     name: str
 

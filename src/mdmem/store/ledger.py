@@ -1,0 +1,315 @@
+"""The usage ledger: what was injected, read and written, and what the model cost.
+
+One ledger per store, in the store's state folder (``usage/``), never in the
+repository. Recording is one ``O_APPEND`` write of one JSON line, cheap enough
+for the session-start hook; reading folds those lines into a summary. The
+ledger stays bounded whatever happens:
+
+* ``events.jsonl`` is folded into ``summary.json`` once it passes
+  :data:`COMPACT_BYTES` (by whoever appends past it);
+* the summary keeps :data:`KEEP_DAYS` days of totals, the last
+  :data:`KEEP_TURNS` turns and the :data:`KEEP_NOTES` most recently used notes.
+
+Folding is crash-safe without a journal: the events file is renamed to
+``events.<n>.jsonl`` under an exclusive ``flock`` (appenders hold a shared one
+and reopen when the file they hold was renamed), the summary records that it
+holds every file up to ``n``, and only then are those files removed. A crash
+leaves files the next fold either folds (``n`` above the summary's) or removes.
+
+Event kinds (field ``k``): ``inject`` and ``read`` and ``write`` of notes
+(``n``: a list of file names, ``via``: where), ``call`` (one model call:
+``in``, ``out``, ``cr`` cache reads, ``cw`` cache writes, ``provider``,
+``model``, ``turn``), ``skip`` (a turn not worth a call), ``held`` (a turn kept
+waiting by the budget). Recording never raises: a ledger is information,
+never a reason to fail the work it describes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+
+from mdmem.store import _fs
+from mdmem.store.paths import state_dir
+
+TYPE_CHECKING = False  # typing costs ~6 ms on the session-start path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "COMPACT_BYTES",
+    "KEEP_DAYS",
+    "KEEP_NOTES",
+    "KEEP_TURNS",
+    "compact",
+    "day_of",
+    "folder",
+    "load",
+    "names_in_block",
+    "record",
+    "record_block",
+    "tokens_on",
+]
+
+COMPACT_BYTES = 64 * 1024
+KEEP_DAYS = 400
+KEEP_TURNS = 200
+KEEP_NOTES = 2_000
+NOTE_KINDS = ("inject", "read", "write")
+_EVENTS = "events.jsonl"
+_SUMMARY = "summary.json"
+_LOCK = "ledger.lock"
+_ROTATED = re.compile(r"^events\.(\d+)\.jsonl$")
+_NOTE_LINE = re.compile(r"\(([^()/\\\s]+\.md)\)\s*$")
+
+
+def folder(root: str) -> str:
+    """The ledger folder of the store at ``root`` (inside its state folder)."""
+    return os.path.join(state_dir(root), "usage")
+
+
+def day_of(t: float) -> str:
+    """The (UTC) day an event time falls on: budgets and totals are per UTC day."""
+    return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
+
+
+# -- recording ------------------------------------------------------------------------
+
+
+def record(root: str, kind: str, now: float | None = None, **fields: object) -> None:
+    """Append one event to the ledger of the store at ``root``; never raises."""
+    event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
+    event.update(fields)
+    try:
+        line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+        _append(root, line.encode("utf-8"), now)
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+def record_block(
+    project_root: str, user_root: str, block: str, via: str, now: float | None = None
+) -> None:
+    """Record the notes a merged prompt block (or a recall block) put in front of a model."""
+    names = names_in_block(block)
+    for root, level in ((project_root, "project"), (user_root, "user")):
+        if names[level]:
+            record(root, "inject", now, n=names[level], via=via)
+
+
+def names_in_block(block: str) -> dict[str, list[str]]:
+    """The note file names a block lists, by level (after its ``## Project``/``## User`` heads)."""
+    out: dict[str, list[str]] = {"project": [], "user": []}
+    level = "project"
+    for line in block.splitlines():
+        if line.startswith("## "):
+            level = "user" if "user" in line.lower() else "project"
+            continue
+        m = _NOTE_LINE.search(line)
+        if m:
+            out[level].append(m.group(1))
+    return out
+
+
+def _append(root: str, line: bytes, now: float | None) -> None:
+    base = folder(root)
+    path = os.path.join(base, _EVENTS)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    size = 0
+    for _ in range(5):
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            from mdmem.store._catalog import ensure_state_dir
+
+            ensure_state_dir(root)
+            _fs.ensure_dir(base, private=True)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            held = os.fstat(fd)
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
+                continue
+            if (held.st_ino, held.st_dev) != (current.st_ino, current.st_dev):
+                continue  # folded away while we waited: append to the new file
+            os.write(fd, line)
+            size = held.st_size + len(line)
+        finally:
+            os.close(fd)
+        break
+    if size > COMPACT_BYTES:
+        compact(root, now=now)
+
+
+# -- folding ----------------------------------------------------------------------------
+
+
+def _empty() -> dict[str, object]:
+    return {"version": 1, "folded": 0, "days": {}, "turns": [], "notes": {}}
+
+
+def _read_summary(base: str) -> dict[str, object]:
+    try:
+        with open(os.path.join(base, _SUMMARY), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return _empty()
+    if not isinstance(data, dict) or data.get("version") != 1:
+        return _empty()
+    for key, kind in (("days", dict), ("turns", list), ("notes", dict)):
+        if not isinstance(data.get(key), kind):
+            data[key] = kind()
+    return data
+
+
+def _events(path: str) -> Iterable[dict[str, object]]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
+                        yield event
+    except FileNotFoundError:
+        return
+
+
+def _num(event: dict[str, object], key: str) -> int:
+    value = event.get(key)
+    return int(value) if isinstance(value, (int, float)) and value > 0 else 0
+
+
+def _fold(summary: dict[str, object], events: Iterable[dict[str, object]]) -> None:
+    days = summary["days"]
+    turns = summary["turns"]
+    notes = summary["notes"]
+    assert isinstance(days, dict) and isinstance(turns, list) and isinstance(notes, dict)
+    for event in events:
+        t = float(event["t"])  # type: ignore[arg-type]
+        kind = event.get("k")
+        if kind in NOTE_KINDS:
+            names = event.get("n")
+            for name in names if isinstance(names, list) else [names]:
+                if not isinstance(name, str):
+                    continue
+                entry = notes.setdefault(name, {})
+                entry[kind] = int(entry.get(kind, 0)) + 1
+                entry[f"last_{kind}"] = max(float(entry.get(f"last_{kind}", 0)), t)
+                entry.setdefault("first", t)
+            continue
+        day = days.setdefault(day_of(t), {})
+        if kind == "call":
+            tokens = [_num(event, key) for key in ("in", "out", "cr", "cw")]
+            for key, value in zip(("in", "out", "cr", "cw"), tokens, strict=True):
+                day[key] = int(day.get(key, 0)) + value
+            day["calls"] = int(day.get("calls", 0)) + 1
+            turns.append([t, event.get("turn"), event.get("provider"), event.get("model"), *tokens])
+        elif kind in ("skip", "held", "turn"):
+            day[kind] = int(day.get(kind, 0)) + 1
+
+
+def _bound(summary: dict[str, object]) -> None:
+    days = summary["days"]
+    assert isinstance(days, dict)
+    for day in sorted(days)[:-KEEP_DAYS]:
+        del days[day]
+    turns = summary["turns"]
+    assert isinstance(turns, list)
+    del turns[:-KEEP_TURNS]
+    notes = summary["notes"]
+    assert isinstance(notes, dict)
+    if len(notes) > KEEP_NOTES:
+
+        def last(item: tuple[str, dict[str, float]]) -> float:
+            return max(float(item[1].get(f"last_{k}", 0)) for k in NOTE_KINDS)
+
+        keep = sorted(notes.items(), key=last)[-KEEP_NOTES:]
+        summary["notes"] = dict(keep)
+
+
+def load(root: str) -> dict[str, object]:
+    """The ledger of the store at ``root``: the summary with the unfolded events folded in.
+
+    Keys: ``days`` (day → ``in``/``out``/``cr``/``cw``/``calls``/``skip``/``held``/``turn``),
+    ``turns`` (``[time, turn, provider, model, in, out, cr, cw]``, oldest first),
+    ``notes`` (file name → counts and ``last_*`` times of ``inject``/``read``/``write``).
+    """
+    base = folder(root)
+    summary = _read_summary(base)
+    folded = int(str(summary.get("folded", 0)))
+    for n, name in _rotated(base):
+        if n > folded:
+            _fold(summary, _events(os.path.join(base, name)))
+    _fold(summary, _events(os.path.join(base, _EVENTS)))
+    _bound(summary)
+    return summary
+
+
+def _rotated(base: str) -> list[tuple[int, str]]:
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), name) for name in names if (m := _ROTATED.match(name))]
+    return sorted(found)
+
+
+def compact(root: str, now: float | None = None) -> bool:
+    """Fold the events into the summary and trim it; False if another process is at it."""
+    base = folder(root)
+    try:
+        lock = os.open(
+            os.path.join(base, _LOCK), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600
+        )
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        summary = _read_summary(base)
+        folded = int(str(summary.get("folded", 0)))
+        rotated = _rotated(base)
+        number = max([folded, *(n for n, _ in rotated)]) + 1
+        path = os.path.join(base, _EVENTS)
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # waits for appenders in the middle of a write
+                name = f"events.{number}.jsonl"
+                os.rename(path, os.path.join(base, name))
+                rotated.append((number, name))
+            finally:
+                os.close(fd)
+        for n, name in rotated:
+            if n > folded:
+                _fold(summary, _events(os.path.join(base, name)))
+        summary["folded"] = max([folded, *(n for n, _ in rotated)])
+        _bound(summary)
+        data = json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        _fs.atomic_write(os.path.join(base, _SUMMARY), data, private=True, durable=False)
+        for _, name in rotated:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(base, name))
+        return True
+    finally:
+        os.close(lock)
+
+
+# -- questions ----------------------------------------------------------------------------
+
+
+def tokens_on(root: str, day: str) -> int:
+    """Every token the model processed on ``day`` (input, output, cache reads and writes)."""
+    totals = load(root)["days"]
+    assert isinstance(totals, dict)
+    entry = totals.get(day) or {}
+    return sum(int(entry.get(key, 0)) for key in ("in", "out", "cr", "cw"))
