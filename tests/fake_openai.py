@@ -125,12 +125,17 @@ class FakeOpenAI:
         call = {
             "id": f"call_{uuid.uuid4().hex[:12]}",
             "type": "function",
-            "function": {"name": name, "arguments": raw if raw is not None else json.dumps(arguments)},
+            "function": {
+                "name": name,
+                "arguments": raw if raw is not None else json.dumps(arguments),
+            },
         }
         return Completion(tool_calls=(call,), finish_reason="tool_calls", usage=usage)
 
     @staticmethod
-    def error(status: int, message: str = "error", *, should_retry: bool | None = None) -> HTTPError:
+    def error(
+        status: int, message: str = "error", *, should_retry: bool | None = None
+    ) -> HTTPError:
         headers = [("retry-after-ms", "1")]
         if should_retry is not None:
             headers.append(("x-should-retry", "true" if should_retry else "false"))
@@ -289,7 +294,12 @@ class FakeOpenAI:
             "created": int(time.time()),
             "model": str(body.get("model")),
             "choices": [
-                {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish_reason,
+                    "logprobs": None,
+                }
             ],
             "usage": self._usage(body, reply),
         }
@@ -311,9 +321,26 @@ class FakeOpenAI:
         for index, call in enumerate(reply.tool_calls):
             arguments = call["function"]["arguments"]
             head = {"index": index, "id": call["id"], "type": "function"}
-            out.append(chunk({"tool_calls": [{**head, "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+            out.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                **head,
+                                "function": {"name": call["function"]["name"], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
             out.extend(
-                chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[i : i + 9]}}]})
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": index, "function": {"arguments": arguments[i : i + 9]}}
+                        ]
+                    }
+                )
                 for i in range(0, len(arguments), 9)
             )
         out.append(chunk({}, reply.finish_reason))
@@ -330,7 +357,13 @@ def _invalid(body: JSONObject) -> str | None:
     if not isinstance(messages, list) or not messages:
         return "messages: required"
     for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("system", "user", "assistant", "tool", "developer"):
+        if not isinstance(message, dict) or message.get("role") not in (
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "developer",
+        ):
             return "messages: bad role"
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
@@ -374,7 +407,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.fake._fail(f"FakeOpenAI crashed: {err!r}")
             self.close_connection = True
 
-    def send_raw(self, status: int, data: bytes, content_type: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+    def send_raw(
+        self, status: int, data: bytes, content_type: str, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -383,7 +418,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def send_json(self, status: int, payload: JSONObject, headers: tuple[tuple[str, str], ...] = ()) -> None:
+    def send_json(
+        self, status: int, payload: JSONObject, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         self.send_raw(status, json.dumps(payload).encode(), "application/json", headers)
 
     def send_reply(self, error: HTTPError) -> None:

@@ -33,16 +33,16 @@ NOTE = "user_preference_answer-in-chinese.md"
 
 # The fake: records what it got, runs mdmem's own hooks as a real nested session
 # would (they must do nothing), then answers as FAKE_CLAUDE_MODE says.
-FAKE = r'''#!{python}
+FAKE = r"""#!{python}
 import json, os, subprocess, sys, time
 log = os.environ["FAKE_CLAUDE_LOG"]
 prompt = sys.stdin.read()
 env = dict(os.environ)
 env["PYTHONPATH"] = {src!r}
 hooks = []
-for hook, payload in (("stop", {{"session_id": "s1", "transcript_path": os.environ["FAKE_TRANSCRIPT"],
-                                 "cwd": os.environ["FAKE_WORKSPACE"]}}),
-                      ("session-start", {{"cwd": os.environ["FAKE_WORKSPACE"]}})):
+ws = os.environ["FAKE_WORKSPACE"]
+stop = {{"session_id": "s1", "transcript_path": os.environ["FAKE_TRANSCRIPT"], "cwd": ws}}
+for hook, payload in (("stop", stop), ("session-start", {{"cwd": ws}})):
     done = subprocess.run([sys.executable, "-m", "mdmem", "hook", hook], input=json.dumps(payload),
                           capture_output=True, text=True, env=env)
     hooks.append([hook, done.returncode, done.stdout, done.stderr])
@@ -56,8 +56,9 @@ if mode == "ok":
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": False,
                       "result": "Here:\n" + os.environ["FAKE_ANSWER"],
                       "usage": {{"input_tokens": 5, "output_tokens": 6}},
-                      "modelUsage": {{"claude-haiku": {{"inputTokens": 120, "outputTokens": 30,
-                                      "cacheReadInputTokens": 2000, "cacheCreationInputTokens": 50}}}},
+                      "modelUsage": {{"claude-haiku": {{
+                          "inputTokens": 120, "outputTokens": 30,
+                          "cacheReadInputTokens": 2000, "cacheCreationInputTokens": 50}}}},
                       "total_cost_usd": 0.001}}))
 elif mode == "login":
     print(json.dumps({{"type": "result", "subtype": "success", "is_error": True,
@@ -70,7 +71,7 @@ elif mode == "crash":
     sys.exit(3)
 elif mode == "slow":
     time.sleep(30)
-'''
+"""
 
 
 @pytest.fixture
@@ -84,7 +85,11 @@ def fake_claude(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
     transcript = tmp_path / "transcript.jsonl"
     transcript.write_text(
         json.dumps(
-            {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Remember that x is 1."}}
+            {
+                "type": "user",
+                "uuid": "u1",
+                "message": {"role": "user", "content": "Remember that x is 1."},
+            }
         )
         + "\n"
     )

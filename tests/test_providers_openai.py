@@ -51,11 +51,15 @@ def note_path(workspace: Path) -> Path:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_call_writes_the_note(
-    workspace: Path, fake_openai: FakeOpenAI, stream: bool
-) -> None:
-    usage = {"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": {"cached_tokens": 600}}
-    fake_openai.enqueue(FakeOpenAI.tool_call("record_memory_operations", {"operations": [OP]}, usage=usage))
+def test_tool_call_writes_the_note(workspace: Path, fake_openai: FakeOpenAI, stream: bool) -> None:
+    usage = {
+        "prompt_tokens": 900,
+        "completion_tokens": 40,
+        "prompt_tokens_details": {"cached_tokens": 600},
+    }
+    fake_openai.enqueue(
+        FakeOpenAI.tool_call("record_memory_operations", {"operations": [OP]}, usage=usage)
+    )
     manager, future = run_turn(workspace, provider(fake_openai, stream=stream))
     with manager:
         result = future.result()  # type: ignore[attr-defined]
@@ -64,7 +68,10 @@ def test_tool_call_writes_the_note(
     [request] = fake_openai.requests
     body = request.body
     assert body["model"] == "local-model"
-    assert body["tool_choice"] == {"type": "function", "function": {"name": "record_memory_operations"}}
+    assert body["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "record_memory_operations"},
+    }
     assert body["messages"][0]["role"] == "system"
     assert "role=user\nRemember that releases" in body["messages"][1]["content"]
     assert bool(body.get("stream")) is stream
@@ -162,7 +169,12 @@ def test_the_environment_configures_it(monkeypatch: pytest.MonkeyPatch) -> None:
     assert choose() == ("openai", "MDMEM_OPENAI_BASE_URL is set")
     p = default_provider()
     assert isinstance(p, OpenAIProvider)
-    assert (p.base_url, p.model, p.api_key, p.mode) == ("http://127.0.0.1:1/v1", "qwen3", None, "tools")
+    assert (p.base_url, p.model, p.api_key, p.mode) == (
+        "http://127.0.0.1:1/v1",
+        "qwen3",
+        None,
+        "tools",
+    )
     monkeypatch.setenv("MDMEM_OPENAI_MODE", "yaml")
     with pytest.raises(ValueError, match="MDMEM_OPENAI_MODE"):
         OpenAIProvider()

@@ -118,10 +118,12 @@ def show(
 
     Example: mdmem show project_knowledge_build-and-test.md
     """
+    from mdmem.store import ledger
     from mdmem.store.note import format_time, render
 
     store = find_note(options_of(ctx), name, level)
     note = store.read(name)
+    ledger.record(store.path, "read", n=[name], via="cli")
     if not as_json:
         typer.echo(render(note), nl=False)
         return

@@ -54,6 +54,7 @@ from mdmem.integrations._memory_files import (
     update_of,
     vpath,
 )
+from mdmem.store import ledger
 from mdmem.store.workspace import resolve
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ class MemoryTool(BetaAbstractMemoryTool):
             text = read(found)
             if not found.is_index and found.store is not None and found.name is not None:
                 text = shown(text, found.name, found.store.level).text
+                ledger.record(found.store.path, "read", n=[found.name], via="memory-tool")
             return file_view(found, text, getattr(command, "view_range", None))
 
     # -- writing -------------------------------------------------------------------

@@ -40,6 +40,7 @@ from typing_extensions import TypedDict
 from mdmem import __version__
 from mdmem.errors import InvalidNote, InvalidPath, MdmemError, NoteNotFound
 from mdmem.recall.search import search_stores
+from mdmem.store import ledger
 from mdmem.store.index import merge
 from mdmem.store.note import render
 from mdmem.store.store import Store
@@ -164,7 +165,10 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
         """One note: its YAML front matter (type, title, summary, dates) and its Markdown text."""
         with _translated():
             try:
-                return render(store_of(level).read(filename))
+                store = store_of(level)
+                text = render(store.read(filename))
+                ledger.record(store.path, "read", n=[filename], via="mcp")
+                return text
             except InvalidNote as exc:
                 raise ToolError(
                     f"{filename} cannot be read as a note ({exc.reason}); a person must fix it."

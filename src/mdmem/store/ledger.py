@@ -32,7 +32,6 @@ import json
 import os
 import re
 import time
-from datetime import datetime, timezone
 
 from mdmem.store import _fs
 from mdmem.store.paths import state_dir
@@ -53,10 +52,11 @@ __all__ = [
     "names_in_block",
     "record",
     "record_block",
+    "record_many",
     "tokens_on",
 ]
 
-COMPACT_BYTES = 64 * 1024
+COMPACT_BYTES = 256 * 1024
 KEEP_DAYS = 400
 KEEP_TURNS = 200
 KEEP_NOTES = 2_000
@@ -68,13 +68,25 @@ _ROTATED = re.compile(r"^events\.(\d+)\.jsonl$")
 _NOTE_LINE = re.compile(r"\(([^()/\\\s]+\.md)\)\s*$")
 
 
+_folders: dict[tuple[str, ...], str] = {}
+
+
 def folder(root: str) -> str:
     """The ledger folder of the store at ``root`` (inside its state folder)."""
-    return os.path.join(state_dir(root), "usage")
+    env = os.environ
+    key = (root, *(env.get(k, "") for k in ("MDMEM_STATE_DIR", "XDG_STATE_HOME", "HOME")))
+    found = _folders.get(key)
+    if found is None:
+        if len(_folders) > 64:
+            _folders.clear()
+        found = _folders[key] = os.path.join(state_dir(root), "usage")
+    return found
 
 
 def day_of(t: float) -> str:
     """The (UTC) day an event time falls on: budgets and totals are per UTC day."""
+    from datetime import datetime, timezone  # not needed on the session-start path
+
     return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
 
 
@@ -83,13 +95,22 @@ def day_of(t: float) -> str:
 
 def record(root: str, kind: str, now: float | None = None, **fields: object) -> None:
     """Append one event to the ledger of the store at ``root``; never raises."""
-    event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
-    event.update(fields)
-    try:
-        line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
-        _append(root, line.encode("utf-8"), now)
-    except (OSError, ValueError, TypeError):
-        pass
+    record_many(root, [(kind, now, fields)])
+
+
+def record_many(root: str, events: Iterable[tuple[str, float | None, dict[str, object]]]) -> None:
+    """Append several ``(kind, time, fields)`` events in one write; never raises."""
+    lines = []
+    last: float | None = None
+    for kind, now, fields in events:
+        event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
+        event.update(fields)
+        last = now
+        with contextlib.suppress(ValueError, TypeError):
+            lines.append(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+    if lines:
+        with contextlib.suppress(OSError):
+            _append(root, "".join(lines).encode("utf-8"), last)
 
 
 def record_block(

@@ -1,0 +1,160 @@
+"""``wrap(client)``: the real Anthropic SDK (sync and async) against the fake API."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from fake_anthropic import FakeAnthropic
+from mdmem import Manager, Operation
+from mdmem.integrations.wrap import wrap
+from mdmem.store import ledger
+
+USER_TEXT = "Remember that the staging server is staging.example.com."
+
+
+class RecallingManager(Manager):
+    """A Manager with recall (the recall engine is built elsewhere): records its queries."""
+
+    queries: list[tuple[str, int]]
+
+    def recall_block(self, query: str, budget_tokens: int = 1200) -> str:
+        self.queries.append((query, budget_tokens))
+        return (
+            "## Recalled\n"
+            "- [project_knowledge] Deploys — Deploy on Fridays. (project_knowledge_deploys.md)"
+        )
+
+
+def seeded(workspace: Path, cls: type[Manager] = Manager) -> Manager:
+    manager = cls(workspace)
+    manager.project.apply(
+        [
+            Operation(
+                "create",
+                "project",
+                "project_knowledge",
+                title="Build",
+                summary="Build with make.",
+                content="make",
+            )
+        ]
+    )
+    manager.refresh_index()
+    return manager
+
+
+def test_sync_client_gets_memory_and_hands_the_exchange_over(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text("Noted."))
+    with seeded(workspace) as manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        reply = client.messages.create(
+            model="claude-test",
+            max_tokens=100,
+            system="You are helpful.",
+            messages=[{"role": "user", "content": USER_TEXT}],
+        )
+        assert reply.content[0].text == "Noted."
+        assert manager.flush(timeout=30)
+    system = fake_anthropic.requests[0].body["system"]
+    assert system.startswith("You are helpful.\n\n# Long-term memory (mdmem)\n## Project Memory")
+    assert "(project_knowledge_build.md)" in system
+    # The offline provider (no key in the environment) kept the explicit request.
+    names = [n.filename for n in manager.project.notes()]
+    assert any("staging" in n for n in names), names
+    assert ledger.load(manager.project.path)["notes"]["project_knowledge_build.md"]["inject"] == 1  # type: ignore[index]
+    assert client.api_key == "k"  # everything else is the client's own
+
+
+def test_recall_is_used_when_the_manager_has_it(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text("Sure."))
+    manager = seeded(workspace, RecallingManager)
+    manager.queries = []  # type: ignore[attr-defined]
+    with manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0),
+            manager,
+            budget_tokens=300,
+        )
+        client.messages.create(
+            model="claude-test",
+            max_tokens=100,
+            system=[{"type": "text", "text": "Base."}],
+            messages=[
+                {"role": "user", "content": "When do we deploy?"},
+                {"role": "assistant", "content": "Let me check."},
+                {"role": "user", "content": [{"type": "text", "text": "And on which day?"}]},
+            ],
+        )
+    assert manager.queries == [("And on which day?", 300)]  # type: ignore[attr-defined]
+    base, memory = fake_anthropic.requests[0].body["system"]
+    assert base == {"type": "text", "text": "Base."}
+    assert "# Notes recalled for this message\n## Recalled" in memory["text"]
+
+
+def test_a_tool_use_reply_is_not_handed_over(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.tool_use("search", {"q": "x"}))
+    with Manager(workspace) as manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        client.messages.create(
+            model="claude-test",
+            max_tokens=100,
+            tools=[{"name": "search", "input_schema": {"type": "object"}}],
+            messages=[{"role": "user", "content": USER_TEXT}],
+        )
+        assert manager.flush(timeout=10)
+    assert manager.project.notes() == []
+    assert "system" not in fake_anthropic.requests[0].body  # an empty store adds nothing
+
+
+def test_async_client(workspace: Path, fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text("Noted, async."))
+
+    async def main(manager: Manager) -> str:
+        async with anthropic.AsyncAnthropic(
+            api_key="k", base_url=fake_anthropic.url, max_retries=0
+        ) as raw:
+            client = wrap(raw, manager)
+            reply = await client.messages.create(
+                model="claude-test",
+                max_tokens=100,
+                messages=[{"role": "user", "content": USER_TEXT}],
+            )
+            return str(reply.content[0].text)
+
+    with seeded(workspace) as manager:
+        assert asyncio.run(main(manager)) == "Noted, async."
+        assert manager.flush(timeout=30)
+    assert fake_anthropic.requests[0].body["system"].startswith("# Long-term memory (mdmem)")
+    assert any("staging" in n.filename for n in manager.project.notes()), (
+        manager.project.notes(),
+        manager.user.notes(),
+    )
+
+
+def test_a_memory_failure_never_breaks_the_call(
+    workspace: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text("Fine."))
+    with Manager(workspace) as manager:
+        monkeypatch.setattr(type(manager), "index", property(lambda self: 1 / 0))
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        reply = client.messages.create(
+            model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert reply.content[0].text == "Fine."
