@@ -182,7 +182,7 @@ class _Messages:
 
 
 class _AsyncMessages(_Messages):
-    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create(self, **kwargs: Any) -> Any:
         """``messages.create`` with memory in ``system``; the finished exchange is remembered."""
         messages = self._prepare(kwargs)
         reply = await self._messages.create(**kwargs)
