@@ -61,7 +61,11 @@ CASES: list[tuple[str, tuple[str, str] | None]] = [
     ("No.\nUse yarn, not npm.", (P, CORR)),
     ("That's wrong, the config lives in settings.toml.", (P, CORR)),
     ("- always write commit messages in English", (P, PREF)),
+    ("Always tell me before you push to the main branch.", (U, PREF)),
+    ("Tell me before you run the database migrations.", (U, PREF)),
+    ("Ask me first before deleting anything in `dist/`.", (U, PREF)),
     # Chinese, captured
+    ("以后推送到 main 分支前先告诉我。", (U, PREF)),
     ("记住：本项目的测试用 `go test ./...` 运行。", (P, KNOW)),
     ("请记住我喜欢简洁的回答。", (U, PREF)),
     ("以后用中文回答。", (U, PREF)),
@@ -90,6 +94,7 @@ CASES: list[tuple[str, tuple[str, str] | None]] = [
     ("I always forget to run the linter.", None),
     ("Please fix the bug in `remember_user()`.", None),
     ("Run the tests and tell me what fails.", None),
+    ("Tell me what the build prints.", None),
     # Chinese, not captured
     ("你还记得吗？", None),
     ("你还记得上次的问题吗", None),
@@ -125,7 +130,7 @@ def test_operation_fields() -> None:
         "level": "project",
         "type": "project_knowledge",
         "title": "The integration tests need Docker running",
-        "summary": "Remember that the integration tests need Docker running.",
+        "summary": "The integration tests need Docker running.",
         "content": "Remember that the integration tests need Docker running.",
     }
 
@@ -278,3 +283,66 @@ def test_any_turn_gives_valid_operations(messages: list[tuple[str, str]]) -> Non
 def test_megabyte_messages_finish(text: str) -> None:
     ops = extract(("assistant", text), ("user", text))
     assert len(ops) <= 20
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Remember that CI runs on Node 20, and from now on answer in English.",
+            [(P, KNOW, "CI runs on Node 20"), (U, PREF, "Answer in English")],
+        ),
+        (
+            "Remember that the API listens on port 8080; always use `make dev` to start it.",
+            [
+                (P, KNOW, "The API listens on port 8080"),
+                (P, PREF, "Always use `make dev` to start it"),
+            ],
+        ),
+        (
+            "记住：测试用 `pytest -x` 运行，另外以后用中文回答。",
+            [(P, KNOW, "测试用 `pytest -x` 运行"), (U, PREF, "用中文回答")],
+        ),
+        ("以后用中文回答，不要用英文。", [(U, PREF, "用中文回答，不要用英文")]),
+        (
+            "Remember that the staging DB is read-only, so never run migrations there.",
+            [(P, KNOW, "The staging DB is read-only, so never run migrations there")],
+        ),
+    ],
+)
+def test_several_requests_in_one_message(text: str, expected: list[tuple[str, str, str]]) -> None:
+    ops = extract(("user", text))
+    assert [(op["level"], op["type"], op["title"]) for op in ops] == expected
+    for op in ops:
+        low = op["summary"].lower()
+        assert not low.startswith(("remember", "from now on", "记住", "以后", "and "))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Remember that " + "the release train 20261201 ships build 123456789 " * 3,
+        "记住：部署在每周五的十点开始端口是808012345678901234567890以及数据库在本地的五四三二端口上运行和备份",
+        "Remember that supercalifragilisticexpialidociousandmoreandmorewordsinonewordhere is long.",
+    ],
+)
+def test_titles_and_file_names_are_never_cut_inside_a_word_or_number(
+    text: str, tmp_path: object
+) -> None:
+    from mdmem.store.paths import slugify
+
+    (op,) = extract(("user", text))
+    title = op["title"]
+    assert len(title) <= 60
+    if title.endswith("…"):
+        kept = title[:-1].rstrip().lower()
+        whole = " ".join(text.split()).lower()
+        position = whole.find(kept)
+        assert position >= 0
+        following = whole[position + len(kept) : position + len(kept) + 1]
+        word = kept.split()[-1]
+        # The title stops where a word or a number stops, unless one word is half the limit.
+        if len(word) <= 30:
+            assert not (kept[-1].isascii() and kept[-1].isalnum() and following.isalnum())
+    slug = slugify(title)
+    assert not slug.endswith("-") and len(slug) <= 60

@@ -163,7 +163,7 @@ def estimate_tokens(text: str) -> int:
 # What a person says to keep the agent going, and nothing more (whole message, any case).
 _ACK = re.compile(
     r"(?:(?:ok(?:ay)?|k|yes|yep|yeah|sure|no|nope|thanks?(?: you)?|thx|ty|cool|nice|great|good"
-    r"|perfect|fine|done|lgtm|go(?: on| ahead)?|continue|proceed|next|do it|sounds good"
+    r"|perfect|fine|done|lgtm|go(?: on| ahead)?|continue|proceed|do it|sounds good"
     r"|got it|right|correct|please|pls|awesome|excellent|继续|好的?|好吧|行|可以|嗯+|是的?|对"
     r"|谢谢|多谢|收到|没问题|明白了?|知道了|下一步|开始吧?|👍|🙏|✅)"
     r"[\s.,!?;:~，。！？、…]*)+",

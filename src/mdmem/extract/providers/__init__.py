@@ -21,7 +21,6 @@ user set up for programs to use; the login is the way when it is the only one.
 from __future__ import annotations
 
 import os
-import shutil
 
 from mdmem.extract.providers.base import Answer, ExtractionRequest, Message, Provider, Usage
 
@@ -59,18 +58,12 @@ def choose() -> tuple[str, str]:
     for key in ("MDMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         if env.get(key):
             return "openai", f"{key} is set"
+    from mdmem.extract.providers.claude_code import claude_command
+
     claude = claude_command()
     if claude:
         return "claude-code", f"no API key is set and Claude Code is installed ({claude})"
     return "offline", "no API key is set and the claude command is not on PATH"
-
-
-def claude_command() -> str | None:
-    """The Claude Code executable to run: ``MDMEM_CLAUDE``, else ``claude`` on ``PATH``."""
-    named = os.environ.get("MDMEM_CLAUDE")
-    if named:
-        return shutil.which(named) or None
-    return shutil.which("claude")
 
 
 def make(name: str) -> Provider:

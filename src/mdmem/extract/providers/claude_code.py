@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -40,12 +41,26 @@ from mdmem.extract.providers.base import Usage
 if TYPE_CHECKING:
     from mdmem.extract.providers.base import Answer, ExtractionRequest
 
-__all__ = ["DEFAULT_MODEL", "NESTED_ENV", "ClaudeCodeProvider", "command_line"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "NESTED_ENV",
+    "ClaudeCodeProvider",
+    "claude_command",
+    "command_line",
+]
 
 DEFAULT_MODEL = "haiku"
 #: Set in the environment of every ``claude`` mdmem starts; mdmem's hooks do nothing under it.
 NESTED_ENV = "MDMEM_NESTED"
 _LOGIN = ("not logged in", "please run /login", "login expired", "invalid api key")
+
+
+def claude_command() -> str | None:
+    """The Claude Code executable to run: ``MDMEM_CLAUDE``, else ``claude`` on ``PATH``."""
+    named = os.environ.get("MDMEM_CLAUDE")
+    if named:
+        return shutil.which(named) or None
+    return shutil.which("claude")
 
 
 def command_line(executable: str, model: str, system: str) -> list[str]:
@@ -98,8 +113,6 @@ class ClaudeCodeProvider:
     def _executable(self) -> str:
         if self.executable:
             return self.executable
-        from mdmem.extract.providers import claude_command
-
         found = claude_command()
         if found is None:
             raise ProviderError(

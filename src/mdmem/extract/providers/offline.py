@@ -58,6 +58,21 @@ _INLINE = re.compile(
     r"`[^`\n]+`|\"[^\"\n]{1,300}\"|“[^”\n]{1,300}”|「[^」\n]{1,300}」|『[^』\n]{1,300}』"
 )
 _CUT = re.compile(r"[.!?]+(?=\s|\Z)|[。！？]+|\n")
+# Several requests in one sentence: cut before a second trigger. A strong trigger
+# ("remember", "from now on", "记住", "以后") after any comma, semicolon or "and";
+# a weak one ("always", "never", "不要", "总是") only after a semicolon or a
+# conjunction, so "以后用中文回答，不要用英文" stays one rule.
+_STRONG = (
+    r"(?:please\s+)?(?:remember\b|keep in mind\b|from now on\b|going forward\b"
+    r"|请?记住|以后|今后|从现在开始)"
+)
+_WEAK = r"(?:always\b|never\b|don[’']?t ever\b|总是|永远|始终|不要|别再)"
+_JOIN_CUT = re.compile(
+    rf"(?:[,;，；]\s*(?:and\s+|also\s+|另外|还有|并且|而且)?|(?<!\s)\s+and\s+(?:also\s+)?)"
+    rf"(?={_STRONG})"
+    rf"|(?:[;；]\s*|,\s*(?:and|also)\s+|(?<!\s)\s+and\s+also\s+|[，,]\s*(?:另外|还有|并且|而且))"
+    rf"(?={_WEAK})"
+)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _BULLET = re.compile(r"(?:[-*+•]|\d+[.)]|#+)\s+")
 _LEAD = re.compile(
@@ -119,6 +134,10 @@ _PREFERENCES = (
         r"(?P<rest>(?:always|never|don[’']?t ever|do not ever)"
         r"(?!\s+(?:mind|been|was|were|had|has|have|heard|seen|thought|knew|did|worked|works"
         r"|happens|a|an|the)\b)\s+\S.*)"
+    ),
+    re.compile(
+        r"^(?:please\s+)?(?P<rest>(?:tell|ask|warn|notify|remind|show)\s+me\s+(?:first\s+)?"
+        r"(?:before|whenever|every time|each time|any time|anytime)\b.+)"
     ),
     re.compile(r"^(?:请)?(?:以后|今后|从现在开始|从今以后|往后|从此以后)[\s，,：:]*(?P<rest>.+)"),
     re.compile(r"^(?:请|你要|你应该|要)?(?P<rest>(?:总是|永远|始终|每次都|一律|务必).+)"),
@@ -182,8 +201,14 @@ def _sentences(mask: str) -> list[tuple[int, int, int]]:
     """Return ``(start, end, paragraph)`` for each non-blank sentence, whitespace trimmed."""
     spans: list[tuple[int, int, int]] = []
     paragraph, pos, last = 0, 0, 0
-    for cut in [*_CUT.finditer(mask), None]:
-        end = len(mask) if cut is None else cut.end()
+    # (where a sentence ends, where the next begins): a joining "and" belongs to neither.
+    cuts = sorted(
+        {(m.end(), m.end()) for m in _CUT.finditer(mask)}
+        | {(m.start(), m.end()) for m in _JOIN_CUT.finditer(mask)}
+    )
+    for end, after in [*cuts, (len(mask), len(mask))]:
+        if end < pos:
+            continue
         start, stop = pos, end
         while start < stop and mask[start].isspace():
             start += 1
@@ -194,7 +219,7 @@ def _sentences(mask: str) -> list[tuple[int, int, int]]:
                 paragraph += 1
             spans.append((start, stop, paragraph))
             last = stop
-        pos = end
+        pos = after
     return spans
 
 
@@ -204,15 +229,40 @@ def _unbullet(mask: str, start: int, end: int) -> int:
     return bullet.end() if bullet else start
 
 
+_BREAK = re.compile(r"[\s,;:，、；：。）)」』]")
+
+
 def _shorten(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut at a space or punctuation, never inside a
+    word or a number (unless a single word is longer than half the limit)."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
     cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space >= limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:—-") + "…"
+    breaks = [m.end() for m in _BREAK.finditer(cut)]
+    if breaks and breaks[-1] >= limit // 2:
+        cut = cut[: breaks[-1]]
+    elif cut[-1:].isascii() and cut[-1:].isalnum() and text[len(cut)].isalnum():
+        # No break in sight (CJK text): at least step out of a Latin word or a number.
+        run = len(cut)
+        while run > 0 and cut[run - 1].isascii() and cut[run - 1].isalnum():
+            run -= 1
+        if run >= limit // 3:
+            cut = cut[:run]
+    return cut.rstrip(" ,;:—-，、；：") + "…"
+
+
+def _summary(rest: str, fallback: str) -> str:
+    """One sentence saying what the note holds, without the trigger ("Remember that ...")."""
+    core = " ".join(rest.split()).strip(" ,:;—–-，：；")
+    if not core:
+        core = " ".join(fallback.split())
+    if core.lower().startswith("to "):
+        core = core[3:]
+    core = core[:1].upper() + core[1:]
+    if core and core[-1] not in ".!?。！？…":
+        core += "。" if ord(core[-1]) >= 0x2E80 else "."
+    return _shorten(core, 160)
 
 
 def _title(core: str) -> str:
@@ -222,8 +272,17 @@ def _title(core: str) -> str:
     return _shorten(core[:1].upper() + core[1:], 60)
 
 
-def _level(text: str, kind: NoteType) -> Level:
+# A rule about how to treat the person ("tell me before ...") is theirs, wherever it applies.
+_ABOUT_ME = re.compile(
+    r"^(?:always\s+|please\s+|first\s+)*(?:(?:tell|ask|warn|notify|remind|show)\s+me|let me know)\b"
+    r"|(?:先|要)?(?:告诉|问|提醒|通知|跟)我(?:一声|一下)?\W*$|^(?:先|要)?(?:告诉|问|提醒|通知)我"
+)
+
+
+def _level(text: str, kind: NoteType, rest: str = "") -> Level:
     low = text.lower()
+    if kind is NoteType.USER_PREFERENCE and _ABOUT_ME.search(rest.strip().lower()):
+        return Level.USER
     if _PROJECT_CUES.search(low):
         return Level.PROJECT
     if _USER_CUES.search(low) or kind is NoteType.USER_PREFERENCE:
@@ -328,7 +387,7 @@ class OfflineProvider:
                     kind = NoteType.REFERENCE_MATERIAL
                 elif _BEHAVIOUR_FIRST.match(rest.lower()):
                     kind = NoteType.USER_PREFERENCE
-            level = _level(content, kind)
+            level = _level(content, kind, rest)
             if kind is NoteType.CORRECTION_FEEDBACK and previous is not None:
                 corrected = _first_line(previous.text)
                 if corrected:
@@ -339,7 +398,7 @@ class OfflineProvider:
                     "level": level.value,
                     "type": kind.value,
                     "title": _title(rest) or _title(original),
-                    "summary": _shorten(text[first:end], 160),
+                    "summary": _summary(rest, text[first:end]),
                     "content": content,
                 }
             )
