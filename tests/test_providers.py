@@ -102,3 +102,68 @@ def test_schema_names_every_type_and_level() -> None:
         "reference_material",
     }
     assert item["properties"]["level"]["enum"] == ["project", "user"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, ("offline", "no API key is set and the claude command is not on PATH")),
+        ({"MDMEM_PROVIDER": "OpenAI"}, ("openai", "MDMEM_PROVIDER=openai")),
+        ({"MDMEM_PROVIDER": "claude_code"}, ("claude-code", "MDMEM_PROVIDER=claude_code")),
+        ({"MDMEM_PROVIDER": "gpt"}, ("offline", "MDMEM_PROVIDER='gpt' is not one of")),
+        ({"OPENAI_API_KEY": "k"}, ("openai", "OPENAI_API_KEY is set")),
+        ({"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}, ("anthropic", "ANTHROPIC_API_KEY")),
+    ],
+)
+def test_choose_says_which_and_why(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: tuple[str, str]
+) -> None:
+    from mdmem.extract.providers import choose, make
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    name, reason = choose()
+    assert name == expected[0] and reason.startswith(expected[1])
+    assert make(name).name == name
+    with pytest.raises(ValueError, match="unknown provider"):
+        make("gpt")
+
+
+def test_doctor_says_which_provider_will_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("MDMEM_DAILY_TOKENS", "50000")
+    result = CliRunner().invoke(app, ["--workspace", str(tmp_path), "doctor"])
+    assert result.exit_code == 0, result.output
+    assert "the worker will use openai: OPENAI_BASE_URL is set" in result.output
+    assert "0 of 50000 tokens used today (UTC)" in result.output
+
+
+def test_the_anthropic_request_marks_the_system_prompt_for_caching(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    fake_anthropic.enqueue(
+        FakeAnthropic.message(
+            FakeAnthropic.tool_use_block("record_memory_operations", {"operations": []}),
+            usage={"input_tokens": 7, "output_tokens": 3, "cache_read_input_tokens": 900},
+        )
+    )
+    provider = AnthropicProvider(
+        client=__import__("anthropic").Anthropic(
+            api_key="k", base_url=fake_anthropic.url, max_retries=0
+        )
+    )
+    assert provider.extract(request()) == {"operations": []}
+    body = fake_anthropic.requests[0].body
+    assert body["system"] == [
+        {"type": "text", "text": "system", "cache_control": {"type": "ephemeral"}}
+    ]
+    usage = provider.last_usage
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (7, 3, 900)
+    assert usage.total == 910

@@ -193,3 +193,20 @@ def test_a_missing_claude_is_a_clean_error(workspace: Path, tmp_path: Path) -> N
     assert isinstance(error, ProviderError) and not error.retryable
     assert "not on PATH" in str(error)
     assert journaled(workspace) == 1
+
+
+def test_every_hook_command_does_nothing_when_nested(
+    workspace: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    monkeypatch.setenv("MDMEM_NESTED", "1")
+    payload = json.dumps(
+        {"session_id": "s", "transcript_path": os.environ["FAKE_TRANSCRIPT"], "cwd": str(workspace)}
+    )
+    for hook in ("stop", "session-start"):
+        result = CliRunner().invoke(app, ["hook", hook], input=payload)
+        assert (result.exit_code, result.output) == (0, "")
+    assert journaled(workspace) == 0

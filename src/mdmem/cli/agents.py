@@ -31,8 +31,9 @@ def extract(
     """Extract memory from one turn now, in the foreground, and print what was applied.
 
     Messages are {"role": ..., "content": ...} objects, content a string or a
-    list of Anthropic content blocks. The provider is Anthropic when
-    ANTHROPIC_API_KEY is set, else offline.
+    list of Anthropic content blocks. The provider is the one `mdmem doctor`
+    names (MDMEM_PROVIDER, else an API key, else the Claude Code login, else
+    offline).
 
     Example: mdmem extract turn.json
     """

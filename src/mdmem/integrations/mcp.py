@@ -238,6 +238,8 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
         if result.rejected:
             raise ToolError(f"Nothing was written: {result.rejected[0].reason}")
         applied = result.applied[0]
+        if applied.action in ("create", "update"):
+            ledger.record(store.path, "write", n=[applied.filename], via="mcp")
         return Written(action=applied.action, level=level, filename=applied.filename)
 
     @server.tool(annotations=_DELETE)

@@ -112,8 +112,9 @@ class Manager:
     """Memory for one workspace: its project store, the user store, and a background worker.
 
     ``Manager(workspace=".", user_dir=None, provider=None)``. Without a
-    provider, Anthropic is used when ``ANTHROPIC_API_KEY`` or
-    ``ANTHROPIC_AUTH_TOKEN`` is set, and the offline provider otherwise.
+    provider, the environment chooses one (``MDMEM_PROVIDER``, else an API
+    key, else the Claude Code login, else offline: see
+    :func:`mdmem.extract.providers.choose`).
     """
 
     def __init__(
