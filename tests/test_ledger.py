@@ -175,3 +175,29 @@ def test_session_start_show_and_worker_are_recorded_and_stats_shows_them(
     text = runner.invoke(app, ["--workspace", str(workspace), "stats"])
     assert text.exit_code == 0 and "turns skipped" in text.output
     assert (state(workspace / ".PseudoClaude" / "memory") / "usage").is_dir()
+
+
+def test_mcp_reads_and_writes_and_memory_tool_views_are_recorded(workspace: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    from mdmem.integrations.anthropic import MemoryTool
+    from mdmem.integrations.mcp import build_server
+
+    user_dir = os.environ["MDMEM_USER_DIR"]
+
+    async def run() -> None:
+        async with Client(build_server(str(workspace), user_dir)) as client:
+            written = {"level": "project", "type": "project_knowledge", "title": "Tests"}
+            await client.call_tool("memory_write", {**written, "content": "make test"})
+            await client.call_tool(
+                "memory_read", {"level": "project", "filename": "project_knowledge_tests.md"}
+            )
+
+    anyio.run(run)
+    tool = MemoryTool(workspace=workspace, user_dir=user_dir)
+    tool.call({"command": "view", "path": "/memories/project/project_knowledge_tests.md"})
+    tool.call({"command": "view", "path": "/memories/project"})  # a listing reads no note
+    notes = ledger.load(str(workspace / ".PseudoClaude" / "memory"))["notes"]
+    entry = notes["project_knowledge_tests.md"]  # type: ignore[index]
+    assert (entry["write"], entry["read"]) == (1, 2)

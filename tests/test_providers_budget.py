@@ -101,6 +101,12 @@ def test_the_daily_budget_holds_turns_and_releases_them_the_next_day(
         "9100 of 10000 tokens used today" in finding.message and "1 turn(s) held" in finding.message
     )
 
+    from mdmem.manager.doctor import examine
+
+    report = examine(manager.project)
+    assert not report.problems  # a held turn is information, not a problem
+    assert any("held by the daily token budget" in f.message for f in report.findings)
+
     # The same day, a new process still waits; the next day, it goes through.
     with Manager(workspace, clock=clock, daily_tokens=10_000) as again:
         assert again.flush(timeout=10)

@@ -544,6 +544,10 @@ def _find_turns(store: Store) -> list[Finding]:
                 error = _last_error(os.path.join(root, place, f"{turn_id}.json"))
                 message = f"extraction failed ({error}); --fix queues it again"
                 findings.append(Finding("pending-turns", subject, message, fixable=True))
+            elif (held := _held_by_budget(subject)) and place != FAILED:
+                message = f"held by the daily token budget since {held}; it goes through when "
+                message += "the budget allows (MDMEM_DAILY_TOKENS)"
+                findings.append(Finding("pending-turns", subject, message, problem=False))
             elif place == PENDING:
                 stuck = _turn_age(turn_id) > _STUCK_SECONDS
                 message = "waiting for a worker" + ("; --fix processes it" if stuck else "")
@@ -558,6 +562,18 @@ def _find_turns(store: Store) -> list[Finding]:
                 message = "left by a process that exited; --fix processes it"
                 findings.append(Finding("pending-turns", subject, message, fixable=True))
     return findings
+
+
+def _held_by_budget(path: str) -> str | None:
+    """The day a turn was first held by the daily budget, if it was (and is still waiting)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            held = json.load(f).get("held")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return held if isinstance(held, str) and held else None
 
 
 def _last_error(path: str) -> str:

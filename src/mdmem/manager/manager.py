@@ -221,8 +221,9 @@ class Manager:
         """
         record = self._record(messages)
         future: Future[TurnResult] = Future()
-        if record is None:
-            future.set_result(TurnResult(new_turn_id()))
+        if record is None:  # no text at all (tool churn only): nothing to send, counted
+            ledger.record(self.user.path, "skip", self.clock(), turn=None)
+            future.set_result(TurnResult(new_turn_id(), skipped=True))
             return future
         turn_id = str(record["id"])
         with self._cond:
@@ -475,7 +476,7 @@ class Manager:
         used = ledger.tokens_on(self.user.path, ledger.day_of(now))
         if used + need <= self.daily_tokens:
             return
-        if not turn.get("held"):
+        if turn.get("held") != ledger.day_of(now):
             turn["held"] = ledger.day_of(now)
             self._save(turn)
             ledger.record(self.user.path, "held", now, turn=str(turn["id"]))
