@@ -69,7 +69,8 @@ elif mode == "garbage":
 elif mode == "crash":
     print("Error: something broke", file=sys.stderr)
     sys.exit(3)
-elif mode == "slow":
+elif mode == "slow":  # with a child that keeps our stdout open, as a real claude may
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     time.sleep(30)
 """
 

@@ -28,9 +28,11 @@ Claude Code's JSON (retryable). The executable is ``MDMEM_CLAUDE`` or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -136,18 +138,7 @@ class ClaudeCodeProvider:
         env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
         try:
             with tempfile.TemporaryDirectory(prefix="mdmem-claude-") as cwd:
-                done = subprocess.run(
-                    argv,
-                    input=request.prompt,
-                    capture_output=True,
-                    text=True,
-                    encoding="utf-8",
-                    errors="replace",
-                    cwd=cwd,
-                    env=env,
-                    timeout=self.timeout,
-                    check=False,
-                )
+                done = self._run(argv, request.prompt, cwd, env)
         except FileNotFoundError:
             raise ProviderError(f"cannot run {argv[0]}: not found", retryable=False) from None
         except PermissionError:
@@ -161,6 +152,37 @@ class ClaudeCodeProvider:
         except OSError as exc:
             raise ProviderError(f"cannot run {argv[0]}: {exc}", retryable=True) from None
         return self._answer(done)
+
+    def _run(
+        self, argv: list[str], prompt: str, cwd: str, env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``claude`` in a session of its own, so a timeout ends it and all it started.
+
+        Raises:
+            subprocess.TimeoutExpired: it did not finish in time (it was killed).
+            OSError: it could not be started.
+        """
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(prompt, timeout=self.timeout)
+        finally:
+            if proc.poll() is None:
+                # Timed out or interrupted: a child left holding the pipes would block us.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def _answer(self, done: subprocess.CompletedProcess[str]) -> Answer:
         out, err = done.stdout.strip(), done.stderr.strip()
