@@ -18,8 +18,10 @@ is skipped and counted; a turn that would take the day past
 ``MDMEM_DAILY_TOKENS`` waits in the journal until the next (UTC) day; a turn
 larger than ``MDMEM_TURN_TOKENS`` is set aside for a person. Every call's
 tokens go to the usage ledger of the user store (:mod:`mdmem.store.ledger`),
-which is shared by all of a person's workspaces, as a budget must be. Nothing here raises into
-the agent: failures go to the ``mdmem`` logger and to the turn's future.
+which is shared by all of a person's workspaces, as a budget must be.
+
+Nothing here raises into the agent: failures go to the ``mdmem`` logger and to
+the turn's future.
 """
 
 from __future__ import annotations
@@ -491,11 +493,12 @@ class Manager:
 
     def _call(self, provider: Provider, request: ExtractionRequest, turn_id: str) -> object:
         """One provider call, its tokens recorded in the ledger whatever the outcome."""
+        before = getattr(provider, "last_usage", None)
         try:
             return provider.extract(request)
         finally:
             usage = getattr(provider, "last_usage", None)
-            if usage is not None:
+            if usage is not None and usage is not before:  # never count a call twice
                 ledger.record(
                     self.user.path,
                     "call",
