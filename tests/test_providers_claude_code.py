@@ -207,7 +207,11 @@ def test_every_hook_command_does_nothing_when_nested(
     payload = json.dumps(
         {"session_id": "s", "transcript_path": os.environ["FAKE_TRANSCRIPT"], "cwd": str(workspace)}
     )
-    for hook in ("stop", "session-start"):
+    from mdmem.cli._fastpath import try_fast
+
+    hooks = ("stop", "session-start", "pre-compact", "session-end", "user-prompt-submit")
+    for hook in hooks:
         result = CliRunner().invoke(app, ["hook", hook], input=payload)
         assert (result.exit_code, result.output) == (0, "")
+        assert try_fast(["hook", hook]) == 0  # the typer-free path, without reading stdin
     assert journaled(workspace) == 0
