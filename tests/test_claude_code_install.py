@@ -292,3 +292,32 @@ def test_a_symlinked_project_settings_file_is_refused(workspace: Path, tmp_path:
     assert proc.returncode == 1
     assert "symlink" in proc.stderr and proc.stderr.count("\n") == 1
     assert elsewhere.read_text() == "export X=1\n"
+
+
+def test_project_scope_hooks_say_clearly_when_mdmem_is_missing(workspace: Path) -> None:
+    """A teammate without mdmem: every shared hook exits 0 and names the missing command."""
+    proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--project")
+    assert proc.returncode == 0, proc.stderr
+    settings = json.loads((workspace / ".claude" / "settings.json").read_text())
+    commands = [
+        h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]
+    ]
+    assert len(commands) == len(HOOKS)
+    for command in commands:
+        run = subprocess.run(
+            ["bash", "-c", command],
+            input="{}",
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"]},
+            timeout=30,
+        )
+        assert run.returncode == 0 and run.stdout == ""
+        assert "mdmem is not installed" in run.stderr
+    # uninstall still recognises them as mdmem's
+    assert (
+        mdmem("--workspace", str(workspace), "uninstall", "claude-code", "--project").returncode
+        == 0
+    )
+    after = json.loads((workspace / ".claude" / "settings.json").read_text())
+    assert not any(after.get("hooks", {}).values())

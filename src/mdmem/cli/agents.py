@@ -347,8 +347,8 @@ def install_claude_code(
             raise typer.Exit(2)
     if command is None and scope == "project":
         # A committed file must not name this machine's interpreter: teammates
-        # run the mdmem on their own PATH.
-        command = "mdmem"
+        # run the mdmem on their own PATH, or are told in one line that it is missing.
+        command = settings.SHARED_COMMAND
     existed = os.path.exists(path)
     changed = settings.install(path, command)
     typer.echo(f"{'installed in' if changed else 'already installed in'} {path}")
@@ -363,7 +363,7 @@ def install_claude_code(
             "clone, and the mdmem plugin finds mdmem or says it is missing.",
             err=True,
         )
-        if command == "mdmem" and shutil.which("mdmem") is None:
+        if command == settings.SHARED_COMMAND and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     _warn_plugin(workspace)
     if not options_of(ctx).quiet:

@@ -63,6 +63,15 @@ _OURS = re.compile(rf"mdmem\S*\s+(?:.*\s)?hook\s+({_SUBS})\s*$")
 PLUGIN_NAME = "mdmem"
 
 
+#: What a shared (committed) settings file runs: each teammate's own ``mdmem``,
+#: found on their PATH at run time, or one clear line on stderr and exit 0, so a
+#: teammate without mdmem sees why memory is off instead of a silent exit 127.
+SHARED_COMMAND = (
+    'sh -c \'command -v mdmem >/dev/null 2>&1 && exec mdmem "$@"; '
+    'echo "mdmem is not installed (pipx install mdmem): memory is off" >&2\' mdmem'
+)
+
+
 def default_command() -> str:
     """This mdmem, as a shell command: the running interpreter's absolute path, ``-m mdmem``."""
     return f"{shlex.quote(os.path.abspath(sys.executable))} -m mdmem"
