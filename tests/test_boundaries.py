@@ -17,7 +17,14 @@ from mdmem.store.index import PREAMBLE
 PACKAGE = SRC / "mdmem"
 # Where each heavy or outside dependency may be imported (module paths relative to src/mdmem).
 ALLOWED = {
-    "typer": {"cli/_base.py", "cli/editor.py", "cli/notes.py", "cli/agents.py", "cli/stats.py"},
+    "typer": {
+        "cli/_base.py",
+        "cli/editor.py",
+        "cli/notes.py",
+        "cli/agents.py",
+        "cli/stats.py",
+        "cli/truth.py",
+    },
     "anthropic": {"extract/providers/anthropic.py", "integrations/anthropic.py"},
     "mcp": {"integrations/mcp.py"},
     "openai": {"extract/providers/openai.py"},

@@ -12,6 +12,7 @@ import os
 import sys
 
 from mdmem.store.index import merge
+from mdmem.store.marks import prompt_index
 from mdmem.store.workspace import resolve
 
 __all__ = ["index_text", "try_fast"]
@@ -24,8 +25,8 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
     """The text ``mdmem index`` prints (without the final newline)."""
     ws, project, user = resolve(workspace, user_dir)
-    project_index = project.load_index() if level in ("all", "project") else ""
-    user_index = user.load_index() if level in ("all", "user") else ""
+    project_index = prompt_index(project) if level in ("all", "project") else ""
+    user_index = prompt_index(user) if level in ("all", "user") else ""
     block = merge(project_index, user_index)
     if not as_json:
         return block

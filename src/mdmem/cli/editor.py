@@ -124,7 +124,9 @@ def note_template(level: Level, kind: NoteType, title: str | None, summary: str 
 def create_note(store: Store, kind: NoteType, title: str, summary: str, body: str) -> str:
     """Create a note through the store; its file name. A rejected one is an InvalidNote."""
     op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
-    return checked(store.apply([{**op, "summary": summary, "content": body}]), "new note")
+    return checked(
+        store.apply([{**op, "summary": summary, "content": body}], source="cli"), "new note"
+    )
 
 
 # -- commands --------------------------------------------------------------------------

@@ -86,17 +86,23 @@ def list_(
     note_type: Annotated[
         NoteType | None, typer.Option("--type", help="Only notes of this type.")
     ] = None,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also superseded notes (kept on disk, not shown).")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """List notes: level, type, file name and title.
 
+    Superseded notes are listed only with --all.
+
     Example: mdmem list --level user --type user_preference --json
     """
     rows = [
-        {"level": store.level.value, **vars(entry)}
+        {"level": store.level.value, **vars(entry), "supersedes": list(entry.supersedes)}
         for store in selected(options_of(ctx), level)
         for entry in store.entries()
-        if note_type is None or entry.type == note_type.value
+        if (note_type is None or entry.type == note_type.value)
+        and (show_all or not entry.superseded_by)
     ]
     if as_json:
         typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
@@ -104,7 +110,8 @@ def list_(
     width = max((len(str(row["filename"])) for row in rows), default=0)
     for row in rows:
         name = str(row["filename"])
-        typer.echo(f"{row['level']:<8} {row['type']:<20} {name:<{width}}  {row['title']}")
+        flag = f"  (superseded by {row['superseded_by']})" if row["superseded_by"] else ""
+        typer.echo(f"{row['level']:<8} {row['type']:<20} {name:<{width}}  {row['title']}{flag}")
 
 
 @app.command()
@@ -214,7 +221,7 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
             raise InvalidNote(name, "the body is empty (to delete the note, use `mdmem rm`)")
         # expect=before: a note changed on disk meanwhile is not overwritten (the
         # edited text is kept aside instead).
-        return store.save(note, expect=before)
+        return store.save(note, expect=before, source="cli")
 
     action = edit_until_saved(store, name, before, save)
     if not options.quiet:
@@ -229,7 +236,12 @@ def rm(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) ->
     """
     options = options_of(ctx)
     store = find_note(options, name, level)
-    checked(store.apply([{"action": "delete", "level": store.level.value, "filename": name}]), name)
+    checked(
+        store.apply(
+            [{"action": "delete", "level": store.level.value, "filename": name}], source="cli"
+        ),
+        name,
+    )
     if not options.quiet:
         typer.echo(f"moved {name} to the trash; `mdmem restore {name}` brings it back")
 
@@ -242,16 +254,32 @@ def restore(
         typer.Argument(metavar="NAME", help="The note's file name; none lists the trash."),
     ] = None,
     level: FindOption = Which.all,
+    version: Annotated[
+        int | None,
+        typer.Option("--version", help="Bring back this version (see `mdmem history NAME`)."),
+    ] = None,
 ) -> None:
-    """Bring back a deleted note, or list the trash.
+    """Bring back a deleted note or an earlier version, or list the trash.
 
-    The newest deleted note of that name comes back.
+    Without --version, the newest deleted note of that name comes back. With
+    --version, that version from `mdmem history` is written back, byte for
+    byte, as a new version.
 
-    Example: mdmem restore project_knowledge_old-build.md
+    Example: mdmem restore project_knowledge_old-build.md --version 2
     """
     from mdmem.store.paths import check_name
 
     stores = selected(options_of(ctx), level)
+    if version is not None:
+        if name is None:
+            raise typer.BadParameter("a note name is required", param_hint="'NAME'")
+        check_name(name)
+        for store in stores:
+            if any(v.version == version for v in store.history(name)):
+                action = store.restore_version(name, version, source="cli")
+                typer.echo(f"restored {name} version {version} ({store.level.value}): {action}")
+                return
+        raise NoteNotFound(f"{name} version {version}", " or ".join(s.path for s in stores))
     if name is None:
         for store in stores:
             for item in store.trash():

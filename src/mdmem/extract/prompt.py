@@ -2,7 +2,9 @@
 
 The instructions live in ``prompt.md`` next to this module, so they can be read
 and reviewed as prose. The per-turn message carries today's date, the current
-project and user indexes (read inside the store locks, just before the call)
+project and user indexes (read inside the store locks, just before the call;
+each line with the note's last update, ``[updated 2026-11-29]``, so the model
+can tell an old fact from a new one, and without superseded or expired notes)
 and the turn as ``role=...`` lines.
 """
 

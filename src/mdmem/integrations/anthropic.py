@@ -243,7 +243,7 @@ class MemoryTool(BetaAbstractMemoryTool):
             "content": note.body,
             "filename": name,
         }
-        _rejected(store.apply([operation]), f"Nothing was created at {path}")
+        _rejected(store.apply([operation], source="memory-tool"), f"Nothing was created at {path}")
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
         """Create a note under exactly the given name, from a whole Markdown file.
@@ -280,7 +280,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                     update = body_update(store.level, name, seen.note, after, doing)
                 else:
                     update = update_of(store.level, name, content, after, doing, found.path)
-                _rejected(store.apply([update]), doing)
+                _rejected(store.apply([update], source="memory-tool"), doing)
                 final = shown(read(found), name, store.level).text
             return _snippet(final, line, new)
 
@@ -305,7 +305,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                         at = _front_matter_lines(content)
                     after = _inserted(content, at, text)
                     update = update_of(store.level, name, content, after, doing, found.path)
-                _rejected(store.apply([update]), doing)
+                _rejected(store.apply([update], source="memory-tool"), doing)
             return f"The file {found.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
@@ -325,7 +325,8 @@ class MemoryTool(BetaAbstractMemoryTool):
             if not store.exists(name):
                 raise not_found(found, f"The path {found.path} does not exist.")
             result = store.apply(
-                [{"action": "delete", "level": store.level.value, "filename": name}]
+                [{"action": "delete", "level": store.level.value, "filename": name}],
+                source="memory-tool",
             )
             _rejected(result, f"{found.path} was not deleted")
             return f"Successfully deleted {found.path}"
@@ -358,7 +359,7 @@ class MemoryTool(BetaAbstractMemoryTool):
             if new_store is old_store:
                 with old_store.lock():
                     check_free(old_store, new_name, destination, moving=old_name)
-                    old_store.rename(old_name, new_name)
+                    old_store.rename(old_name, new_name, source="memory-tool")
                 return f"Successfully renamed {old.path} to {new.path}"
             try:
                 note = old_store.read(old_name)
@@ -374,7 +375,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                 check_free(new_store, new_name, destination)
                 self._create_in(new_store, new_name, note, new.path)
             delete = {"action": "delete", "level": old_store.level.value, "filename": old_name}
-            result = old_store.apply([delete])
+            result = old_store.apply([delete], source="memory-tool")
             if result.rejected:
                 raise Refused(
                     f"{new.path} was created, but {old.path} could not be removed: "

@@ -389,11 +389,12 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     """What ``mdmem hook session-start`` prints, for the session's workspace."""
     from mdmem.store import ledger
     from mdmem.store.index import merge
+    from mdmem.store.marks import prompt_index
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     room = context_room(_head(project.path, user.path, ws))
-    block = merge(project.load_index(), user.load_index(), max_bytes=min(room, 25_600))
+    block = merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600))
     ledger.record_block(project.path, user.path, block, "session-start")
     return session_start_output(block, project.path, user.path, ws)
 

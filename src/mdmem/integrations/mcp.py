@@ -42,6 +42,7 @@ from mdmem.errors import InvalidNote, InvalidPath, MdmemError, NoteNotFound
 from mdmem.recall.search import search_stores
 from mdmem.store import ledger
 from mdmem.store.index import merge
+from mdmem.store.marks import prompt_index
 from mdmem.store.note import render
 from mdmem.store.store import Store
 from mdmem.store.workspace import resolve
@@ -158,7 +159,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
     def memory_index() -> str:
         """The index of both stores: one line per note, '- [type] Title — Summary (filename)'."""
         with _translated():
-            return merge(project.load_index(), user.load_index()) or "(no notes yet)"
+            return merge(prompt_index(project), prompt_index(user)) or "(no notes yet)"
 
     @server.tool(annotations=_READ_ONLY)
     def memory_read(level: Level, filename: Filename) -> str:
@@ -234,7 +235,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
                 else:
                     slug = _slug_for(filename, type) if filename is not None else None
                     operation.update(action="create", slug=slug)
-                result = store.apply([operation])
+                result = store.apply([operation], source="mcp")
         if result.rejected:
             raise ToolError(f"Nothing was written: {result.rejected[0].reason}")
         applied = result.applied[0]
@@ -249,7 +250,9 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
             store = store_of(level)
             if not store.exists(filename):
                 raise NoteNotFound(filename, store.path)
-            result = store.apply([{"action": "delete", "level": level, "filename": filename}])
+            result = store.apply(
+                [{"action": "delete", "level": level, "filename": filename}], source="mcp"
+            )
         if result.rejected:
             raise ToolError(f"{filename} was not deleted: {result.rejected[0].reason}")
         return f"Deleted {filename} from the {level} store (restorable with `mdmem restore`)."
@@ -265,7 +268,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
     def index_resource() -> str:
         """The merged index of both stores: what an agent gets in its system prompt."""
         with resource_errors():
-            return merge(project.load_index(), user.load_index())
+            return merge(prompt_index(project), prompt_index(user))
 
     @server.resource("mdmem://project/index", name="project-index", mime_type="text/markdown")
     def project_index_resource() -> str:

@@ -450,6 +450,10 @@ _STATE_NAMES = frozenset(
         "cursors",
         "hooks.log",
         "worker.log",
+        "history",
+        "marks",
+        "stale.json",
+        "stale.marks",
     }
 )
 
@@ -509,6 +513,22 @@ def _find_repository_state(store: Store) -> list[Finding]:
     return found
 
 
+def _find_stale(store: Store) -> list[Finding]:
+    """Project notes that name paths the code no longer has (information, not a defect)."""
+    from mdmem.store.stale import check
+
+    memory = os.path.normpath(store.path)
+    workspace = os.path.dirname(os.path.dirname(memory))
+    if store.level.value != "project" or not memory.endswith(
+        os.path.join(".PseudoClaude", "memory")
+    ):
+        return []
+    return [
+        Finding("stale", item.filename, "stale: " + "; ".join(item.reasons), problem=False)
+        for item in check(store, workspace, refresh=False)
+    ]
+
+
 CHECKS: list[Check] = [
     Check("locks", _find_locks),
     Check("batch", _find_batch, _repair_batch),
@@ -518,6 +538,7 @@ CHECKS: list[Check] = [
     Check("permissions", _find_permissions, _repair_permissions),
     Check("rescued", _find_rescued),
     Check("repository-state", _find_repository_state),
+    Check("stale", lambda store: _find_stale(store)),
 ]
 """The built-in checks, in the order they run and repair."""
 

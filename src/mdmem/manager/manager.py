@@ -48,6 +48,7 @@ from mdmem.extract.providers.base import Message
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog, ledger
 from mdmem.store.index import merge
+from mdmem.store.marks import dated_index, prompt_index
 from mdmem.store.operations import Operation, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
 from mdmem.store.results import ApplyResult, Rejected
@@ -195,7 +196,7 @@ class Manager:
 
     def refresh_index(self) -> str:
         """Recompute the prompt block from both stores, and return it."""
-        block = merge(self.project.load_index(), self.user.load_index())
+        block = merge(prompt_index(self.project), prompt_index(self.user))
         with self._cond:
             self._index = block
         return block
@@ -413,6 +414,7 @@ class Manager:
             raise
         self._memory_turns.pop(turn_id, None)
         self._journal.remove(turn_id)
+        self.refresh_stale()
         self.refresh_index()
         return result
 
@@ -422,6 +424,21 @@ class Manager:
         if self.project.unavailable is not None:
             return nullcontext()
         return self.project.turn_lock(self.turn_lock_timeout)
+
+    def refresh_stale(self) -> None:
+        """Check the project notes against the code (incremental, cached), for the prompt block.
+
+        The worker calls it after each turn, so session start only reads the
+        cache. Failures are logged, never raised: staleness is advice.
+        """
+        from mdmem.store.stale import check
+
+        if self.project.unavailable is not None:
+            return
+        try:
+            check(self.project, self.workspace)
+        except (MdmemError, OSError) as exc:
+            log.warning("staleness check of %s failed: %s", self.project.path, exc)
 
     def _ask(self, turn: dict[str, object]) -> dict[str, list[object]]:
         """Call the provider (inside the turn locks) and sort its operations by level."""
@@ -434,8 +451,8 @@ class Manager:
             return _by_level([])
         request = prompt.build(
             messages,
-            self.project.load_index(),
-            self.user.load_index(),
+            dated_index(self.project),
+            dated_index(self.user),
             datetime.fromtimestamp(self.clock(), timezone.utc).date(),
         )
         provider = self.provider
@@ -530,7 +547,7 @@ class Manager:
                 why = f"no project store in this workspace: {store.unavailable}"
                 results[level] = ApplyResult((), tuple(Rejected(op, why) for op in ops))
             else:
-                results[level] = store.apply(ops)
+                results[level] = store.apply(ops, source="worker")
             written = [
                 a.filename for a in results[level].applied if a.action in ("create", "update")
             ]

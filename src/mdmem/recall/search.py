@@ -128,8 +128,16 @@ def search(query: str, notes: Iterable[tuple[Level, Note]], *, limit: int = 10) 
     return hits[:limit]
 
 
+def _current(store: Store) -> list[Note]:
+    from mdmem.store.marks import left_out
+
+    notes = store.notes()  # brings the catalog, and so the marks, up to date first
+    gone = left_out(store)
+    return [note for note in notes if note.filename not in gone]
+
+
 def search_stores(query: str, stores: Iterable[Store], *, limit: int = 10) -> list[Hit]:
-    """Search the readable notes of several stores (malformed notes are skipped)."""
+    """Search the current notes of several stores (superseded, expired, malformed ones left out)."""
     return search(
-        query, ((store.level, note) for store in stores for note in store.notes()), limit=limit
+        query, ((store.level, note) for store in stores for note in _current(store)), limit=limit
     )

@@ -60,7 +60,7 @@ __all__ = [
     "save",
 ]
 
-_VERSION = 3
+_VERSION = 4
 CATALOG = "catalog.json"
 FINGERPRINT = "fingerprint"
 
@@ -69,7 +69,8 @@ FINGERPRINT = "fingerprint"
 Stat = tuple[int, int, int, int]
 # An entry of the catalog, as plain JSON-ready data:
 # {"st": [mtime_ns, size, ino, ctime_ns], "sha": str, "line": str | None, "error": str | None,
-#  "type": str, "title": str, "summary": str, "updated": str | None}
+#  "type": str, "title": str, "summary": str, "updated": str | None,
+#  "supersedes": [str] (optional), "expires": str (optional), "expires_ts": float (optional)}
 Entry = dict[str, object]
 
 

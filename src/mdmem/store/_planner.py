@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
 from mdmem.store import _txn
+from mdmem.store.dedupe import Duplicate, Index, candidate, find_duplicate
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Update, validate
 from mdmem.store.paths import is_candidate_name, note_path, slugify, state_dir
@@ -82,6 +83,8 @@ class Planner:
         self._taken = {n.casefold() for n in listing if is_candidate_name(n)}
         self._deleted: set[str] = set()
         self._sources: dict[str, Operation | Mapping[str, object]] = {}
+        self._detail = ""
+        self._known: Index | None = None
 
     def add(self, op: Operation | Mapping[str, object]) -> None:
         """Validate one operation and add its effect to the plan, or record why not."""
@@ -89,11 +92,12 @@ class Planner:
             valid = validate(op, self.store.level)
             if valid is None:
                 return
+            self._detail = ""
             action, filename = self._apply(valid)
         except (InvalidOperation, InvalidPath, InvalidNote, NoteNotFound) as exc:
             self.rejected.append(Rejected(op, str(exc)))
             return
-        self.applied.append(Applied(action, filename, self.store.level))
+        self.applied.append(Applied(action, filename, self.store.level, self._detail))
         self._sources[filename] = op
 
     def lost_race(self, name: str) -> None:
@@ -135,6 +139,8 @@ class Planner:
         if note.filename not in self.plan.before:
             self.plan.before[note.filename] = _hash_or_none(path)
         self._notes[note.filename] = note
+        if self._known is not None:
+            self._known.add(candidate(note.filename, note.title, note.summary))
         self.plan.writes[note.filename] = render(note).encode("utf-8")
         self._taken.add(note.filename.casefold())
 
@@ -148,10 +154,79 @@ class Planner:
             return False
         return existing.type is note_type and existing.title == title and existing.body == body
 
+    # -- supersession, expiry and dedupe (see mdmem.store.dedupe) ----------------
+
+    def _truth_keys(
+        self,
+        extra: Mapping[str, object],
+        supersedes: tuple[str, ...],
+        expires: datetime | None,
+        name: str | None,
+    ) -> dict[str, object]:
+        out = dict(extra)
+        if supersedes:
+            names = out.get("supersedes")
+            known = (
+                [names]
+                if isinstance(names, str)
+                else list(names)
+                if isinstance(names, list)
+                else []
+            )
+            for target in supersedes:
+                if target == name:
+                    raise InvalidOperation("a note cannot supersede itself", "supersedes")
+                if not self._exists(target):
+                    raise InvalidOperation(
+                        f"there is no note {target!r} in this store", "supersedes"
+                    )
+                if target not in known:
+                    known.append(target)
+            out["supersedes"] = known[0] if len(known) == 1 else known
+        if expires is not None:
+            out["expires"] = expires
+        return out
+
+    def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
+        """An existing note of this store that says what a create says (see ``dedupe``)."""
+        if self._known is None:
+            entries = getattr(self.store, "entries", None)
+            self._known = Index()
+            for e in entries() if callable(entries) else []:
+                if not e.superseded_by:
+                    self._known.add(candidate(e.filename, e.title, e.summary))
+
+        def read(name: str) -> tuple[str, str, str] | None:
+            try:
+                note = self._current(name)
+            except (InvalidOperation, NoteNotFound, InvalidPath):
+                return None
+            return note.title, note.summary, note.body
+
+        near = [c for c in self._known.near(title) if self._exists(c.filename)]
+        return find_duplicate(title, summary, body, near, read)
+
     def _create(self, op: Create) -> tuple[str, str]:
         title = clean_inline(self._redact(op.title))
         body = self._redact(op.content).strip()
         summary = clean_inline(self._redact(op.summary)) or first_sentence(body, MAX_SUMMARY_CHARS)
+        if op.filename is None and not op.supersedes:
+            dup = self._duplicate(title, summary, body)
+            if dup is not None and dup.exact:
+                self._detail = f"the same note as {dup.filename}"
+                return "unchanged", dup.filename
+            if dup is not None:
+                old = self._current(dup.filename)
+                merged = old.with_changes(
+                    body=body,
+                    summary=summary,
+                    extra=self._truth_keys(old.extra, (), op.expires, dup.filename),
+                )
+                self._write(merged.with_changes(created=old.created or self.now, updated=self.now))
+                self._detail = (
+                    f"a near-duplicate of {dup.filename} (similarity {dup.score:.2f}): updated it"
+                )
+                return "update", dup.filename
         if op.filename is not None:
             name = op.filename
             note_path(self.store.path, name)
@@ -182,6 +257,7 @@ class Planner:
             body=body,
             created=self.now,
             updated=self.now,
+            extra=self._truth_keys({}, op.supersedes, op.expires, name),
         )
         self._write(note)
         return "create", name
@@ -196,6 +272,7 @@ class Planner:
             title=clean_inline(self._redact(op.title)) if op.title else old.title,
             summary=clean_inline(self._redact(op.summary)) if op.summary else old.summary,
             type=op.type or old.type,
+            extra=self._truth_keys(old.extra, op.supersedes, op.expires, op.filename),
         )
         if new == old:
             return "unchanged", op.filename

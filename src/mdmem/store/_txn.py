@@ -37,6 +37,8 @@ class Plan:
     deletes: dict[str, str] = field(default_factory=dict)
     before: dict[str, str | None] = field(default_factory=dict)
     """The content hash of each touched file before the batch (None: it did not exist)."""
+    actions: dict[str, str] = field(default_factory=dict)
+    """How history names a write (default ``write``): ``restore``, ``rename`` ..."""
 
     def __bool__(self) -> bool:
         return bool(self.writes or self.deletes)
@@ -74,12 +76,40 @@ def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 
-def commit(root: str, plan: Plan, *, private: bool) -> list[str]:
-    """Carry out a plan; the caller holds the store's lock.
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
+
+def _remember(root: str, plan: Plan) -> dict[str, bytes]:
+    """Put what each touched file holds now into history, if history lacks it; return it."""
+    from mdmem.store import history
+
+    before: dict[str, bytes] = {}
+    if not history.enabled:
+        return before
+    for name in (*plan.writes, *plan.deletes):
+        data = _read_or_none(os.path.join(root, name))
+        if data is not None:
+            before[name] = data
+            # A hand edit the catalog has not seen yet, or a note older than history.
+            history.record_if_unknown(root, name, data)
+    return before
+
+
+def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list[str]:
+    """Carry out a plan, recording every version in history; the caller holds the store's lock.
+
+    ``source`` says who asked (``worker``, ``cli``, ``memory-tool``, ``mcp`` ...).
     Returns the creates that were dropped because a file of that name
     appeared after the plan was made (that file is left as it is).
     """
+    from mdmem.store import history
+
+    before = _remember(root, plan)
     journal = os.path.join(state_dir(root), TXN)
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
@@ -102,6 +132,13 @@ def commit(root: str, plan: Plan, *, private: bool) -> list[str]:
     if journaled:
         with contextlib.suppress(FileNotFoundError):  # the state folder was removed meanwhile
             os.unlink(journal)
+    for name, data in plan.writes.items():
+        if name not in lost:
+            action = plan.actions.get(name, "write")
+            history.record(root, name, data, source=source, action=action)
+    for name in plan.deletes:
+        if name in before:
+            history.record(root, name, before[name], source=source, action="delete")
     return lost
 
 
@@ -132,6 +169,10 @@ def recover(root: str, *, private: bool) -> list[str]:
         if current == before.get(name):
             if not _write(root, name, data, private, create=current is None):
                 skipped.append(f"{name}: created by someone else meanwhile; left as is")
+            else:
+                from mdmem.store import history
+
+                history.record(root, name, data, source="recovery")
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; left as is")
     for name, trash_name in _items(payload.get("deletes"), skipped):

@@ -59,8 +59,10 @@ def merge(
 
 
 def prompt_block(project: Store | None, user: Store | None) -> str:
-    """Load both stores' indexes (bringing them up to date) and merge them."""
+    """Load both stores' indexes (up to date, superseded and expired notes left out), merged."""
+    from mdmem.store.marks import prompt_index
+
     return merge(
-        project.load_index() if project is not None else "",
-        user.load_index() if user is not None else "",
+        prompt_index(project) if project is not None else "",
+        prompt_index(user) if user is not None else "",
     )

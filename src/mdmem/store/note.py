@@ -72,6 +72,12 @@ class IndexEntry:
     title: str
     summary: str
     updated: str | None = None
+    supersedes: tuple[str, ...] = ()
+    """Notes of the same store this one replaces (front matter ``supersedes``)."""
+    expires: str | None = None
+    """When the note stops being shown (front matter ``expires``), ISO 8601."""
+    superseded_by: str | None = None
+    """The note that replaces this one, if any: it is left out of the prompt block."""
 
 
 # -- inline text (titles and summaries) -------------------------------------------

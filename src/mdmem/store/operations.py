@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
@@ -39,6 +40,7 @@ _FIELDS = ("action", "level", "type", "title", "summary", "slug", "filename", "c
 # A hostile answer must not make the scanner quadratic on megabytes of brackets.
 _MAX_ANSWER_CHARS = 2_000_000
 _MAX_SCAN_STARTS = 2_000
+_MAX_SUPERSEDES = 20
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class Operation:
     slug: str | None = None
     filename: str | None = None
     content: str | None = None
+    supersedes: str | tuple[str, ...] | None = None
+    """File names of notes (of the same store) this create or update replaces."""
+    expires: str | None = None
+    """An ISO 8601 date or date-time after which the note is no longer shown."""
 
     @classmethod
     def from_dict(cls, data: object) -> Operation:
@@ -72,11 +78,33 @@ class Operation:
                 raise InvalidOperation(f"expected text, got {type(value).__name__}", key)
             values[key] = value
         action = values.pop("action")
-        return cls(action=action if action is not None else "", **values)
+        supersedes = data.get("supersedes")
+        if isinstance(supersedes, list):
+            if len(supersedes) > _MAX_SUPERSEDES:
+                raise InvalidOperation(f"more than {_MAX_SUPERSEDES} names", "supersedes")
+            if not all(isinstance(v, str) for v in supersedes):
+                raise InvalidOperation("expected file names", "supersedes")
+            supersedes = tuple(supersedes)
+        elif supersedes is not None and not isinstance(supersedes, str):
+            raise InvalidOperation(f"expected text, got {type(supersedes).__name__}", "supersedes")
+        expires = data.get("expires")
+        if expires is not None and not isinstance(expires, str):
+            raise InvalidOperation(f"expected text, got {type(expires).__name__}", "expires")
+        return cls(
+            action=action if action is not None else "",
+            supersedes=supersedes or None,
+            expires=expires,
+            **values,
+        )
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, object]:
         """The operation as a JSON-ready dict, without empty fields."""
-        return {k: str(v) for k, v in asdict(self).items() if v is not None}
+        out: dict[str, object] = {}
+        for key, value in asdict(self).items():
+            if value is None:
+                continue
+            out[key] = list(value) if isinstance(value, tuple) else str(value)
+        return out
 
 
 @dataclass(frozen=True)
@@ -91,6 +119,8 @@ class Create:
     slug: str | None = None
     filename: str | None = None
     """An exact file name, when the caller must have one (the memory tool); else from the slug."""
+    supersedes: tuple[str, ...] = ()
+    expires: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +133,8 @@ class Update:
     title: str | None = None
     summary: str | None = None
     type: NoteType | None = None
+    supersedes: tuple[str, ...] = ()
+    expires: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +210,38 @@ def _filename(value: str | None) -> str:
         raise InvalidOperation(exc.reason, "filename") from None
 
 
+def _supersedes(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else value
+    out: list[str] = []
+    for name in names:
+        if not name.strip():
+            continue
+        try:
+            checked = check_name(name.strip())
+        except InvalidPath as exc:
+            raise InvalidOperation(f"{name!r}: {exc.reason}", "supersedes") from None
+        if checked not in out:
+            out.append(checked)
+    return tuple(out)
+
+
+def _expires(value: str | None) -> datetime | None:
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if len(text) > 40:
+        raise InvalidOperation("not an ISO 8601 date or date-time", "expires")
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidOperation(
+            f"{text!r} is not an ISO 8601 date or date-time", "expires"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def validate(
     op: Operation | Mapping[str, object], level: Level | None = None
 ) -> ValidOperation | None:
@@ -206,6 +270,8 @@ def validate(
             summary=_inline(op.summary, "summary", MAX_SUMMARY_CHARS, required=False) or "",
             slug=op.slug if op.slug and op.slug.strip() else None,
             filename=_filename(op.filename) if op.filename else None,
+            supersedes=_supersedes(op.supersedes),
+            expires=_expires(op.expires),
         )
     if action == "update":
         return Update(
@@ -215,6 +281,8 @@ def validate(
             title=_inline(op.title, "title", MAX_TITLE_CHARS, required=False),
             summary=_inline(op.summary, "summary", MAX_SUMMARY_CHARS, required=False),
             type=_type(op.type, required=False),
+            supersedes=_supersedes(op.supersedes),
+            expires=_expires(op.expires),
         )
     return Delete(level=checked_level, filename=_filename(op.filename))
 

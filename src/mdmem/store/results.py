@@ -20,6 +20,8 @@ class Applied:
     action: str
     filename: str
     level: Level
+    detail: str = ""
+    """Why, when it is not plain: e.g. a create found to repeat an existing note."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from filelock import BaseFileLock
 
+    from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation
     from mdmem.store.results import ApplyResult, Problem, ReindexReport, TrashItem
@@ -192,9 +193,11 @@ class Store:
 
     def entries(self) -> list[IndexEntry]:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
+        from mdmem.store.marks import superseded_by
         from mdmem.store.note import IndexEntry
 
         _, entries = self._refresh(_catalog.Scan(self._root))
+        superseded = superseded_by(entries)
         return [
             IndexEntry(
                 filename=name,
@@ -202,6 +205,9 @@ class Store:
                 title=str(e["title"]),
                 summary=str(e["summary"]),
                 updated=e.get("updated"),  # type: ignore[arg-type]
+                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
+                expires=e.get("expires"),  # type: ignore[arg-type]
+                superseded_by=superseded.get(name),
             )
             for name, e in sorted(entries.items())
             if e.get("line")
@@ -301,13 +307,18 @@ class Store:
         sha = _catalog.content_hash(data)
         if prev is not None and prev.get("sha") == sha:
             return {**prev, "st": list(st)}
+        if prev is not None and prev.get("sha") and name not in known:
+            from mdmem.store import history
+
+            # Changed behind mdmem's back: the version before is in history already.
+            history.record_if_unknown(self._root, name, data, source="hand-edit")
         try:
             note = parse(data.decode("utf-8"), name)
         except UnicodeDecodeError as exc:
             return {"st": list(st), "sha": sha, "error": f"not UTF-8 (byte {exc.start})"}
         except InvalidNote as exc:
             return {"st": list(st), "sha": sha, "error": exc.reason}
-        return {
+        entry: _catalog.Entry = {
             "st": list(st),
             "sha": sha,
             "line": index_line(note),
@@ -316,6 +327,10 @@ class Store:
             "summary": note.summary,
             "updated": format_time(note.updated) if note.updated else None,
         }
+        from mdmem.store.marks import note_marks
+
+        entry.update(note_marks(note))
+        return entry
 
     def _refresh(
         self,
@@ -392,6 +407,9 @@ class Store:
         # A fresh note makes the catalog be saved again, so its mtime moves past
         # the note's and the note's stat becomes trustworthy.
         if fresh or entries != saved or _catalog.read_fingerprint(self._root) is None:
+            from mdmem.store import marks
+
+            marks.save(self._root, entries)  # before the fingerprint that vouches for it
             _catalog.save(self._root, entries, fingerprint, private=self.private)
         return text, entries
 
@@ -427,13 +445,18 @@ class Store:
             raise StoreError(self._root, f"not used as a project store: {self.unavailable}")
 
     def apply(
-        self, ops: Iterable[Operation | Mapping[str, object]], now: datetime | None = None
+        self,
+        ops: Iterable[Operation | Mapping[str, object]],
+        now: datetime | None = None,
+        *,
+        source: str = "api",
     ) -> ApplyResult:
         """Validate each operation and apply the valid ones, as one batch, under the lock.
 
         Returns what was applied and what was rejected, with the reason. A
         create never overwrites a note; an update or delete of a missing note
-        is rejected.
+        is rejected. ``source`` is who asks (``worker``, ``cli``, ``mcp`` ...),
+        as history records it.
 
         Raises:
             LockTimeout: the store is locked by someone else.
@@ -454,13 +477,21 @@ class Store:
             for op in ops:
                 planner.add(op)
             if planner.plan:
-                for name in _txn.commit(self._root, planner.plan, private=self.private):
+                lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
+                for name in lost:
                     planner.lost_race(name)
             if planner.plan or not os.path.exists(os.path.join(self._root, INDEX_NAME)):
                 self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
-    def save(self, note: Note, *, expect: str | None = None, now: datetime | None = None) -> str:
+    def save(
+        self,
+        note: Note,
+        *,
+        expect: str | None = None,
+        now: datetime | None = None,
+        source: str = "api",
+    ) -> str:
         """Write a whole note as given (front matter included), for editors and tools.
 
         Unlike an update operation, this keeps what the caller set: its own
@@ -503,12 +534,12 @@ class Store:
             plan = _txn.Plan(writes={note.filename: data})
             if current is None and not os.path.lexists(path):
                 plan.before[note.filename] = None  # a create: exclusive, never a clobber
-            if _txn.commit(self._root, plan, private=self.private):
+            if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(note.filename, self._root)
             self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
         return "create" if current is None else "update"
 
-    def rename(self, old: str, new: str) -> str:
+    def rename(self, old: str, new: str, *, source: str = "api") -> str:
         """Give a note a new file name, keeping its content (front matter included); return it.
 
         Raises:
@@ -518,29 +549,34 @@ class Store:
             LockTimeout: the store is locked by someone else.
         """
         self._writable()
-        source = note_path(self._root, old)
+        source_path = note_path(self._root, old)
         target = note_path(self._root, new)
         with self.lock():
-            if not os.path.lexists(source):
+            if not os.path.lexists(source_path):
                 raise NoteNotFound(old, self._root)
             taken = {n.casefold() for n in os.listdir(self._root)} - {old.casefold()}
             # On a case-insensitive file system a case-only rename finds "itself".
             itself = os.path.lexists(target) and os.path.samestat(
-                os.lstat(source), os.lstat(target)
+                os.lstat(source_path), os.lstat(target)
             )
             if (os.path.lexists(target) and not itself) or new.casefold() in taken:
                 raise NoteExists(new, self._root)
+            from mdmem.store import history
+
+            data = _fs.read_bytes(source_path, MAX_NOTE_BYTES)
+            history.record_if_unknown(self._root, old, data)
             # The same directory, and the note's bytes do not change. A link, not a
             # rename: a note that appears at ``new`` meanwhile is never replaced.
             if itself:
-                os.rename(source, target)
+                os.rename(source_path, target)
             else:
                 try:
-                    os.link(source, target, follow_symlinks=False)
+                    os.link(source_path, target, follow_symlinks=False)
                 except FileExistsError:
                     raise NoteExists(new, self._root) from None
-                os.unlink(source)
+                os.unlink(source_path)
             _fs.fsync_dir(self._root)
+            history.record(self._root, new, data, source=source, action="rename")
             self._refresh(_catalog.Scan(self._root), locked=True)
         return new
 
@@ -591,8 +627,57 @@ class Store:
                 raise NoteExists(filename, self._root) from None
             os.unlink(candidates[0].path)
             _fs.fsync_dir(self._root)
+            from mdmem.store import history
+
+            history.record(self._root, filename, data, source="api", action="restore")
             self._refresh(_catalog.Scan(self._root), locked=True)
         return filename
+
+    # -- history -------------------------------------------------------------------
+
+    def history(self, filename: str) -> list[Version]:
+        """Every recorded version of a note (present or deleted), oldest first.
+
+        Raises:
+            InvalidPath: not a note name.
+        """
+        from mdmem.store import history
+        from mdmem.store.paths import check_name
+
+        check_name(filename)
+        if os.path.isdir(self._root):
+            self._refresh(_catalog.Scan(self._root))  # notice a hand edit first
+        return history.list_versions(self._root, filename)
+
+    def restore_version(self, filename: str, version: int | str, *, source: str = "api") -> str:
+        """Write a recorded version back, byte for byte; the restore is itself a new version.
+
+        A deleted note comes back too. Returns ``update``, ``create`` or ``unchanged``.
+
+        Raises:
+            InvalidPath: not a note name.
+            NoteNotFound: no such version.
+            InvalidOperation: ``version`` is not a version number.
+            LockTimeout: the store is locked by someone else.
+        """
+        from mdmem.store import _txn, history
+
+        self._writable()
+        path = note_path(self._root, filename)
+        data = history.read_version(self._root, filename, version)
+        with self.lock():
+            current = _read_bytes_or_none(path)
+            if current == data:
+                return "unchanged"
+            plan = _txn.Plan(
+                writes={filename: data},
+                before={filename: _catalog.content_hash(current) if current is not None else None},
+                actions={filename: "restore"},
+            )
+            if _txn.commit(self._root, plan, private=self.private, source=source):
+                raise NoteExists(filename, self._root)  # appeared meanwhile: left as is
+            self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
+        return "create" if current is None else "update"
 
 
 class _Held:
@@ -697,6 +782,13 @@ def _default_redact() -> Callable[[str], str]:
 
 def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
     return _fs.read_text(path, limit)
+
+
+def _read_bytes_or_none(path: str) -> bytes | None:
+    try:
+        return _fs.read_bytes(path, MAX_NOTE_BYTES)
+    except FileNotFoundError:
+        return None
 
 
 def __getattr__(name: str) -> object:

@@ -58,6 +58,15 @@ def operations_schema() -> dict[str, object]:
                 "type": "string",
                 "description": "For update and delete: a file name from the existing memory.",
             },
+            "supersedes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "For create and update: file names of notes this one replaces.",
+            },
+            "expires": {
+                "type": "string",
+                "description": "For task-state notes: the ISO date after which it is obsolete.",
+            },
         },
         "required": ["action", "level"],
     }

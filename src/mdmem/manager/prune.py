@@ -1,0 +1,94 @@
+"""Forgetting, visibly: ``mdmem prune`` moves expired (and long-unused) notes to the trash.
+
+Nothing is forgotten silently: a pruned note goes to the store's trash
+(``mdmem restore`` brings it back) and through history like any delete, and
+:func:`prune` returns every note it moved, or would move with ``dry_run``.
+
+Usage comes from a ledger kept by another part of mdmem; this module only needs
+:data:`LastUse`: a function that returns, for a store, when each note was last
+recalled or read (epoch seconds), or ``None`` when no ledger exists. A note the
+ledger does not know, or any note when there is no ledger, counts as *unknown*
+and is kept: ``--unused`` never removes a note on a guess.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from mdmem.store.marks import hidden
+from mdmem.store.store import Store
+
+__all__ = ["LastUse", "Pruned", "ledger_last_use", "prune"]
+
+#: A store -> {note name: last use, epoch seconds}, or None when usage is not recorded.
+LastUse = Callable[[Store], Mapping[str, float] | None]
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A note moved to the trash (or that would be, in a dry run), and why."""
+
+    filename: str
+    level: str
+    reason: str
+
+
+def ledger_last_use(store: Store) -> Mapping[str, float] | None:
+    """Last uses from the usage ledger (``mdmem.recall.usage.last_used``), None if there is none."""
+    try:
+        module = importlib.import_module("mdmem.recall.usage")
+    except ImportError:
+        return None
+    function = getattr(module, "last_used", None)
+    if not callable(function):
+        return None
+    result = function(store)
+    return result if isinstance(result, Mapping) else None
+
+
+def prune(
+    store: Store,
+    *,
+    dry_run: bool = False,
+    unused_days: float | None = None,
+    now: float | None = None,
+    last_use: LastUse | None = None,
+) -> list[Pruned]:
+    """Move expired notes (and, with ``unused_days``, long-unused ones) to the trash.
+
+    Returns what was (or, with ``dry_run``, would be) moved.
+
+    Raises:
+        LockTimeout: the store is locked by someone else.
+    """
+    moment = time.time() if now is None else now
+    from mdmem.store import _catalog
+
+    store.entries()  # bring the catalog up to date first
+    entries, _ = _catalog.load(store.path)
+    out: list[Pruned] = []
+    for name, why in sorted(hidden(entries, moment).items()):
+        if why.startswith("expired"):
+            out.append(Pruned(name, store.level.value, why))
+    if unused_days is not None:
+        uses = (last_use or ledger_last_use)(store)
+        if uses is not None:
+            cutoff = moment - unused_days * 86_400
+            taken = {p.filename for p in out}
+            for name in sorted(entries):
+                used = uses.get(name)
+                if name in taken or not entries[name].get("line") or used is None:
+                    continue  # unknown: keep
+                if used < cutoff:
+                    out.append(
+                        Pruned(name, store.level.value, f"not used for {unused_days:g} days")
+                    )
+    if dry_run or not out:
+        return out
+    ops = [{"action": "delete", "level": store.level.value, "filename": p.filename} for p in out]
+    result = store.apply(ops, source="prune")
+    done = {a.filename for a in result.applied}
+    return [p for p in out if p.filename in done]

@@ -1,0 +1,216 @@
+"""Dedupe on write: is a new note the same fact as one the store already has?
+
+One similarity, in one function (:func:`similarity`) so it can be swapped for
+the recall engine's: the Jaccard index of the sets of character trigrams of
+the normalised title, summary and body (case folded, NFKC, runs of anything
+that is not a letter or digit made one space). Trigrams of characters work
+the same for English and for Chinese, which has no spaces.
+
+:data:`THRESHOLD` was measured (``benchmarks/bench_truth.py``) on pairs of the
+recall development set that share words but mean different things, against
+paraphrased duplicates: no hard pair reaches it. Two more guards keep
+different facts apart however alike their words: a near-duplicate must name
+the same numbers and versions (``MSRV 1.74`` is not ``MSRV 1.80``), their
+titles must overlap (:data:`TITLE_CONTAINMENT`: templated notes about
+different things share most of their body), and a text
+shorter than :data:`MIN_CHARS` must repeat the other exactly. Below it, two notes are kept
+apart: a missed merge costs a line of the index; a false merge loses a fact.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = [
+    "MIN_CHARS",
+    "PREFILTER",
+    "THRESHOLD",
+    "Duplicate",
+    "find_duplicate",
+    "normalise",
+    "similarity",
+]
+
+#: At or above this similarity a create is taken as a near-duplicate of that note.
+THRESHOLD = 0.6
+#: Title + summary similarity below which a note is not even read to compare bodies.
+PREFILTER = 0.25
+
+#: Titles of near-duplicates share at least this share of the shorter one's trigrams.
+TITLE_CONTAINMENT = 0.5
+#: Below this many normalised characters only an exact repeat is a duplicate.
+MIN_CHARS = 80
+
+_NOT_WORD = re.compile(r"[\W_]+")
+# Numbers and versions ("1.74", "v2", "15"): two notes that differ in one state different facts.
+_NUMBERS = re.compile(r"\w*\d[\w.]*\w|\d")
+
+
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(_NUMBERS.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def normalise(text: str) -> str:
+    """Text reduced to what a duplicate must share: case folded, NFKC, words split by a space."""
+    return _NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _trigrams(text: str) -> frozenset[str]:
+    padded = f" {normalise(text)} "
+    if len(padded) < 3:
+        return frozenset({padded})
+    return frozenset(padded[i : i + 3] for i in range(len(padded) - 2))
+
+
+def _containment(x: frozenset[str], y: frozenset[str]) -> float:
+    small = min(len(x), len(y))
+    return len(x & y) / small if small else 1.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An existing note as :func:`find_duplicate` first looks at it: from its index entry."""
+
+    filename: str
+    title: str
+    norm_title: str
+    head: frozenset[str]
+    title_grams: frozenset[str]
+    numbers: frozenset[str]
+    """The numbers of the title and summary: the whole note has at least these."""
+
+
+_CANDIDATES: dict[tuple[str, str], tuple[str, frozenset[str], frozenset[str], frozenset[str]]] = {}
+
+
+def candidate(filename: str, title: str, summary: str) -> Candidate:
+    """A note's :class:`Candidate` (the work is cached: index lines change rarely)."""
+    key = (title, summary)
+    found = _CANDIDATES.get(key)
+    if found is None:
+        if len(_CANDIDATES) > 50_000:
+            _CANDIDATES.clear()
+        head = f"{title}\n{summary}"
+        found = (normalise(title), _trigrams(head), _trigrams(title), _numbers(head))
+        _CANDIDATES[key] = found
+    return Candidate(filename, title, *found)
+
+
+class Index:
+    """Candidates by title trigram, so a create compares with the few notes whose title is close.
+
+    A near-duplicate's title shares at least :data:`TITLE_CONTAINMENT` of the
+    shorter title's trigrams, so only notes with that many common title
+    trigrams (counted from the postings) are worth a look.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Candidate] = {}
+        self._postings: dict[str, set[str]] = {}
+
+    def add(self, c: Candidate) -> None:
+        """Add or replace a note's candidate."""
+        self.remove(c.filename)
+        self._by_name[c.filename] = c
+        for gram in c.title_grams:
+            self._postings.setdefault(gram, set()).add(c.filename)
+
+    def remove(self, filename: str) -> None:
+        """Forget a note."""
+        old = self._by_name.pop(filename, None)
+        if old is not None:
+            for gram in old.title_grams:
+                self._postings.get(gram, set()).discard(filename)
+
+    def near(self, title: str) -> list[Candidate]:
+        """The notes whose title is close enough to ``title`` to be compared."""
+        grams = _trigrams(title)
+        counts: dict[str, int] = {}
+        for gram in grams:
+            for name in self._postings.get(gram, ()):
+                counts[name] = counts.get(name, 0) + 1
+        out = []
+        for name, common in counts.items():
+            c = self._by_name[name]
+            if common >= TITLE_CONTAINMENT * min(len(grams), len(c.title_grams)):
+                out.append(c)
+        return sorted(out, key=lambda c: c.filename)
+
+
+def similarity(a: str, b: str) -> float:
+    """How alike two texts are, 0 to 1: Jaccard of character trigrams of the normalised text."""
+    x, y = _trigrams(a), _trigrams(b)
+    if not x and not y:
+        return 1.0
+    return len(x & y) / len(x | y)
+
+
+def note_text(title: str, summary: str, body: str) -> str:
+    """What a note says, as :func:`similarity` compares it."""
+    return f"{title}\n{summary}\n{body}"
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """An existing note a new one repeats: ``exact`` when the normalised text is the same."""
+
+    filename: str
+    score: float
+    exact: bool
+
+
+def find_duplicate(
+    title: str,
+    summary: str,
+    body: str,
+    candidates: Iterable[Candidate],
+    read: Callable[[str], tuple[str, str, str] | None],
+    threshold: float = THRESHOLD,
+) -> Duplicate | None:
+    """The existing note that ``title``/``summary``/``body`` repeats, if any.
+
+    ``candidates`` are the notes to compare with, from their index entries
+    (see :func:`candidate`); ``read(name)`` gives (title, summary, body) of
+    one, and is called only for candidates whose title and summary are close.
+    """
+    text = note_text(title, summary, body)
+    wanted = normalise(text)
+    short = len(wanted) < MIN_CHARS  # only an exact repeat counts: its title is the same
+    wanted_title = normalise(title)
+    head = _trigrams(f"{title}\n{summary}")
+    size = len(head)
+    title_grams = _trigrams(title)
+    numbers = _numbers(text)
+    best: Duplicate | None = None
+    for c in candidates:
+        if c.norm_title != wanted_title:
+            # Cheap tests first, on what the index entry says; the note is read last.
+            if short:
+                continue
+            common = len(head & c.head)
+            if common < PREFILTER * (size + len(c.head) - common):
+                continue
+            if _containment(title_grams, c.title_grams) < TITLE_CONTAINMENT:
+                continue
+            if not c.numbers <= numbers:
+                continue  # it names a number this text lacks: different facts
+        full = read(c.filename)
+        if full is None:
+            continue
+        other = note_text(*full)
+        if normalise(other) == wanted:
+            return Duplicate(c.filename, 1.0, True)
+        if short or numbers != _numbers(other):
+            continue
+        if _containment(title_grams, _trigrams(full[0])) < TITLE_CONTAINMENT:
+            continue
+        score = similarity(text, other)
+        if score >= threshold and (best is None or score > best.score):
+            best = Duplicate(c.filename, score, False)
+    return best

@@ -1,0 +1,307 @@
+"""What the prompt block leaves out (superseded, expired notes) or marks (stale notes).
+
+MEMORY.md on disk lists every note; a person reading it sees them all. The
+prompt block is assembled from it by :func:`prompt_index`, which drops the
+lines of notes that another note ``supersedes`` or whose ``expires`` time has
+come, and marks the lines of notes that name files the code no longer has
+(``[stale: path gone: …]``, from :mod:`mdmem.store.stale`'s cache).
+
+Both facts are kept in small text files in the store's state folder, written
+when the catalog is, so a settled store answers with two small reads and no
+parse: ``marks`` (``S<TAB>note<TAB>by`` and ``E<TAB>note<TAB>epoch seconds``)
+and ``stale.marks`` (see :mod:`mdmem.store.stale`). Only ``os`` and ``time`` are
+imported at the top: this module is on the ``mdmem index`` path.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mdmem.store.paths import state_dir
+
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Protocol
+
+    from mdmem.store.note import IndexEntry, Note
+
+    class Store(Protocol):
+        """What this module needs of a store (``Store`` is one; not imported: no cycle)."""
+
+        @property
+        def path(self) -> str: ...
+
+        def load_index(self) -> str: ...
+
+        def entries(self) -> list[IndexEntry]: ...
+
+
+__all__ = [
+    "MARKS",
+    "STALE_MARKS",
+    "cached_marks",
+    "dated_index",
+    "hidden",
+    "left_out",
+    "note_marks",
+    "prompt_index",
+    "save",
+    "superseded_by",
+    "tree_key",
+    "visible_lines",
+]
+
+MARKS = "marks"
+STALE_MARKS = "stale.marks"
+
+
+def note_marks(note: Note) -> dict[str, object]:
+    """The catalog fields a note's ``supersedes`` and ``expires`` keys give (empty: none).
+
+    Hand-written values are read leniently: a name that is not a note name, or
+    a date that is not a date, is ignored rather than breaking the note.
+    """
+    from mdmem.errors import InvalidNote, InvalidPath
+    from mdmem.store.note import format_time, parse_time
+    from mdmem.store.paths import check_name
+
+    out: dict[str, object] = {}
+    raw = note.extra.get("supersedes")
+    names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    valid = []
+    for name in names:
+        try:
+            if isinstance(name, str) and check_name(name.strip()) != note.filename:
+                valid.append(name.strip())
+        except InvalidPath:
+            continue
+    if valid:
+        out["supersedes"] = valid
+    try:
+        moment = parse_time(note.extra.get("expires"), "expires", note.filename)
+    except InvalidNote:
+        moment = None
+    if moment is not None:
+        out["expires"] = format_time(moment)
+        out["expires_ts"] = moment.timestamp()
+    return out
+
+
+def superseded_by(entries: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
+    """Note name -> the note of the same store that supersedes it (the first, by name)."""
+    out: dict[str, str] = {}
+    for name in sorted(entries):
+        targets = entries[name].get("supersedes")
+        if not isinstance(targets, list) or not entries[name].get("line"):
+            continue
+        for target in targets:
+            if isinstance(target, str) and target in entries and target != name:
+                out.setdefault(target, name)
+    return out
+
+
+def hidden(entries: Mapping[str, Mapping[str, object]], now: float | None = None) -> dict[str, str]:
+    """Note name -> why it is left out of the prompt block and recall, at ``now`` (epoch s)."""
+    moment = time.time() if now is None else now
+    out = {name: f"superseded by {by}" for name, by in superseded_by(entries).items()}
+    for name, entry in entries.items():
+        ts = entry.get("expires_ts")
+        if isinstance(ts, (int, float)) and ts <= moment and name not in out:
+            out[name] = f"expired {entry.get('expires')}"
+    return out
+
+
+def save(root: str, entries: Mapping[str, Mapping[str, object]]) -> None:
+    """Write the ``marks`` file of a store from its catalog entries (removed when empty)."""
+    import contextlib
+
+    from mdmem.store import _fs
+
+    lines = [f"S\t{name}\t{by}" for name, by in sorted(superseded_by(entries).items())]
+    for name, entry in sorted(entries.items()):
+        ts = entry.get("expires_ts")
+        if isinstance(ts, (int, float)) and entry.get("line"):
+            lines.append(f"E\t{name}\t{ts!r}")
+    path = os.path.join(state_dir(root), MARKS)
+    text = "".join(line + "\n" for line in lines)
+    try:
+        if not text:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            return
+        with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return
+        from mdmem.store._catalog import ensure_state_dir
+
+        ensure_state_dir(root)
+        _fs.atomic_write(path, text.encode("utf-8"), private=True, durable=False)
+    except OSError:
+        pass
+
+
+def _read_marks(root: str, now: float) -> dict[str, str]:
+    try:
+        with open(os.path.join(state_dir(root), MARKS), encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition("\t")
+        name, _, value = rest.partition("\t")
+        if kind == "S":
+            out[name] = f"superseded by {value}"
+        elif kind == "E":
+            try:
+                if float(value) <= now and name not in out:
+                    out[name] = "expired"
+            except ValueError:
+                continue
+    return out
+
+
+def left_out(store: Store, now: float | None = None) -> dict[str, str]:
+    """Notes of ``store`` that recall and the prompt block leave out: name -> why.
+
+    Superseded notes, and notes whose ``expires`` time has come; from the
+    ``marks`` file, so it costs one small read (call ``store.load_index()``
+    first if notes may have changed behind mdmem's back).
+    """
+    return _read_marks(store.path, time.time() if now is None else now)
+
+
+# -- staleness marks: the tree's state, read from files (no git process) ----------
+
+
+def _git_dir(workspace: str) -> str | None:
+    dot = os.path.join(workspace, ".git")
+    if os.path.isdir(dot):
+        return dot
+    try:
+        with open(dot, encoding="utf-8") as f:
+            line = f.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if line.startswith("gitdir:"):
+        target = line[len("gitdir:") :].strip()
+        return target if os.path.isabs(target) else os.path.join(workspace, target)
+    return None
+
+
+def tree_key(workspace: str) -> str:
+    """What the cache is valid for: HEAD's commit and the git index's stat ("none": no git)."""
+    git = _git_dir(workspace)
+    if git is None:
+        return "none"
+    head = ""
+    try:
+        with open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
+            head = f.read(4096).strip()
+        if head.startswith("ref:"):
+            ref = head[4:].strip()
+            try:
+                with open(os.path.join(git, ref), encoding="utf-8") as f:
+                    head = f.read(100).strip()
+            except FileNotFoundError:
+                head = ref  # packed: the packed-refs stat below covers it
+    except (OSError, UnicodeDecodeError):
+        pass
+    parts = [head]
+    for name in ("index", "packed-refs"):
+        try:
+            st = os.stat(os.path.join(git, name))
+            parts.append(f"{st.st_mtime_ns}:{st.st_size}")
+        except OSError:
+            parts.append("-")
+    return "|".join(parts)
+
+
+def cached_marks(root: str) -> dict[str, str]:
+    """Note -> short reason, from the last :func:`check`, if the tree is still as it was then."""
+    try:
+        with open(os.path.join(state_dir(root), STALE_MARKS), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if not lines:
+        return {}
+    key, _, workspace = lines[0].partition("\t")
+    if tree_key(workspace) != key:
+        return {}
+    out = {}
+    for line in lines[1:]:
+        name, _, reason = line.partition("\t")
+        if name and reason:
+            out[name] = reason
+    return out
+
+
+def _filename_of(line: str) -> str | None:
+    if not line.endswith(")"):
+        return None
+    start = line.rfind(" (")
+    return line[start + 2 : -1] if start != -1 else None
+
+
+def visible_lines(
+    index: str, leave_out: Mapping[str, str], stale: Mapping[str, str] | None = None
+) -> str:
+    """MEMORY.md text without the lines of ``leave_out``, stale lines marked before the name."""
+    if not leave_out and not stale:
+        return index
+    out = []
+    for line in index.splitlines():
+        name = _filename_of(line.rstrip())
+        if name is not None and name in leave_out:
+            continue
+        if name is not None and stale and name in stale:
+            line = line.rstrip()
+            cut = line.rfind(" (")
+            line = f"{line[:cut]} [stale: {stale[name]}]{line[cut:]}"
+        out.append(line)
+    return "\n".join(out) + "\n" if out else ""
+
+
+def prompt_index(store: Store, now: float | None = None) -> str:
+    """The store's index as the prompt block shows it: current notes only, stale ones marked.
+
+    Reads MEMORY.md (brought up to date first, see :meth:`Store.load_index`)
+    and two small state files; never parses a note of a settled store, never
+    runs git.
+    """
+    text = store.load_index()
+    if not text:
+        return text
+    moment = time.time() if now is None else now
+    leave_out = _read_marks(store.path, moment)
+    stale = cached_marks(store.path)
+    return visible_lines(text, leave_out, stale)
+
+
+def dated_index(store: Store) -> str:
+    """The prompt index with each note's last update (and expiry) before its file name.
+
+    For the extraction prompt: the model sees how old a note is, so it can
+    tell a fact that changed from one that is still true.
+    """
+    text = prompt_index(store)
+    if not text:
+        return text
+    dates: dict[str, str] = {}
+    for entry in store.entries():
+        parts = [f"updated {entry.updated[:10]}"] if entry.updated else []
+        if entry.expires:
+            parts.append(f"expires {entry.expires[:10]}")
+        if parts:
+            dates[entry.filename] = ", ".join(parts)
+    out = []
+    for line in text.splitlines():
+        name = _filename_of(line.rstrip())
+        if name is not None and name in dates:
+            cut = line.rstrip().rfind(" (")
+            line = f"{line[:cut]} [{dates[name]}]{line.rstrip()[cut:]}"
+        out.append(line)
+    return "\n".join(out) + "\n"

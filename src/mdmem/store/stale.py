@@ -1,0 +1,334 @@
+"""Staleness against the code: project notes that name files the workspace no longer has.
+
+A note names a path when its body has it in backticks and it looks like one
+(``internal/httpapi/routes.go``, ``src/app.py``): it contains a ``/`` or ends
+with a file extension, and is not a URL, an option or an absolute path. Each
+named path is checked against the working tree and, in a git repository,
+against history since the note's ``updated``:
+
+- ``renamed: a → b``: gone from the tree, and git saw it renamed (``-M``);
+  ``mdmem stale --fix`` rewrites the note through :meth:`Store.apply`;
+- ``path gone: a``: gone from the tree;
+- ``changed since <date>: a``: a commit touched it after the note was written.
+
+:func:`check` is incremental: its cache (``stale.json`` in the store's state)
+is keyed by the tree's state (HEAD's commit, the git index's stat) and, per
+note, by the note's content hash, so a settled workspace costs no git call and
+an edited note only re-checks itself. It also writes ``stale.marks``, which the
+prompt block reads (:func:`cached_marks`, no git, no parse): a mark is shown only
+while the tree is in the state it was computed for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from dataclasses import dataclass
+
+from mdmem.store.marks import STALE_MARKS as MARKS
+from mdmem.store.marks import cached_marks, tree_key
+from mdmem.store.paths import state_dir
+
+TYPE_CHECKING = False  # not typing's: cached_marks is on the `mdmem index` path
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Protocol
+
+    from mdmem._kinds import Level
+    from mdmem.store.note import IndexEntry, Note
+    from mdmem.store.results import ApplyResult
+
+    class Store(Protocol):
+        """What this module needs of a store (``Store`` is one; not imported: no cycle)."""
+
+        level: Level
+
+        @property
+        def path(self) -> str: ...
+
+        def entries(self) -> list[IndexEntry]: ...
+
+        def read(self, filename: str) -> Note: ...
+
+        def apply(
+            self, ops: Iterable[Mapping[str, object]], now: None = None, *, source: str = ...
+        ) -> ApplyResult: ...
+
+
+__all__ = [
+    "CACHE",
+    "MARKS",
+    "Stale",
+    "cached_marks",
+    "check",
+    "fix_renames",
+    "referenced_paths",
+    "tree_key",
+]
+
+CACHE = "stale.json"
+_CACHE_VERSION = 2
+_TICKS = re.compile(r"`([^`\n]{1,300})`")
+# A bare name (no folder) counts only with a file extension, in lower case, that
+# code bases use: `Product.Price` and `money.Cents` are symbols, not files.
+_EXTENSION = re.compile(
+    r"\.(py|pyi|go|rs|ts|tsx|js|jsx|mjs|cjs|java|kt|kts|rb|php|cs|swift|dart|c|h|cc|cpp|hpp|m|"
+    r"scala|sql|sh|bash|zsh|ps1|md|rst|txt|json|jsonc|yaml|yml|toml|ini|cfg|conf|env|lock|mod|"
+    r"sum|xml|html|htm|css|scss|vue|svelte|proto|tf|gradle|properties|csv|ipynb|graphql|arb)$"
+)
+# `github.com/acme/x`: an import path or URL without a scheme, not a file of the workspace.
+_DOMAIN = re.compile(r"^[\w-]+(\.[\w-]+)+/")
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A note that names paths the workspace no longer has as it had them."""
+
+    filename: str
+    reasons: tuple[str, ...]
+    renames: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready."""
+        return {
+            "filename": self.filename,
+            "reasons": list(self.reasons),
+            "renames": [{"from": a, "to": b} for a, b in self.renames],
+        }
+
+
+def referenced_paths(body: str) -> list[str]:
+    """The workspace paths a note's body names in backticks, in order, without repeats."""
+    out: list[str] = []
+    for match in _TICKS.finditer(body):
+        token = match.group(1).strip().removeprefix("./")
+        token = re.sub(r":\d+(:\d+)?$", "", token)  # path:line
+        if (
+            not token
+            or any(c.isspace() for c in token)
+            or "://" in token
+            or token[0] in "-/~$<{*"
+            or ".." in token.split("/")
+            or any(c in token for c in "*?[]{}()<>|;=\"'")
+        ):
+            continue
+        if _DOMAIN.match(token):
+            continue
+        if "/" in token.rstrip("/") or _EXTENSION.search(token):
+            path = token.rstrip("/")
+            if path not in out:
+                out.append(path)
+    return out
+
+
+# -- git history ---------------------------------------------------------------------
+
+
+def _git(workspace: str, *args: str) -> str:
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "-C", workspace, "-c", "core.quotepath=off", *args],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.decode("utf-8", "replace") if proc.returncode == 0 else ""
+
+
+def _history(workspace: str, since: float) -> tuple[dict[str, float], dict[str, str], set[str]]:
+    """Since ``since``: when each path was last modified, where renamed paths went, every path
+    a commit touched."""
+    changed: dict[str, float] = {}
+    renames: dict[str, str] = {}
+    seen: set[str] = set()
+    out = _git(
+        workspace, "log", "-M", "--name-status", "--format=%x00%ct", f"--since=@{int(since)}"
+    )
+    moment = 0.0
+    for line in reversed(out.splitlines()):  # oldest first, so later renames win
+        if line.startswith("\x00"):
+            continue
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0].startswith("R"):
+            renames[fields[1]] = fields[2]
+    for line in out.splitlines():
+        if line.startswith("\x00"):
+            with contextlib.suppress(ValueError):
+                moment = float(line[1:])
+            continue
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0]:
+            seen.update(fields[1:])
+        # Modified (or type-changed) only: a file added after the note was not changed by it.
+        if len(fields) == 2 and fields[0][:1] in ("M", "T"):
+            changed[fields[1]] = max(changed.get(fields[1], 0.0), moment)
+    # Renames not yet committed (staged, or detectable against HEAD).
+    for line in _git(workspace, "diff", "--name-status", "-M", "HEAD").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 3 and fields[0].startswith("R"):
+            renames[fields[1]] = fields[2]
+            seen.add(fields[1])
+    return changed, renames, seen
+
+
+def _follow(path: str, renames: dict[str, str]) -> str | None:
+    seen = {path}
+    while path in renames:
+        path = renames[path]
+        if path in seen:
+            return None
+        seen.add(path)
+    return path
+
+
+def _judge(
+    workspace: str,
+    paths: list[str],
+    updated: float | None,
+    changed: dict[str, float],
+    renames: dict[str, str],
+    seen: set[str],
+    git: bool,
+) -> tuple[list[str], list[tuple[str, str]]]:
+    reasons: list[str] = []
+    moved: list[tuple[str, str]] = []
+    for path in paths:
+        full = os.path.join(workspace, path)
+        if not os.path.lexists(full):
+            # In git, gone means git saw it go since the note was written; a path it
+            # never knew (another repository's, a typo) says nothing about this tree.
+            # Without git, the tree is all there is, but a bare name may live anywhere.
+            if (git and path not in seen) or ("/" not in path and not git):
+                continue
+            target = _follow(path, renames) if git else None
+            if target and os.path.lexists(os.path.join(workspace, target)):
+                reasons.append(f"renamed: {path} → {target}")
+                moved.append((path, target))
+            else:
+                reasons.append(f"path gone: {path}")
+        elif git and updated is not None and changed.get(path, 0.0) > updated:
+            from datetime import datetime, timezone
+
+            day = datetime.fromtimestamp(updated, timezone.utc).date().isoformat()
+            reasons.append(f"changed since {day}: {path}")
+    return reasons, moved
+
+
+def check(
+    store: Store, workspace: str, *, use_cache: bool = True, refresh: bool = True
+) -> list[Stale]:
+    """The stale notes of ``store`` (a project store of ``workspace``), updating the caches.
+
+    Only notes whose bytes changed, or all notes when the tree moved, are read
+    again; git runs once per tree state, never for a settled cache. Without
+    ``refresh``, the store's catalog is taken as it is (MEMORY.md is not
+    brought up to date first: ``mdmem doctor`` looks without writing).
+    """
+    from mdmem.store import _catalog, _fs
+    from mdmem.store.note import parse_time
+
+    state = state_dir(store.path)
+    key = tree_key(workspace)
+    cache: dict[str, object] = {}
+    if use_cache:
+        with contextlib.suppress(OSError, ValueError):
+            with open(os.path.join(state, CACHE), encoding="utf-8") as f:
+                loaded = json.load(f)
+            if isinstance(loaded, dict) and loaded.get("version") == _CACHE_VERSION:
+                cache = loaded
+    same_tree = cache.get("key") == key and cache.get("workspace") == workspace
+    old_notes = cache.get("notes") if same_tree else None
+    old = old_notes if isinstance(old_notes, dict) else {}
+    if refresh:
+        store.entries()
+    catalog, _ = _catalog.load(store.path)
+    listing = sorted((name, e.get("updated")) for name, e in catalog.items() if e.get("line"))
+    git = key != "none"
+    history: tuple[dict[str, float], dict[str, str], set[str]] | None = None
+    notes: dict[str, dict[str, object]] = {}
+    for filename, _updated in listing:
+        sha = str(catalog.get(filename, {}).get("sha", ""))
+        prev = old.get(filename)
+        if isinstance(prev, dict) and prev.get("sha") == sha and sha:
+            notes[filename] = prev
+            continue
+        try:
+            note = store.read(filename)
+        except (KeyError, ValueError):  # a broken note is doctor's business, not ours
+            continue
+        paths = referenced_paths(note.body)
+        if not paths:
+            notes[filename] = {"sha": sha, "reasons": [], "renames": []}
+            continue
+        if history is None:
+            if git:
+                updated = [parse_time(u) for _, u in listing if u]
+                since = min((u.timestamp() for u in updated if u), default=0.0)
+                history = _history(workspace, since)
+            else:
+                history = ({}, {}, set())
+        stamp = note.updated.timestamp() if note.updated else None
+        reasons, moved = _judge(workspace, paths, stamp, *history, git)
+        notes[filename] = {"sha": sha, "reasons": reasons, "renames": moved}
+    payload = {"version": _CACHE_VERSION, "key": key, "workspace": workspace, "notes": notes}
+    with contextlib.suppress(OSError):
+        _catalog.ensure_state_dir(store.path)
+        _fs.atomic_write(
+            os.path.join(state, CACHE),
+            json.dumps(payload, ensure_ascii=False).encode("utf-8"),
+            private=True,
+            durable=False,
+        )
+        lines = [f"{key}\t{workspace}"]
+        for name, data in sorted(notes.items()):
+            found = data.get("reasons")
+            if isinstance(found, list) and found:
+                short = "; ".join(str(r) for r in found[:2])
+                lines.append(f"{name}\t{short[:160]}")
+        _fs.atomic_write(
+            os.path.join(state, MARKS),
+            ("\n".join(lines) + "\n").encode("utf-8"),
+            private=True,
+            durable=False,
+        )
+    out = []
+    for name, data in sorted(notes.items()):
+        listed = data.get("reasons")
+        if isinstance(listed, list) and listed:
+            renames = data.get("renames")
+            pairs = tuple(
+                (str(p[0]), str(p[1]))
+                for p in (renames if isinstance(renames, list) else [])
+                if isinstance(p, (list, tuple)) and len(p) == 2
+            )
+            out.append(Stale(name, tuple(str(r) for r in listed), pairs))
+    return out
+
+
+def fix_renames(store: Store, stale: list[Stale], *, source: str = "cli") -> list[str]:
+    """Rewrite renamed paths in the notes' bodies, through :meth:`Store.apply`; return the notes."""
+    ops = []
+    for item in stale:
+        if not item.renames:
+            continue
+        note = store.read(item.filename)
+        body = note.body
+        for old, new in item.renames:
+            body = body.replace(f"`{old}`", f"`{new}`").replace(f"`./{old}`", f"`./{new}`")
+        if body != note.body:
+            ops.append(
+                {
+                    "action": "update",
+                    "level": store.level.value,
+                    "filename": item.filename,
+                    "content": body,
+                }
+            )
+    result = store.apply(ops, source=source)
+    return [a.filename for a in result.applied if a.action == "update"]
