@@ -121,6 +121,8 @@ def stale(
         return
     for item in found:
         typer.echo(f"{item.filename}: {'; '.join(item.reasons)}")
+    if any(item.renames for item in found):
+        typer.echo("`mdmem stale --fix` rewrites the renamed paths in these notes", err=True)
     if not found and not options_of(ctx).quiet:
         typer.echo("no stale notes")
 

@@ -233,6 +233,8 @@ def check(
     from mdmem.store import _catalog, _fs
     from mdmem.store.note import parse_time
 
+    if getattr(store, "unavailable", None) is not None:
+        return []  # not used as a project store: nothing to check, nothing to cache
     state = state_dir(store.path)
     key = tree_key(workspace)
     cache: dict[str, object] = {}
