@@ -9,7 +9,8 @@ What is measured:
 
 - one ``Store.apply`` of an update in a store of 1,000 notes, with history and
   without (``mdmem.store.history.enabled``), interleaved in the same run;
-- the staleness check of a store of 1,000 project notes (each naming two paths)
+- the staleness check of a store of 1,000 project notes (each naming two paths
+  and a symbol)
   in a git repository of 10,000 files: cold (no cache: git log + diff, every
   note read), cached (a settled tree: no git), after one note changed; and what
   session start pays: ``prompt_index`` with the stale marks against without;
@@ -85,9 +86,10 @@ def bench_history(tmp: str, notes: int, repeat: int) -> str:
     return table([f"one update, store of {notes:,} notes", "median ms", "p90 ms"], rows, [1, 2])
 
 
-def _git(cwd: str, *args: str) -> None:
+def _git(cwd: str, *args: str, date: str | None = None) -> None:
     env = {
         **os.environ,
+        **({"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}),
         "GIT_AUTHOR_NAME": "B",
         "GIT_AUTHOR_EMAIL": "b@example.com",
         "GIT_COMMITTER_NAME": "B",
@@ -104,16 +106,18 @@ def bench_stale(tmp: str, files: int, notes: int, repeat: int) -> str:
         folder = os.path.join(ws, "pkg", f"d{i % 100:02d}")
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, f"f{i:05d}.go"), "w") as f:
-            f.write(f"package d{i % 100}\n// file {i}\n")
+            f.write(f"package d{i % 100}\n// file {i}\nfunc handle_{i:05d}() {{}}\n")
     _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "files")
+    # The code is older than the notes, as in a real repository.
+    long_ago = (datetime.now(timezone.utc) - timedelta(days=60)).isoformat()
+    _git(ws, "commit", "-q", "-m", "files", date=long_ago)
     store = Store(os.path.join(ws, ".PseudoClaude", "memory"), Level.PROJECT)
     old = datetime.now(timezone.utc) - timedelta(days=30)
     store.apply(
         [
             _create(
                 i,
-                f"Lives in `pkg/d{i % 100:02d}/f{i:05d}.go`, tested by "
+                f"Lives in `pkg/d{i % 100:02d}/f{i:05d}.go` (`handle_{i:05d}`), tested by "
                 f"`pkg/d{(i + 1) % 100:02d}/f{(i + 1) % files:05d}.go`.",
             )
             for i in range(notes)
@@ -126,6 +130,8 @@ def bench_stale(tmp: str, files: int, notes: int, repeat: int) -> str:
     _git(ws, "rm", "-q", "pkg/d02/f00002.go")
     with open(os.path.join(ws, "pkg/d03/f00003.go"), "a") as f:
         f.write("// edited\n")
+    with open(os.path.join(ws, "pkg/d04/f00004.go"), "w") as f:
+        f.write("package d4\nfunc serve_00004() {}\n")
     _git(ws, "commit", "-q", "-am", "changes")
     store.load_index()
     stale_count = len(stale.check(store, ws))

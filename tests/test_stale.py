@@ -180,3 +180,40 @@ def test_without_git_only_missing_paths_count(tmp_path: Path) -> None:
     )
     [found] = check(store, str(ws))
     assert found.reasons == ("path gone: src/gone.py",)
+
+
+def test_a_symbol_the_code_lost_is_found_and_a_foreign_one_is_not(repo: Path) -> None:
+    (repo / "internal/httpapi/routes.go").write_text("func parseConfig() {}\nfunc keepMe() {}\n")
+    git(repo, "commit", "-q", "-am", "symbols", "--date=2026-01-01T00:00:00")
+    env_then = "2026-01-01T00:00:00"
+    subprocess.run(
+        ["git", "commit", "-q", "--amend", "--no-edit"],
+        cwd=repo,
+        env={
+            **os.environ,
+            "GIT_COMMITTER_DATE": env_then,
+            "GIT_AUTHOR_DATE": env_then,
+            "GIT_COMMITTER_NAME": "T",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+        },
+        check=True,
+    )
+    store = Store(repo / ".PseudoClaude" / "memory", Level.PROJECT)
+    body = "Call `parseConfig()` then `keepMe`; logging goes through `slog.NewJSONHandler`."
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "Config",
+                "content": body,
+            }
+        ],
+        now=datetime.now(timezone.utc) - timedelta(days=1),
+    )
+    assert check(store, str(repo)) == []
+    (repo / "internal/httpapi/routes.go").write_text("func loadConfig() {}\nfunc keepMe() {}\n")
+    git(repo, "commit", "-q", "-am", "rename the function")
+    [found] = check(store, str(repo))
+    assert found.reasons == ("symbol gone: parseConfig",)

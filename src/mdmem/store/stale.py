@@ -11,6 +11,12 @@ against history since the note's ``updated``:
 - ``path gone: a``: gone from the tree;
 - ``changed since <date>: a``: a commit touched it after the note was written.
 
+A note also names code symbols in backticks (``parse_config``, ``money.Cents``,
+``parseConfig()``): in a git repository, a symbol that the tree had when the
+oldest note was written (``git grep`` at that commit) and the working tree no
+longer has is ``symbol gone: parseConfig``. A symbol the repository never had
+(a library's) is never reported.
+
 :func:`check` is incremental: its cache (``stale.json`` in the store's state)
 is keyed by the tree's state (HEAD's commit, the git index's stat) and, per
 note, by the note's content hash, so a settled workspace costs no git call and
@@ -65,11 +71,12 @@ __all__ = [
     "check",
     "fix_renames",
     "referenced_paths",
+    "referenced_symbols",
     "tree_key",
 ]
 
 CACHE = "stale.json"
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 _TICKS = re.compile(r"`([^`\n]{1,300})`")
 # A bare name (no folder) counts only with a file extension, in lower case, that
 # code bases use: `Product.Price` and `money.Cents` are symbols, not files.
@@ -126,12 +133,13 @@ def referenced_paths(body: str) -> list[str]:
 # -- git history ---------------------------------------------------------------------
 
 
-def _git(workspace: str, *args: str) -> str:
+def _git(workspace: str, *args: str, stdin: str | None = None) -> str:
     import subprocess
 
     try:
         proc = subprocess.run(
             ["git", "-C", workspace, "-c", "core.quotepath=off", *args],
+            input=stdin.encode("utf-8") if stdin is not None else None,
             capture_output=True,
             timeout=60,
             check=False,
@@ -175,6 +183,46 @@ def _history(workspace: str, since: float) -> tuple[dict[str, float], dict[str, 
             renames[fields[1]] = fields[2]
             seen.add(fields[1])
     return changed, renames, seen
+
+
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def referenced_symbols(body: str) -> list[str]:
+    """The code symbols a note names in backticks (``parse_config``, ``money.Cents``):
+    the last name of each, when it looks like code (an ``_``, a camelCase hump or a
+    dotted prefix) and has at least four characters."""
+    out: list[str] = []
+    for match in _TICKS.finditer(body):
+        token = match.group(1).strip().removesuffix("()")
+        if not _SYMBOL.match(token):
+            continue
+        name = token.rsplit(".", 1)[-1]
+        if len(name) < 4 or not ("_" in name or re.search(r"[a-z][A-Z]", name) or "." in token):
+            continue
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _symbols_gone(workspace: str, since: float, symbols: set[str]) -> set[str]:
+    """Of ``symbols``, those git's tree had at ``since`` and the working tree no longer has.
+
+    A symbol the repository never had (a library's, another project's) is never gone.
+    """
+    if not symbols:
+        return set()
+    then = _git(workspace, "rev-list", "-1", f"--before=@{int(since)}", "HEAD").strip()
+    if not then:
+        return set()
+    patterns = "\n".join(sorted(symbols)) + "\n"
+
+    def found(*rev: str) -> set[str]:
+        out = _git(workspace, "grep", "-I", "-F", "-w", "-o", "-h", "-f", "-", *rev, stdin=patterns)
+        return {line.rsplit(":", 1)[-1] for line in out.splitlines()} & symbols
+
+    had = found(then)
+    return had - found() if had else set()
 
 
 def _follow(path: str, renames: dict[str, str]) -> str | None:
@@ -254,6 +302,8 @@ def check(
     git = key != "none"
     history: tuple[dict[str, float], dict[str, str], set[str]] | None = None
     notes: dict[str, dict[str, object]] = {}
+    wanted: dict[str, list[str]] = {}  # note -> the symbols it names, checked at the end
+    since = 0.0
     for filename, _updated in listing:
         sha = str(catalog.get(filename, {}).get("sha", ""))
         prev = old.get(filename)
@@ -265,6 +315,10 @@ def check(
         except (KeyError, ValueError):  # a broken note is doctor's business, not ours
             continue
         paths = referenced_paths(note.body)
+        if git:
+            symbols = referenced_symbols(note.body)
+            if symbols:
+                wanted[filename] = symbols
         if not paths:
             notes[filename] = {"sha": sha, "reasons": [], "renames": []}
             continue
@@ -278,7 +332,28 @@ def check(
         stamp = note.updated.timestamp() if note.updated else None
         reasons, moved = _judge(workspace, paths, stamp, *history, git)
         notes[filename] = {"sha": sha, "reasons": reasons, "renames": moved}
-    payload = {"version": _CACHE_VERSION, "key": key, "workspace": workspace, "notes": notes}
+    known: dict[str, bool] = {}  # symbol -> gone, for this tree state and this "then"
+    if wanted:
+        updated = [parse_time(u) for _, u in listing if u]
+        since = min((u.timestamp() for u in updated if u), default=0.0)
+        cached = cache.get("symbols") if same_tree and cache.get("since") == since else None
+        known = {k: bool(v) for k, v in cached.items()} if isinstance(cached, dict) else {}
+        todo = {s for names in wanted.values() for s in names} - set(known)
+        gone = _symbols_gone(workspace, since, todo)
+        known.update({s: s in gone for s in todo})
+        for filename, symbols in wanted.items():
+            lost = [f"symbol gone: {s}" for s in symbols if known.get(s)]
+            reasons_of = notes[filename].get("reasons")
+            if lost and isinstance(reasons_of, list):
+                reasons_of.extend(lost)
+    payload = {
+        "version": _CACHE_VERSION,
+        "key": key,
+        "workspace": workspace,
+        "notes": notes,
+        "since": since if wanted else cache.get("since"),
+        "symbols": known if wanted else (cache.get("symbols") if same_tree else {}),
+    }
     with contextlib.suppress(OSError):
         _catalog.ensure_state_dir(store.path)
         _fs.atomic_write(
