@@ -10,10 +10,11 @@ What is measured:
 - one ``Store.apply`` of an update in a store of 1,000 notes, with history and
   without (``mdmem.store.history.enabled``), interleaved in the same run;
 - the staleness check of a store of 1,000 project notes (each naming two paths
-  and a symbol)
-  in a git repository of 10,000 files: cold (no cache: git log + diff, every
-  note read), cached (a settled tree: no git), after one note changed; and what
-  session start pays: ``prompt_index`` with the stale marks against without;
+  and a symbol) in a git repository of 10,000 files: cold (no cache: git log,
+  diff and grep, every note read), cached (a settled tree: no git), after one
+  note changed, after a commit (the tree moved; what the old tree had is kept);
+  and what session start pays: ``prompt_index`` with the stale marks against
+  without;
 - dedupe precision and recall on ``tests/fixtures/dedupe_pairs.json``: the hard
   pairs of the recall development set that share words but mean different
   things, the facts that changed, and paraphrased duplicates.
@@ -159,6 +160,16 @@ def bench_stale(tmp: str, files: int, notes: int, repeat: int) -> str:
         store.load_index()
         return timed(lambda: stale.check(store, ws))
 
+    commits = [0]
+
+    def after_a_commit() -> float:
+        commits[0] += 1
+        with open(os.path.join(ws, "CHANGELOG"), "a") as f:
+            f.write(f"{commits[0]}\n")
+        _git(ws, "add", "CHANGELOG")
+        _git(ws, "commit", "-q", "-m", f"change {commits[0]}")
+        return timed(lambda: stale.check(store, ws))
+
     def session_start() -> float:
         return timed(lambda: prompt_index(store))
 
@@ -173,14 +184,15 @@ def bench_stale(tmp: str, files: int, notes: int, repeat: int) -> str:
     stale.check(store, ws)
     samples = interleaved(
         {
-            "check, cold (git log + diff, every note read)": cold,
+            "check, cold (git log, diff, grep; every note read)": cold,
             "check, cached (settled tree: no git)": cached,
             "check after one note changed": one_note_changed,
+            "check after a commit (tree moved: git log, diff, grep)": after_a_commit,
             "session start: prompt_index with stale marks": session_start,
             "session start: prompt_index without": session_start_no_marks,
         },
         repeat,
-        rounds={"check, cold (git log + diff, every note read)": max(3, repeat // 3)},
+        rounds={"check, cold (git log, diff, grep; every note read)": max(3, repeat // 3)},
     )
     rows = []
     for name, values in samples.items():

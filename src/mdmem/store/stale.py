@@ -205,24 +205,38 @@ def referenced_symbols(body: str) -> list[str]:
     return out
 
 
-def _symbols_gone(workspace: str, since: float, symbols: set[str]) -> set[str]:
+def _symbols_gone(
+    workspace: str, since: float, symbols: set[str], then_cache: dict[str, object]
+) -> set[str]:
     """Of ``symbols``, those git's tree had at ``since`` and the working tree no longer has.
 
-    A symbol the repository never had (a library's, another project's) is never gone.
+    A symbol the repository never had (a library's, another project's) is never
+    gone. What the tree had at that commit never changes: ``then_cache`` keeps
+    it (``rev``, ``checked``, ``had``) across changes of the working tree.
     """
     if not symbols:
         return set()
     then = _git(workspace, "rev-list", "-1", f"--before=@{int(since)}", "HEAD").strip()
     if not then:
         return set()
-    patterns = "\n".join(sorted(symbols)) + "\n"
 
-    def found(*rev: str) -> set[str]:
+    def found(names: set[str], *rev: str) -> set[str]:
+        patterns = "\n".join(sorted(names)) + "\n"
         out = _git(workspace, "grep", "-I", "-F", "-w", "-o", "-h", "-f", "-", *rev, stdin=patterns)
-        return {line.rsplit(":", 1)[-1] for line in out.splitlines()} & symbols
+        return {line.rsplit(":", 1)[-1] for line in out.splitlines()} & names
 
-    had = found(then)
-    return had - found() if had else set()
+    if then_cache.get("rev") != then:
+        then_cache.clear()
+        then_cache.update(rev=then, checked=[], had=[])
+    checked = {str(x) for x in then_cache.get("checked") or []}  # type: ignore[attr-defined]
+    had = {str(x) for x in then_cache.get("had") or []}  # type: ignore[attr-defined]
+    todo = symbols - checked
+    if todo:
+        had |= found(todo, then)
+        then_cache["checked"] = sorted(checked | todo)
+        then_cache["had"] = sorted(had)
+    candidates = had & symbols
+    return candidates - found(candidates) if candidates else set()
 
 
 def _follow(path: str, renames: dict[str, str]) -> str | None:
@@ -333,13 +347,16 @@ def check(
         reasons, moved = _judge(workspace, paths, stamp, *history, git)
         notes[filename] = {"sha": sha, "reasons": reasons, "renames": moved}
     known: dict[str, bool] = {}  # symbol -> gone, for this tree state and this "then"
+    then_cache: dict[str, object] = {}
     if wanted:
         updated = [parse_time(u) for _, u in listing if u]
         since = min((u.timestamp() for u in updated if u), default=0.0)
         cached = cache.get("symbols") if same_tree and cache.get("since") == since else None
         known = {k: bool(v) for k, v in cached.items()} if isinstance(cached, dict) else {}
         todo = {s for names in wanted.values() for s in names} - set(known)
-        gone = _symbols_gone(workspace, since, todo)
+        then_data = cache.get("then") if use_cache else None
+        then_cache = then_data if isinstance(then_data, dict) else {}
+        gone = _symbols_gone(workspace, since, todo, then_cache)
         known.update({s: s in gone for s in todo})
         for filename, symbols in wanted.items():
             lost = [f"symbol gone: {s}" for s in symbols if known.get(s)]
@@ -353,6 +370,7 @@ def check(
         "notes": notes,
         "since": since if wanted else cache.get("since"),
         "symbols": known if wanted else (cache.get("symbols") if same_tree else {}),
+        "then": then_cache if wanted else cache.get("then", {}),
     }
     with contextlib.suppress(OSError):
         _catalog.ensure_state_dir(store.path)
