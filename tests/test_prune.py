@@ -69,3 +69,19 @@ def test_unused_notes_only_when_usage_is_known(workspace: Path) -> None:
         "project_knowledge_never-seen.md",
         "project_knowledge_recent.md",
     ]
+
+
+def test_the_usage_ledger_gives_last_reads_and_writes(workspace: Path) -> None:
+    from mdmem.store import ledger
+
+    store = store_in(workspace)
+    store.apply([create("Read long ago"), create("Read lately")])
+    now = time.time()
+    ledger.record(store.path, "read", now - 90 * DAY, n=["project_knowledge_read-long-ago.md"])
+    ledger.record(store.path, "read", now - DAY, n=["project_knowledge_read-lately.md"])
+    uses = ledger_last_use(store)
+    assert uses is not None
+    # A write counts as a use as well; the later of the two is what counts.
+    ledger.record(store.path, "write", now - 80 * DAY, n=["project_knowledge_read-long-ago.md"])
+    planned = prune(store, unused_days=45, dry_run=True, now=now)
+    assert [p.filename for p in planned] == ["project_knowledge_read-long-ago.md"]

@@ -4,16 +4,16 @@ Nothing is forgotten silently: a pruned note goes to the store's trash
 (``mdmem restore`` brings it back) and through history like any delete, and
 :func:`prune` returns every note it moved, or would move with ``dry_run``.
 
-Usage comes from a ledger kept by another part of mdmem; this module only needs
-:data:`LastUse`: a function that returns, for a store, when each note was last
-recalled or read (epoch seconds), or ``None`` when no ledger exists. A note the
+Usage comes from the store's usage ledger (:func:`ledger_last_use`); this
+module only needs :data:`LastUse`: a function that returns, for a store, when
+each note was last recalled or read (epoch seconds), or ``None`` when no ledger
+exists. A note the
 ledger does not know, or any note when there is no ledger, counts as *unknown*
 and is kept: ``--unused`` never removes a note on a guess.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,16 +37,27 @@ class Pruned:
 
 
 def ledger_last_use(store: Store) -> Mapping[str, float] | None:
-    """Last uses from the usage ledger (``mdmem.recall.usage.last_used``), None if there is none."""
-    try:
-        module = importlib.import_module("mdmem.recall.usage")
-    except ImportError:
+    """Last uses from the store's usage ledger (:mod:`mdmem.store.ledger`); None without one.
+
+    A note's last use is its last read (through recall, the memory tool, MCP, the
+    CLI), or its last write when it has not been read since: a note just written
+    is not unused. Being listed in the prompt block does not count: every note is,
+    at every session start.
+    """
+    from mdmem.store import ledger
+
+    notes = ledger.load(store.path).get("notes")
+    if not isinstance(notes, dict) or not notes:
         return None
-    function = getattr(module, "last_used", None)
-    if not callable(function):
-        return None
-    result = function(store)
-    return result if isinstance(result, Mapping) else None
+    out: dict[str, float] = {}
+    for name, entry in notes.items():
+        if not isinstance(entry, dict):
+            continue
+        times = [entry.get("last_read"), entry.get("last_write")]
+        values = [float(t) for t in times if isinstance(t, (int, float))]
+        if values:
+            out[str(name)] = max(values)
+    return out
 
 
 def prune(
