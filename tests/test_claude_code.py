@@ -6,6 +6,7 @@ import json
 import logging
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -284,7 +285,9 @@ def test_install_command_through_the_cli(workspace: Path, tmp_path: Path) -> Non
     assert proc.returncode == 0 and "installed in" in proc.stdout
     assert "teammate" in proc.stderr and "--local" in proc.stderr  # shared: a warning
     settings = workspace / ".claude" / "settings.json"
-    assert '"mdmem hook stop"' in settings.read_text()  # shared: no path of this machine
+    text = settings.read_text()
+    assert "' mdmem hook stop\"" in text  # shared: each teammate's own mdmem, found on PATH
+    assert sys.executable not in text  # no path of this machine
     proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
     assert "already installed" in proc.stdout
     home = tmp_path / "home"
