@@ -151,6 +151,35 @@ POSITIVE = [
         "GET https://api.example.com/v1/items?access_token=FakeQueryTok0123&page=2",
         "FakeQueryTok0123",
     ),
+    # Kinds added for issue 9.
+    ("stripe_key", "STRIPE=sk_live_FAKEfake0123456789FAKEfake", "sk_live_FAKEfake0123456789"),
+    ("stripe_key", "restricted key rk_test_51FAKEfake0123456789zz in CI", "rk_test_51FAKE"),
+    ("gitlab_token", "git clone https://oauth:x@gl/ or glpat-FAKEfake0123456789_ab", "glpat-FAKE"),
+    ("gitlab_token", "token glpat-ABCDEFGHIJKLMNOPQRST for the runner", "glpat-ABCDEF"),
+    (
+        "npm_token",
+        "//registry.npmjs.org/:_authToken npm_FAKEfake0123456789FAKEfake0123456789",
+        "npm_FAKE",
+    ),
+    ("npm_token", "NPM npm_0123456789abcdefghijABCDEFGHIJ012345 end", "npm_0123456789abc"),
+    ("huggingface_token", "HF hf_FAKEfakeFAKEfakeFAKEfakeFAKEfakeAB", "hf_FAKEfake"),
+    ("huggingface_token", "login with hf_abcdefghijklmnopqrstuvwxyzABCDEFGH now", "hf_abcdefgh"),
+    (
+        "sendgrid_key",
+        "SG.FAKEfake0123456789ab.FAKEfake0123456789FAKEfake0123456789FAKEfak",
+        "SG.FAKE",
+    ),
+    ("sendgrid_key", "mail key SG.abcdefghijklmnopqrstuv.0123456789abcdef0123", "SG.abcdefghij"),
+    ("card_number", "charge 4111 1111 1111 1111 twice", "4111 1111 1111 1111"),
+    ("card_number", "card 5555-5555-5555-4444 exp 12/30", "5555-5555-5555-4444"),
+    ("card_number", "amex 378282246310005.", "378282246310005"),
+    ("cn_resident_id", "身份证号 11010519491231002X 请保密", "11010519491231002X"),
+    ("cn_resident_id", "id=44030419900307123x", "44030419900307123"),
+    ("phone", "call me at +1 415 555 0132 tonight", "415 555 0132"),
+    ("phone", "手机 13800138000，微信同号", "13800138000"),
+    ("phone", "tel +86 138-0013-8000", "0013-8000"),
+    ("email", "write to jane.doe@example.com for access", "jane.doe@example.com"),
+    ("email", "cc ops+alerts@corp.example.org please", "ops+alerts@corp"),
 ]
 
 # Ordinary developer prose and code: none of it is a secret.

@@ -121,6 +121,15 @@ def note_template(level: Level, kind: NoteType, title: str | None, summary: str 
     )
 
 
+def tell_redacted(*texts: str) -> None:
+    """Say on stderr, in one line, what redaction takes out of a person's own text."""
+    from mdmem.extract.privacy import kinds_found
+
+    kinds = sorted({kind for text in texts for kind in kinds_found(text)})
+    if kinds:
+        typer.echo(f"mdmem: redacted from your text: {', '.join(kinds)}", err=True)
+
+
 def create_note(store: Store, kind: NoteType, title: str, summary: str, body: str) -> str:
     """Create a note through the store; its file name. A rejected one is an InvalidNote."""
     op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}

@@ -28,7 +28,13 @@ from mdmem.cli._base import (
     selected,
 )
 from mdmem.cli._fastpath import index_text
-from mdmem.cli.editor import DEFAULT_TYPE, create_note, edit_until_saved, note_template
+from mdmem.cli.editor import (
+    DEFAULT_TYPE,
+    create_note,
+    edit_until_saved,
+    note_template,
+    tell_redacted,
+)
 from mdmem.errors import InvalidNote, NoteNotFound
 
 if TYPE_CHECKING:
@@ -182,13 +188,17 @@ def add(
         if title is None:
             raise typer.BadParameter("required when the text is given", param_hint="'--title'")
         text = sys.stdin.read() if body == "-" else body
-        typer.echo(create_note(store, kind, title, summary or "", text))
+        name = create_note(store, kind, title, summary or "", text)
+        tell_redacted(title, summary or "", text)
+        typer.echo(name)
         return
     template = note_template(level, kind, title, summary)
 
     def save(text: str) -> str:
         note = parse(text, "new note")
-        return create_note(store, note.type, note.title, note.summary, note.body)
+        name = create_note(store, note.type, note.title, note.summary, note.body)
+        tell_redacted(note.title, note.summary, note.body)
+        return name
 
     name = edit_until_saved(store, "new-note.md", template, save)
     if name is None:
@@ -221,7 +231,9 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
             raise InvalidNote(name, "the body is empty (to delete the note, use `mdmem rm`)")
         # expect=before: a note changed on disk meanwhile is not overwritten (the
         # edited text is kept aside instead).
-        return store.save(note, expect=before, source="cli")
+        action = store.save(note, expect=before, source="cli")
+        tell_redacted(note.title, note.summary, note.body, *map(str, note.extra.values()))
+        return action
 
     action = edit_until_saved(store, name, before, save)
     if not options.quiet:

@@ -40,7 +40,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["ENV_VAR", "KINDS", "Redactor", "extra_patterns_from_env", "redact"]
+__all__ = [
+    "ENV_VAR",
+    "INVISIBLE",
+    "KINDS",
+    "Redactor",
+    "extra_patterns_from_env",
+    "install_log_filter",
+    "kinds_found",
+    "redact",
+    "redact_data",
+]
 
 
 def _split(words: str) -> tuple[str, ...]:
@@ -51,9 +61,10 @@ ENV_VAR = "MDMEM_REDACT_PATTERNS"
 """The environment variable holding extra patterns, one per line."""
 
 KINDS = _split(
-    "private_key anthropic_key openai_key aws_access_key_id aws_secret_key github_token "
-    "slack_token slack_webhook google_api_key jwt bearer_token basic_auth url_password "
-    "password secret custom"
+    "private_key anthropic_key openai_key stripe_key aws_access_key_id aws_secret_key "
+    "github_token gitlab_token npm_token huggingface_token sendgrid_key slack_token "
+    "slack_webhook google_api_key jwt bearer_token basic_auth url_password password secret "
+    "cn_resident_id card_number phone email custom"
 )
 """Every kind a marker can name, most specific first."""
 
@@ -172,12 +183,71 @@ def _on_command_line(m: re.Match[str], commands: tuple[str, ...]) -> bool:
     return any(text.rfind(command, lo, start) != -1 for command in commands)
 
 
+# Characters that render as nothing: skipped when matching, so that a zero-width
+# space or a soft hyphen inside a key cannot hide it. They are kept in the text
+# outside what is redacted (a zero-width joiner holds emoji together).
+INVISIBLE = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+)
+"""The invisible characters (a regular-expression class body) ignored when matching."""
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for position, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if position % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+
+
+def _cn_id_valid(value: str) -> bool:
+    """The ISO 7064 MOD 11-2 check of a Chinese resident ID, and a plausible birth date."""
+    body, check = value[:17], value[17].upper()
+    total = sum((ord(c) - 48) * w for c, w in zip(body, _ID_WEIGHTS, strict=True))
+    expected = "10X98765432"[total % 11]
+    year, month, day = int(value[6:10]), int(value[10:12]), int(value[12:14])
+    return check == expected and 1900 <= year <= 2100 and 1 <= month <= 12 and 1 <= day <= 31
+
+
+def _card_valid(m: re.Match[str], value: str, quoted: bool) -> bool:
+    digits = "".join(c for c in value if c.isdigit())
+    if not 13 <= len(digits) <= 19 or not digits.startswith(_IIN):
+        return False  # an issuer's prefix: a 13-digit timestamp starts with 1
+    seps = {c for c in value if not c.isdigit()}
+    return len(seps) <= 1 and _luhn(digits)
+
+
+# Issuer prefixes: Visa, Mastercard, Amex, Discover, UnionPay, JCB, Diners, Maestro, Mir.
+_IIN = _split(
+    "4 51 52 53 54 55 22 23 24 25 26 27 34 37 6011 64 65 62 35 30 36 38 39 50 56 57 58 67"
+)
+
+
+def _phone_valid(m: re.Match[str], value: str, quoted: bool) -> bool:
+    digits = sum(1 for c in value if c.isdigit())
+    return 8 <= digits <= 15 and value.count("(") == value.count(")")
+
+
 class _Patterns:
     """Every compiled pattern, built once on first use to keep ``import mdmem`` cheap."""
 
     def __init__(self) -> None:
-        self.private = re.compile(r"<private\s*>.*?(?:</private\s*>|\Z)", re.I | re.S)
-        self.private_open = re.compile(r"<private\s*>", re.I)
+        # <private>, < private >, <private reason="x">, <private/>, </private>, in
+        # ASCII, full-width or HTML-escaped brackets, any case.
+        lt, gt = r"(?:<|\uff1c|&lt;|&#0*60;|&#x0*3c;)", r"(?:>|\uff1e|&gt;|&#0*62;|&#x0*3e;)"
+        self.private_tag = re.compile(
+            lt + r"\s*(?P<close>/)?\s*private(?![a-z0-9_-])"
+            r"(?:\s[^<>\uff1c\uff1e]{0,256}?)?/?\s*" + gt,
+            re.I,
+        )
+        self.private_hint = re.compile(r"private(?![a-z0-9_-])", re.I)
+        self.invisible = re.compile(f"[{INVISIBLE}]")
         self.marker = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
         self.eol = re.compile(r"[ \t]*(?:[#\"'`]|\r|\n|$)")
         self.ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -197,6 +267,8 @@ class _Patterns:
             ),
             _Rule(_token("sk-ant-", r"[A-Za-z0-9_-]{20,}"), "anthropic_key"),
             _Rule(_token("sk-", sk_body), "openai_key"),
+            _Rule(_token("sk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key"),
+            _Rule(_token("rk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key"),
             _Rule(
                 _token("A", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9+/])", "A-Za-z0-9+/"),
                 "aws_access_key_id",
@@ -210,6 +282,13 @@ class _Patterns:
             _Rule(
                 _token("g", r"(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
                 "github_token",
+            ),
+            _Rule(_token("glpat-", r"[A-Za-z0-9_-]{20,}"), "gitlab_token"),
+            _Rule(_token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"), "npm_token"),
+            _Rule(_token("hf_", r"[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"), "huggingface_token"),
+            _Rule(
+                _token("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "A-Za-z0-9_."),
+                "sendgrid_key",
             ),
             _Rule(_token("x", r"(?:ox[abeprs]|app)-[A-Za-z0-9-]{10,}"), "slack_token"),
             _Rule(
@@ -267,6 +346,29 @@ class _Patterns:
                 "password",
                 lambda m, v, q: _plausible(v) and _on_command_line(m, ("curl",)),
             ),
+            # Numbers: the shape and a checksum, so versions, dates, ports and ids pass.
+            _Rule(
+                r"(?<![0-9A-Za-z_.-])[1-9][0-9]{16}[0-9Xx](?![0-9A-Za-z_])",
+                "cn_resident_id",
+                lambda m, v, q: _cn_id_valid(v),
+            ),
+            _Rule(
+                r"(?<![0-9A-Za-z_.,-])[2-6](?:[ -]?[0-9]){12,18}(?![0-9A-Za-z_]|[.,-][0-9])",
+                "card_number",
+                _card_valid,
+            ),
+            _Rule(
+                r"\+(?<![0-9A-Za-z_+]\+)[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){2,6}"
+                r"(?![0-9]|[.-][0-9])",
+                "phone",
+                _phone_valid,
+            ),
+            _Rule(
+                r"(?<![0-9A-Za-z_.+-])(?:86[ -]?)?1[3-9][0-9](?P<sep>[ -]?)[0-9]{4}(?P=sep)[0-9]{4}"
+                r"(?![0-9A-Za-z_]|[.-][0-9])",
+                "phone",
+            ),
+            _EmailRule(),
         ]
         self.rules: tuple[_Rule, ...] = tuple(rules)
 
@@ -312,6 +414,33 @@ class _Patterns:
         return len(value) >= 3 and value.lower() not in _STOPWORDS
 
 
+class _EmailRule(_Rule):
+    """E-mail addresses, found from their ``@`` so the scan stays linear on long words."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(
+            r"@(?<=[A-Za-z0-9._%+-]@)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,24}"
+            r"(?![A-Za-z0-9-])",
+            "email",
+        )
+
+    def scan(self, text: str, low: str) -> Iterable[_Finding]:
+        for m in self.pattern.finditer(text):
+            at, start = m.start(), m.start()
+            while start > 0 and at - start < 64 and _LOCAL.get(text[start - 1], False):
+                start -= 1
+            local = text[start:at]
+            # "git@github.com:org/repo" is an address of a repository, not a person;
+            # "user:pass@host" is a URL password, redacted by its own rule.
+            if local.strip(".") and local != "git" and text[start - 1 : start] not in (":", "/"):
+                yield "email", start, m.end()
+
+
+_LOCAL = dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-", True)
+
+
 _patterns: _Patterns | None = None
 
 
@@ -354,16 +483,83 @@ def _clip(spans: list[_Finding], holes: list[tuple[int, int]]) -> list[_Finding]
     return out
 
 
-def _strip_private(text: str) -> str:
+def _visible(text: str) -> tuple[str, list[int] | None]:
+    """``text`` without invisible characters, and where each remaining one was (None: same)."""
     p = _compiled()
-    for _ in range(3):
-        if p.private_open.search(text) is None:
-            return text
-        text = p.private.sub("", text)
+    if p.invisible.search(text) is None:
+        return text, None
+    keep = [i for i, ch in enumerate(text) if p.invisible.fullmatch(ch) is None]
+    view = "".join(text[i] for i in keep)
+    keep.append(len(text))
+    return view, keep
+
+
+def _original(spans: list[_Finding], keep: list[int] | None) -> list[_Finding]:
+    """Spans found in a text's visible view, as spans of the text itself."""
+    if keep is None:
+        return spans
+    return [(kind, keep[start], keep[end - 1] + 1) for kind, start, end in spans if end > start]
+
+
+def _private_spans(view: str, depth: int) -> tuple[list[tuple[int, int]], int]:
+    """The ``<private>`` blocks of ``view`` (nesting counted), and the depth left open at its end.
+
+    ``depth`` > 0 means the text starts inside a block opened in an earlier message.
+    A self-closing ``<private/>`` opens a block like ``<private>``: it hides the
+    rest unless a closing tag follows. A stray closing tag is left as it is.
+    """
+    spans: list[tuple[int, int]] = []
+    begin = 0 if depth > 0 else -1
+    for m in _compiled().private_tag.finditer(view):
+        if m.group("close") is None:
+            if depth == 0:
+                begin = m.start()
+            depth += 1
+        elif depth > 0:
+            depth -= 1
+            if depth == 0:
+                spans.append((begin, m.end()))
+    if depth > 0:
+        spans.append((begin, len(view)))
+    return spans, depth
+
+
+def _cut_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    parts, pos = [], 0
+    for start, end in sorted(spans):
+        if start >= pos:
+            parts.append(text[pos:start])
+        pos = max(pos, end)
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _strip_private(text: str, depth: int = 0) -> tuple[str, int]:
+    """``text`` without its private blocks, and the depth still open at its end."""
+    p = _compiled()
+    carried = depth
+    for attempt in range(3):
+        view, keep = _visible(text)
+        if carried == 0 and p.private_hint.search(view) is None:
+            return text, depth
+        found, left = _private_spans(view, carried)
+        carried = 0
+        if attempt == 0:
+            depth = left
+        elif left:
+            depth = max(depth, left)
+        if not found:
+            return text, depth
+        spans = _original([("private", a, b) for a, b in found], keep)
+        text = _cut_spans(text, [(a, b) for _, a, b in spans])
     # Removing blocks can join "<priv" and "ate>" into a new tag; rather than
     # loop on adversarial nesting, drop everything from the first such tag.
-    m = p.private_open.search(text)
-    return text if m is None else text[: m.start()]
+    view, keep = _visible(text)
+    m = p.private_tag.search(view)
+    if m is None:
+        return text, depth
+    cut = m.start() if keep is None else keep[m.start()]
+    return text[:cut], max(depth, 1)
 
 
 class Redactor:
@@ -386,6 +582,7 @@ class Redactor:
         self._extra = tuple(extra)
 
     def _secrets(self, text: str) -> list[_Finding]:
+        """Secrets in ``text`` (already without invisible characters)."""
         p = _compiled()
         low = _lower(text)
         found: list[_Finding] = []
@@ -398,11 +595,10 @@ class Redactor:
         holes = [m.span() for m in p.marker.finditer(text)]
         return _clip(_merge(found), holes)
 
-    def redact(self, text: str) -> str:
-        """Return ``text`` without private blocks and with every secret replaced by a marker."""
-        text = _strip_private(text)
+    def _replace_secrets(self, text: str) -> str:
         for _ in range(_MAX_PASSES):
-            spans = self._secrets(text)
+            view, keep = _visible(text)
+            spans = _original(self._secrets(view), keep)
             if not spans:
                 break
             parts: list[str] = []
@@ -414,10 +610,28 @@ class Redactor:
             text = "".join(parts)
         return text
 
+    def redact(self, text: str) -> str:
+        """Return ``text`` without private blocks and with every secret replaced by a marker."""
+        return self._replace_secrets(_strip_private(text)[0])
+
+    def redact_many(self, texts: Iterable[str]) -> list[str]:
+        """Redact the messages of one conversation, in order.
+
+        A ``<private>`` block opened in one message and closed in a later one
+        hides everything in between, the messages in the middle included.
+        """
+        out: list[str] = []
+        depth = 0
+        for text in texts:
+            text, depth = _strip_private(text, depth)
+            out.append(self._replace_secrets(text))
+        return out
+
     def findings(self, text: str) -> list[tuple[str, int, int]]:
         """Return ``(kind, start, end)`` for every secret and ``private`` block in ``text``."""
-        private = [m.span() for m in _compiled().private.finditer(text)]
-        secrets = self._secrets(text)
+        view, keep = _visible(text)
+        private, _ = _private_spans(view, 0)
+        secrets = self._secrets(view)
         # A secret inside a private block is dropped with it, so it is not listed twice.
         kept: list[_Finding] = []
         j = 0
@@ -426,8 +640,12 @@ class Redactor:
                 j += 1
             if j == len(private) or private[j][0] >= finding[2]:
                 kept.append(finding)
-        found = kept + [("private", s, e) for s, e in private]
+        found = _original(kept + [("private", s, e) for s, e in private], keep)
         return sorted(found, key=lambda f: (f[1], f[2]))
+
+    def kinds(self, text: str) -> list[str]:
+        """The kinds of what :meth:`redact` would take out of ``text``, sorted, each once."""
+        return sorted({kind for kind, _, _ in self.findings(text)})
 
 
 _default: Redactor | None = None
@@ -435,10 +653,54 @@ _default: Redactor | None = None
 
 def redact(text: str) -> str:
     """Redact ``text`` with built-in rules plus ``MDMEM_REDACT_PATTERNS`` (read on first use)."""
+    return _default_redactor().redact(text)
+
+
+def _default_redactor() -> Redactor:
     global _default
     if _default is None:
         _default = Redactor(extra_patterns_from_env())
-    return _default.redact(text)
+    return _default
+
+
+def kinds_found(text: str) -> list[str]:
+    """The kinds :func:`redact` would take out of ``text`` (``private`` for a private block)."""
+    return _default_redactor().kinds(text)
+
+
+def redact_data(value: object, redact: Callable[[str], str] | None = None) -> object:
+    """A JSON-like value (strings, lists, dicts, keys too) with every string redacted."""
+    fn = redact or _default_redactor().redact
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {
+            redact_data(k, fn) if isinstance(k, str) else k: redact_data(v, fn)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact_data(item, fn) for item in value]
+    return value
+
+
+def install_log_filter(logger_name: str = "mdmem") -> None:
+    """Redact every record of the ``mdmem`` logger, whichever handler writes it (once)."""
+    import logging
+
+    logger = logging.getLogger(logger_name)
+    if _log_filter not in logger.filters:
+        logger.addFilter(_log_filter)
+
+
+def _log_filter(record: object) -> bool:
+    try:
+        message = record.getMessage()  # type: ignore[attr-defined]
+    except Exception:  # a record whose arguments do not fit its format
+        return True
+    clean = _default_redactor().redact(str(message))
+    if clean != message:
+        record.msg, record.args = clean, None  # type: ignore[attr-defined]
+    return True
 
 
 def extra_patterns_from_env() -> list[str]:

@@ -6,6 +6,10 @@ kept by default, as in the original design: tool calls and tool results are
 large, and a fact worth keeping should be in what the assistant said. When
 asked, tool calls and results are kept as short, truncated excerpts.
 
+Redaction comes first (``from_messages(..., redactor=...)``): a message is
+redacted whole, and only then cut, so a secret straddling a cut cannot
+survive as two harmless-looking halves.
+
 The turn is bounded: each message and the whole turn are cut to fixed sizes
 in UTF-8 bytes, keeping the start and the end of what is cut, so a turn
 carrying megabytes of tool output still makes a small extraction prompt.
@@ -18,10 +22,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mdmem.extract.providers.base import Message
+
+if TYPE_CHECKING:
+    from mdmem.extract.privacy import Redactor
 
 __all__ = [
     "TurnLimits",
@@ -78,7 +86,13 @@ def _cut(text: str, limit: int) -> str:
     return f"{head} […{cut} characters cut…] {tail}"
 
 
-def _block_text(block: object, limits: TurnLimits) -> str | None:
+def _identity(text: str) -> str:
+    return text
+
+
+def _block_text(
+    block: object, limits: TurnLimits, redact: Callable[[str], str] = _identity
+) -> str | None:
     kind = _get(block, "type")
     if kind == "text":
         text = _get(block, "text")
@@ -91,7 +105,8 @@ def _block_text(block: object, limits: TurnLimits) -> str | None:
             args = json.dumps(raw, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             args = str(raw)
-        return f"[tool call {_get(block, 'name')}: {_cut(args, limits.tool_excerpt_bytes)}]"
+        excerpt = _cut(redact(args), limits.tool_excerpt_bytes)
+        return f"[tool call {_get(block, 'name')}: {excerpt}]"
     if kind == "tool_result":
         content = _get(block, "content")
         if isinstance(content, list):
@@ -100,32 +115,47 @@ def _block_text(block: object, limits: TurnLimits) -> str | None:
         if not isinstance(content, str):
             return None
         error = " (error)" if _get(block, "is_error") else ""
-        return f"[tool result{error}: {_cut(content, limits.tool_excerpt_bytes)}]"
+        return f"[tool result{error}: {_cut(redact(content), limits.tool_excerpt_bytes)}]"
     return None  # thinking, images, documents: nothing a note should be made of
 
 
-def _content_text(content: object, limits: TurnLimits) -> str:
+def _content_text(
+    content: object, limits: TurnLimits, redact: Callable[[str], str] = _identity
+) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
-        parts = [_block_text(block, limits) for block in content]
+        parts = [_block_text(block, limits, redact) for block in content]
         return "\n".join(p for p in parts if p)
     return ""
 
 
-def from_messages(messages: Iterable[object], limits: TurnLimits | None = None) -> list[Message]:
-    """The turn's messages as (role, text), empty ones dropped, each cut to size.
+def from_messages(
+    messages: Iterable[object],
+    limits: TurnLimits | None = None,
+    *,
+    redactor: Redactor | None = None,
+) -> list[Message]:
+    """The turn's messages as (role, text), empty ones dropped, each redacted, then cut to size.
+
+    With a ``redactor``, every message is redacted whole before anything is
+    cut (a ``<private>`` block may span messages).
 
     Raises:
         TypeError: ``messages`` is not an iterable of messages with a role.
     """
     limits = limits or TurnLimits()
-    out: list[Message] = []
+    redact = redactor.redact if redactor is not None else _identity
+    raw: list[tuple[str, str]] = []
     for message in messages:
         role = _get(message, "role")
         if not isinstance(role, str) or not role:
             raise TypeError(f"a message needs a 'role' string, got {message!r:.80}")
-        text = _content_text(_get(message, "content"), limits).strip()
+        raw.append((role, _content_text(_get(message, "content"), limits, redact)))
+    texts = [t for _, t in raw] if redactor is None else redactor.redact_many(t for _, t in raw)
+    out: list[Message] = []
+    for (role, _), text in zip(raw, texts, strict=True):
+        text = text.strip()
         if text:
             out.append(Message(role=role, text=_cut(text, limits.message_bytes)))
     return _bound(out, limits.turn_bytes)

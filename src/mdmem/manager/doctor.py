@@ -34,6 +34,7 @@ from mdmem.store.paths import (
     is_candidate_name,
     note_path,
     printable_name,
+    slugify,
     state_dir,
 )
 
@@ -710,7 +711,12 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
 
 def rescue(store: Store, label: str, text: str) -> str:
     """Keep text a person typed in the store's state (``rescued/``), named after ``label``;
-    return the path."""
+    return the path. The text is redacted like every write."""
+    from mdmem.extract.privacy import redact as default_redact
+
+    redact = getattr(store, "_redact", None) or default_redact
+    if redact(label) != label:
+        label = slugify(redact(label.removesuffix(".md"))) + ".md"
     folder = os.path.join(state_dir(store.path), RESCUED_DIR)
     _fs.ensure_dir(folder, private=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -719,5 +725,6 @@ def rescue(store: Store, label: str, text: str) -> str:
     while os.path.lexists(path):
         n += 1
         path = os.path.join(folder, f"{stamp}-{n}~{label}")
-    _fs.atomic_write(path, text.encode("utf-8"), private=True)
+    # Kept, but not its secrets: the rescued text is on disk too.
+    _fs.atomic_write(path, redact(text).encode("utf-8"), private=True)
     return path

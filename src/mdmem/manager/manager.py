@@ -43,7 +43,12 @@ from mdmem._kinds import Level
 from mdmem.errors import InvalidOperation, MdmemError, ProviderError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
-from mdmem.extract.privacy import Redactor, extra_patterns_from_env
+from mdmem.extract.privacy import (
+    Redactor,
+    extra_patterns_from_env,
+    install_log_filter,
+    redact_data,
+)
 from mdmem.extract.providers.base import Message
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog, ledger
@@ -145,6 +150,7 @@ class Manager:
             else os.path.abspath(os.fspath(workspace))
         )
         self._redactor = Redactor([*extra_patterns_from_env(), *redact_patterns])
+        install_log_filter()
         # A workspace whose project store would be the user store (the home
         # directory) or a committed symlink has none: ``project.unavailable`` says why.
         self.project = Store(
@@ -266,10 +272,8 @@ class Manager:
 
     def _record(self, messages: Iterable[object]) -> dict[str, object] | None:
         """The journal record of a turn: roles and redacted text; None when there is no text."""
-        texts = [
-            Message(m.role, self._redactor.redact(m.text))
-            for m in turn_.from_messages(messages, self.limits)
-        ]
+        # Redacted whole inside from_messages, then cut: a secret across a cut is gone too.
+        texts = turn_.from_messages(messages, self.limits, redactor=self._redactor)
         texts = [m for m in texts if m.text.strip()]
         if not texts:
             return None
@@ -402,7 +406,8 @@ class Manager:
                 self.user.turn_lock(self.turn_lock_timeout),
             ):
                 if "answer" not in turn:
-                    turn["answer"] = self._ask(turn)
+                    # Redacted before it is journaled: a model can echo a secret.
+                    turn["answer"] = redact_data(self._ask(turn), self._redactor.redact)
                     self._save(turn)
                 result = self._apply(turn)
         except _Held as held:
@@ -572,10 +577,10 @@ class Manager:
         assert isinstance(errors, list)
         entry: dict[str, object] = {
             "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "error": str(exc),
+            "error": self._redactor.redact(str(exc)),
         }
         if isinstance(exc, ProviderError) and exc.raw is not None:
-            entry["raw_answer"] = exc.raw
+            entry["raw_answer"] = self._redactor.redact(str(exc.raw))
         errors.append(entry)
         retryable = not (isinstance(exc, ProviderError) and not exc.retryable)
         turn_id = str(turn["id"])

@@ -237,7 +237,8 @@ class Planner:
                     f"a note named {name!r} already exists; update it", "filename"
                 )
         else:
-            base = f"{op.type.value}_{slugify(op.slug or op.title)}"
+            # From the redacted title (or slug): a file name reaches MEMORY.md and git.
+            base = f"{op.type.value}_{slugify(self._redact(op.slug) if op.slug else title)}"
             for n in range(1, _MAX_SUFFIX + 1):
                 name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
                 note_path(self.store.path, name)

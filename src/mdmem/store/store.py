@@ -518,6 +518,7 @@ class Store:
             title=clean_inline(redact(note.title)),
             summary=clean_inline(redact(note.summary)),
             body=redact(note.body).strip(),
+            extra=_redact_extra(note.extra, redact),
         )
         with self.lock():
             current = _read_text(path)
@@ -778,6 +779,15 @@ def _default_redact() -> Callable[[str], str]:
     from mdmem.extract.privacy import redact
 
     return redact
+
+
+def _redact_extra(extra: Mapping[str, object], redact: Callable[[str], str]) -> dict[str, object]:
+    """A person's own front-matter keys, with secrets taken out of their names and values."""
+    from mdmem.extract.privacy import redact_data
+
+    clean = redact_data(dict(extra), redact)
+    assert isinstance(clean, dict)
+    return clean
 
 
 def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
