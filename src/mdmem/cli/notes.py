@@ -188,17 +188,17 @@ def add(
         if title is None:
             raise typer.BadParameter("required when the text is given", param_hint="'--title'")
         text = sys.stdin.read() if body == "-" else body
-        name = create_note(store, kind, title, summary or "", text)
+        created = create_note(store, kind, title, summary or "", text)
         tell_redacted(title, summary or "", text)
-        typer.echo(name)
+        typer.echo(created)
         return
     template = note_template(level, kind, title, summary)
 
     def save(text: str) -> str:
         note = parse(text, "new note")
-        name = create_note(store, note.type, note.title, note.summary, note.body)
+        created = create_note(store, note.type, note.title, note.summary, note.body)
         tell_redacted(note.title, note.summary, note.body)
-        return name
+        return created
 
     name = edit_until_saved(store, "new-note.md", template, save)
     if name is None:
