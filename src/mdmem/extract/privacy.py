@@ -220,7 +220,13 @@ def _card_valid(m: re.Match[str], value: str, quoted: bool) -> bool:
     if not 13 <= len(digits) <= 19 or not digits.startswith(_IIN):
         return False  # an issuer's prefix: a 13-digit timestamp starts with 1
     seps = {c for c in value if not c.isdigit()}
-    return len(seps) <= 1 and _luhn(digits)
+    if len(seps) > 1:
+        return False
+    # Printed cards group digits 4-4-4-4(-3) or 4-6-5: two numbers side by side do not.
+    groups = [len(g) for g in value.split(seps.pop())] if seps else [len(digits)]
+    grouped = len(groups) == 1 or groups in ([4, 6, 5], [4, 6, 4])
+    grouped = grouped or (all(n == 4 for n in groups[:-1]) and 1 <= groups[-1] <= 4)
+    return grouped and _luhn(digits)
 
 
 # Issuer prefixes: Visa, Mastercard, Amex, Discover, UnionPay, JCB, Diners, Maestro, Mir.

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
 from mdmem.store import _txn
 from mdmem.store.dedupe import Duplicate, Index, candidate, find_duplicate
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
-from mdmem.store.operations import Create, Delete, Update, validate
+from mdmem.store.operations import Create, Delete, Operation, Update, validate
 from mdmem.store.paths import is_candidate_name, note_path, slugify, state_dir
 from mdmem.store.results import Applied, Rejected
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from mdmem._kinds import Level
-    from mdmem.store.operations import Operation, ValidOperation
+    from mdmem.store.operations import ValidOperation
 
 __all__ = ["Planner", "StoreView"]
 
@@ -42,6 +43,7 @@ class StoreView(Protocol):
 
 
 _MAX_SUFFIX = 999
+_TEXT_FIELDS = ("title", "summary", "slug", "content")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
 
 
@@ -89,7 +91,7 @@ class Planner:
     def add(self, op: Operation | Mapping[str, object]) -> None:
         """Validate one operation and add its effect to the plan, or record why not."""
         try:
-            valid = validate(op, self.store.level)
+            valid = validate(self._redacted(op), self.store.level)
             if valid is None:
                 return
             self._detail = ""
@@ -109,6 +111,25 @@ class Planner:
             "it was left as is and nothing was written"
         )
         self.rejected.append(Rejected(self._sources.get(name, {}), reason))
+
+    def _redacted(self, op: Operation | Mapping[str, object]) -> Operation | Mapping[str, object]:
+        """``op`` with its texts redacted whole, before validation cuts a title or summary:
+        a secret across the cut would otherwise survive in halves."""
+        if isinstance(op, Operation):
+            changes = {
+                key: self._redact(value)
+                for key in _TEXT_FIELDS
+                if isinstance(value := getattr(op, key), str)
+            }
+            return replace(op, **changes) if changes else op
+        if isinstance(op, dict):
+            return {
+                key: self._redact(value)
+                if key in _TEXT_FIELDS and isinstance(value, str)
+                else value
+                for key, value in op.items()
+            }
+        return op
 
     def _apply(self, op: ValidOperation) -> tuple[str, str]:
         if isinstance(op, Create):
