@@ -50,6 +50,8 @@ from mdmem.extract.privacy import (
     redact_data,
 )
 from mdmem.extract.providers.base import Message
+from mdmem.manager import feedback, provenance
+from mdmem.manager import review as review_
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog, ledger
 from mdmem.store.index import merge
@@ -114,6 +116,8 @@ class TurnResult:
     """Nothing in the turn was worth a model call; none was made."""
     held: bool = False
     """The daily token budget keeps the turn waiting in the journal; it is processed later."""
+    proposals: tuple[str, ...] = ()
+    """Ids of the proposals this turn left for review (review mode)."""
 
 
 class Manager:
@@ -142,6 +146,7 @@ class Manager:
         daily_tokens: int | None = None,
         turn_tokens: int | None = None,
         clock: Callable[[], float] | None = None,
+        review: str | None = None,
     ) -> None:
         user_path = os.path.abspath(os.fspath(user_dir)) if user_dir is not None else user_root()
         self.workspace = (
@@ -161,6 +166,8 @@ class Manager:
         )
         self.user = Store(user_path, Level.USER, redact=self._redactor.redact)
         self._provider = provider
+        # Which levels' operations become proposals (see mdmem.manager.review).
+        self.review = review_.levels(self.workspace, review)
         self.limits = turn_.TurnLimits(include_tools=include_tools)
         self.drain_timeout = drain_timeout
         self.turn_lock_timeout = turn_lock_timeout
@@ -543,6 +550,8 @@ class Manager:
         done = turn.setdefault("applied", [])
         assert isinstance(done, list)
         results: dict[str, ApplyResult] = {}
+        proposals: list[str] = []
+        source, excerpt = self._source(turn)
         for store in (self.project, self.user):
             level = store.level.value
             if level in done:
@@ -551,8 +560,18 @@ class Manager:
             if store.unavailable is not None:
                 why = f"no project store in this workspace: {store.unavailable}"
                 results[level] = ApplyResult((), tuple(Rejected(op, why) for op in ops))
+            elif level in self.review:  # review mode: proposals instead of writes
+                ids, results[level] = review_.propose(
+                    store,
+                    ops,
+                    turn=source.turn,
+                    source=source.line(),
+                    excerpt=excerpt,
+                    redact=self._redactor.redact,
+                )
+                proposals += ids
             else:
-                results[level] = store.apply(ops, source="worker")
+                results[level] = store.apply(ops, source="worker", provenance=source.line())
             written = [
                 a.filename for a in results[level].applied if a.action in ("create", "update")
             ]
@@ -560,6 +579,7 @@ class Manager:
                 ledger.record(store.path, "write", self.clock(), n=written, via="worker")
             done.append(level)
             self._save(turn)
+        self._after_turn(turn, source, excerpt, results)
         rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))
         return TurnResult(
             turn_id=str(turn["id"]),
@@ -568,7 +588,65 @@ class Manager:
             rejected=rejected,
             provider=self.provider.name,
             skipped=bool(turn.get("skipped")),
+            proposals=tuple(proposals),
         )
+
+    def _source(self, turn: dict[str, object]) -> tuple[provenance.Source, str]:
+        """The turn's provenance (fixed at its first application, so a replay writes the same)."""
+        raw = turn.get("source")
+        if not isinstance(raw, dict):
+            provider = self.provider
+            model = str(getattr(provider, "model", "") or "")
+            raw = {
+                "turn": str(turn["id"]),
+                "at": provenance.now_stamp(),
+                "model": f"{provider.name}/{model}" if model else provider.name,
+                "git": provenance.git_head(self.workspace),
+                "session": str(turn.get("session") or ""),
+            }
+            turn["source"] = raw
+        source = provenance.Source(**{k: str(raw.get(k, "")) for k in provenance.FIELDS})
+        messages = turn.get("messages")
+        pairs = [(str(r), str(t)) for r, t in messages] if isinstance(messages, list) else []
+        return source, turn_.render(Message(r, t) for r, t in pairs)
+
+    def _after_turn(
+        self,
+        turn: dict[str, object],
+        source: provenance.Source,
+        excerpt: str,
+        results: dict[str, ApplyResult],
+    ) -> None:
+        """Keep the turn's excerpt for ``mdmem why``, and let a correction count (never raises)."""
+        written = {
+            level: [(a.action, a.filename) for a in result.applied]
+            for level, result in results.items()
+        }
+        answer = turn.get("answer")
+        flagged = isinstance(answer, dict) and any(
+            isinstance(op, dict) and op.get("type") == "correction_feedback"
+            for level in ("project", "user")
+            for op in answer.get(level, [])
+        )
+        messages = turn.get("messages")
+        pairs = [(str(r), str(t)) for r, t in messages] if isinstance(messages, list) else []
+        try:
+            for store in (self.project, self.user):
+                notes = written.get(store.level.value)
+                if notes:
+                    provenance.record_turn(
+                        store.path, source, excerpt, notes, private=store.private
+                    )
+            feedback.after_turn(
+                [s for s in (self.project, self.user) if s.unavailable is None],
+                pairs,
+                turn=source.turn,
+                at=source.at,
+                written=written,
+                flagged=flagged,
+            )
+        except (MdmemError, OSError) as exc:
+            log.warning("cannot record provenance or feedback of turn %s: %s", source.turn, exc)
 
     def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:
         attempts = int(str(turn.get("attempts", 0))) + 1

@@ -63,9 +63,16 @@ class Planner:
     """Collects the effect of a batch of operations on one store."""
 
     def __init__(
-        self, store: StoreView, now: datetime, redact: Callable[[str], str] | None
+        self,
+        store: StoreView,
+        now: datetime,
+        redact: Callable[[str], str] | None,
+        *,
+        provenance: str | None = None,
     ) -> None:
         self.store = store
+        # The provenance line of the worker's writes (front-matter key "source").
+        self._extra: dict[str, object] = {"source": provenance} if provenance else {}
         self.now = now
         self.plan = _txn.Plan()
         self.applied: list[Applied] = []
@@ -241,7 +248,10 @@ class Planner:
                 merged = old.with_changes(
                     body=body,
                     summary=summary,
-                    extra=self._truth_keys(old.extra, (), op.expires, dup.filename),
+                    extra={
+                        **self._truth_keys(old.extra, (), op.expires, dup.filename),
+                        **self._extra,
+                    },
                 )
                 self._write(merged.with_changes(created=old.created or self.now, updated=self.now))
                 self._detail = (
@@ -279,7 +289,7 @@ class Planner:
             body=body,
             created=self.now,
             updated=self.now,
-            extra=self._truth_keys({}, op.supersedes, op.expires, name),
+            extra={**self._truth_keys({}, op.supersedes, op.expires, name), **self._extra},
         )
         self._write(note)
         return "create", name
@@ -298,6 +308,8 @@ class Planner:
         )
         if new == old:
             return "unchanged", op.filename
+        if self._extra:
+            new = new.with_changes(extra={**new.extra, **self._extra})
         self._write(new.with_changes(created=old.created or self.now, updated=self.now))
         return "update", op.filename
 

@@ -450,6 +450,7 @@ class Store:
         now: datetime | None = None,
         *,
         source: str = "api",
+        provenance: str | None = None,
     ) -> ApplyResult:
         """Validate each operation and apply the valid ones, as one batch, under the lock.
 
@@ -457,6 +458,8 @@ class Store:
         create never overwrites a note; an update or delete of a missing note
         is rejected. ``source`` is who asks (``worker``, ``cli``, ``mcp`` ...),
         as history records it.
+        ``provenance`` (the worker's provenance line) is written as the
+        ``source`` front-matter key of every note created or changed.
 
         Raises:
             LockTimeout: the store is locked by someone else.
@@ -473,7 +476,7 @@ class Store:
         ops = list(ops)
         self._writable()
         with self.lock():
-            planner = Planner(self, moment, self._redact)
+            planner = Planner(self, moment, self._redact, provenance=provenance)
             for op in ops:
                 planner.add(op)
             if planner.plan:

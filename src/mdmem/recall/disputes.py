@@ -1,0 +1,130 @@
+"""Disputed notes: notes a user's correction contradicted, ranked lower until confirmed again.
+
+The marks live in the store's state folder, ``feedback.json`` (never in the
+repository: a dispute is one user's experience, and a repository must not be
+able to plant or clear one)::
+
+    {"disputed": {"<filename>": {"at": "...", "turn": "...", "count": 1, "reason": "..."}}}
+
+:func:`dispute_penalty` is what ranking multiplies a note's score by. The
+manager's feedback module writes the marks (:func:`mark`, :func:`clear`);
+recall, ``mdmem why``, ``mdmem stats`` and ``mdmem review`` read them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import TYPE_CHECKING
+
+from mdmem.store import _catalog, _fs
+from mdmem.store.paths import state_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from mdmem.store.store import Store
+
+__all__ = ["FEEDBACK_FILE", "PENALTY", "clear", "dispute_penalty", "disputed", "mark"]
+
+FEEDBACK_FILE = "feedback.json"
+#: A disputed note's score is multiplied by this once, and again per further dispute.
+PENALTY = 0.5
+_FLOOR = 0.1
+_MAX_BYTES = 1024 * 1024
+_MAX_NOTES = 5_000
+_cache: dict[str, tuple[tuple[int, int], dict[str, dict[str, object]]]] = {}
+
+
+def _path(store: Store) -> str:
+    return os.path.join(state_dir(store.path), FEEDBACK_FILE)
+
+
+def disputed(store: Store) -> dict[str, dict[str, object]]:
+    """Every disputed note of ``store``: file name -> ``{"at", "turn", "count", "reason"}``."""
+    path = _path(store)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {}
+    key = (st.st_mtime_ns, st.st_size)
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == key:
+        return dict(cached[1])
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(_MAX_BYTES))
+    except (OSError, ValueError):
+        return {}
+    marks = data.get("disputed") if isinstance(data, dict) else None
+    clean = {
+        str(k): dict(v)
+        for k, v in (marks or {}).items()
+        if isinstance(v, dict) and isinstance(k, str)
+    }
+    _cache[path] = (key, clean)
+    return dict(clean)
+
+
+def dispute_penalty(store: Store, name: str) -> float:
+    """What ranking multiplies note ``name``'s score by: 1.0, or less while it is disputed."""
+    info = disputed(store).get(name)
+    if info is None:
+        return 1.0
+    count = info.get("count", 1)
+    n = count if isinstance(count, int) and count > 0 else 1
+    return max(PENALTY**n, _FLOOR)
+
+
+def _save(store: Store, marks: dict[str, dict[str, object]]) -> None:
+    _catalog.ensure_state_dir(store.path, private=store.private)
+    if len(marks) > _MAX_NOTES:  # bounded: the oldest marks go first
+        keep = sorted(marks.items(), key=lambda kv: str(kv[1].get("at", "")))[-_MAX_NOTES:]
+        marks = dict(keep)
+    data = json.dumps({"disputed": marks}, ensure_ascii=False, indent=1).encode("utf-8")
+    _fs.atomic_write(_path(store), data, private=True)
+    _cache.pop(_path(store), None)
+
+
+def mark(store: Store, names: Iterable[str], *, turn: str, at: str, reason: str) -> list[str]:
+    """Mark notes disputed (again: the count grows); return the names marked.
+
+    Raises:
+        LockTimeout: the store is locked by someone else.
+    """
+    names = list(names)
+    if not names:
+        return []
+    with store.lock():
+        marks = disputed(store)
+        for name in names:
+            old = marks.get(name, {})
+            count = old.get("count", 0)
+            marks[name] = {
+                "at": at,
+                "turn": turn,
+                "count": (count if isinstance(count, int) else 0) + 1,
+                "reason": reason[:300],
+            }
+        _save(store, marks)
+    return names
+
+
+def clear(store: Store, names: Iterable[str]) -> list[str]:
+    """A note confirmed again recovers: forget its dispute; return the names cleared.
+
+    Raises:
+        LockTimeout: the store is locked by someone else.
+    """
+    names = [n for n in names if n in disputed(store)]
+    if not names:
+        return []
+    with store.lock():
+        marks = disputed(store)
+        for name in names:
+            marks.pop(name, None)
+        _save(store, marks)
+    with contextlib.suppress(KeyError):
+        _cache.pop(_path(store))
+    return names
