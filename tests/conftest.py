@@ -37,6 +37,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "MDMEM_MODEL",
         "MDMEM_PROVIDER",
         "MDMEM_REDACT_PATTERNS",
+        "MDMEM_REVIEW",
         "MDMEM_LOCK_TIMEOUT",
         "MDMEM_QUIET",
         "MDMEM_VERBOSE",
