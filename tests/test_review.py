@@ -168,9 +168,7 @@ def test_edit_with_a_broken_front_matter_rescues_the_text(workspace: Path, tmp_p
     assert notes(project.root) == [] and len(listed(workspace)) == 1  # still waiting
     # A valid edit is accepted as edited.
     fixed = "---\ntype: project_knowledge\ntitle: Build, edited\nsummary: S.\n---\nEdited body.\n"
-    code, _, err = cli(
-        workspace, "review", "edit", str(row["id"]), EDITOR=editor(tmp_path, fixed)
-    )
+    code, _, err = cli(workspace, "review", "edit", str(row["id"]), EDITOR=editor(tmp_path, fixed))
     assert code == 0, err
     note = project.read("project_knowledge_build-edited.md")
     assert (note.title, note.body) == ("Build, edited", "Edited body.")
