@@ -24,6 +24,7 @@ ALLOWED = {
         "cli/agents.py",
         "cli/stats.py",
         "cli/truth.py",
+        "cli/review.py",
     },
     "anthropic": {"extract/providers/anthropic.py", "integrations/anthropic.py"},
     "mcp": {"integrations/mcp.py"},
