@@ -362,3 +362,42 @@ def test_the_cli_names_what_it_redacted(workspace: Path) -> None:
         app, ["--workspace", str(workspace), "add", "--title", "Plain", "nothing here"]
     )
     assert "redacted" not in plain.stderr
+
+
+# -- redact, then cut: long texts ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [3_000, 30_000, 300_000])
+@pytest.mark.parametrize("kind", ["anthropic_key", "private_key", "card_number", "email"])
+def test_a_secret_across_the_cut_of_a_long_message_is_gone(size: int, kind: str) -> None:
+    from mdmem.extract.turn import TurnLimits, from_messages
+
+    text, secret = SAMPLES[kind]
+    limits = TurnLimits()
+    # The head kept is about 2/3 of the byte limit: put the secret across that point,
+    # and across the tail's start too.
+    head = (limits.message_bytes - 48) * 2 // 3
+    body = "a" * (head - len(text) // 2) + " " + text + " " + "b" * size + " " + text + " c"
+    for redactor in (Redactor(), None):
+        [message] = from_messages([{"role": "user", "content": body}], limits, redactor=redactor)
+        pieces = [secret[:8], secret[-8:]]
+        if redactor is None:
+            assert any(p in message.text for p in pieces)  # the case the test guards against
+        else:
+            assert not any(p in message.text for p in pieces), message.text
+            assert "characters cut" in message.text
+
+
+def test_a_private_block_around_a_long_tool_output_is_gone() -> None:
+    from mdmem.extract.turn import TurnLimits, from_messages
+
+    output = "<private>" + "hidden " * 50_000 + "secret tail</private> visible end"
+    turn = [
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t", "content": output}],
+        }
+    ]
+    [message] = from_messages(turn, TurnLimits(include_tools=True), redactor=Redactor())
+    assert "hidden" not in message.text and "secret tail" not in message.text
+    assert "visible end" in message.text

@@ -252,7 +252,6 @@ class _Patterns:
             r"(?:\s[^<>\uff1c\uff1e]{0,256}?)?/?\s*" + gt,
             re.I,
         )
-        self.private_hint = re.compile(r"private(?![a-z0-9_-])", re.I)
         self.invisible = re.compile(f"[{INVISIBLE}]")
         self.marker = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
         self.eol = re.compile(r"[ \t]*(?:[#\"'`]|\r|\n|$)")
@@ -353,13 +352,15 @@ class _Patterns:
                 lambda m, v, q: _plausible(v) and _on_command_line(m, ("curl",)),
             ),
             # Numbers: the shape and a checksum, so versions, dates, ports and ids pass.
+            # Each starts with its first digit and looks behind after it: a pattern
+            # that starts with a look-behind is tried at every position of the text.
             _Rule(
-                r"(?<![0-9A-Za-z_.-])[1-9][0-9]{16}[0-9Xx](?![0-9A-Za-z_])",
+                r"[1-9](?<![0-9A-Za-z_.-][1-9])[0-9]{16}[0-9Xx](?![0-9A-Za-z_])",
                 "cn_resident_id",
                 lambda m, v, q: _cn_id_valid(v),
             ),
             _Rule(
-                r"(?<![0-9A-Za-z_.,-])[2-6](?:[ -]?[0-9]){12,18}(?![0-9A-Za-z_]|[.,-][0-9])",
+                r"[2-6](?<![0-9A-Za-z_.,-][2-6])(?:[ -]?[0-9]){12,18}(?![0-9A-Za-z_]|[.,-][0-9])",
                 "card_number",
                 _card_valid,
             ),
@@ -370,7 +371,7 @@ class _Patterns:
                 _phone_valid,
             ),
             _Rule(
-                r"(?<![0-9A-Za-z_.+-])(?:86[ -]?)?1[3-9][0-9](?P<sep>[ -]?)[0-9]{4}(?P=sep)[0-9]{4}"
+                r"1[3-9](?<![0-9A-Za-z_.+-]1[3-9])[0-9](?P<sep>[ -]?)[0-9]{4}(?P=sep)[0-9]{4}"
                 r"(?![0-9A-Za-z_]|[.-][0-9])",
                 "phone",
             ),
@@ -492,7 +493,7 @@ def _clip(spans: list[_Finding], holes: list[tuple[int, int]]) -> list[_Finding]
 def _visible(text: str) -> tuple[str, list[int] | None]:
     """``text`` without invisible characters, and where each remaining one was (None: same)."""
     p = _compiled()
-    if p.invisible.search(text) is None:
+    if text.isascii() or p.invisible.search(text) is None:
         return text, None
     keep = [i for i, ch in enumerate(text) if p.invisible.fullmatch(ch) is None]
     view = "".join(text[i] for i in keep)
@@ -546,7 +547,7 @@ def _strip_private(text: str, depth: int = 0) -> tuple[str, int]:
     carried = depth
     for attempt in range(3):
         view, keep = _visible(text)
-        if carried == 0 and p.private_hint.search(view) is None:
+        if carried == 0 and "private" not in view.lower():
             return text, depth
         found, left = _private_spans(view, carried)
         carried = 0
@@ -626,12 +627,20 @@ class Redactor:
         A ``<private>`` block opened in one message and closed in a later one
         hides everything in between, the messages in the middle included.
         """
+        return [self._replace_secrets(text) for text in self.strip_private_many(texts)]
+
+    def strip_private_many(self, texts: Iterable[str]) -> list[str]:
+        """The first step of :meth:`redact_many` alone: private blocks out, secrets still in."""
         out: list[str] = []
         depth = 0
         for text in texts:
             text, depth = _strip_private(text, depth)
-            out.append(self._replace_secrets(text))
+            out.append(text)
         return out
+
+    def redact_secrets(self, text: str) -> str:
+        """The second step alone: secrets replaced, ``<private>`` tags left as they are."""
+        return self._replace_secrets(text)
 
     def findings(self, text: str) -> list[tuple[str, int, int]]:
         """Return ``(kind, start, end)`` for every secret and ``private`` block in ``text``."""

@@ -90,9 +90,24 @@ def _identity(text: str) -> str:
     return text
 
 
-def _block_text(
-    block: object, limits: TurnLimits, redact: Callable[[str], str] = _identity
-) -> str | None:
+# A secret shorter than this that straddles a cut lies wholly inside the window
+# that is redacted: a long text is redacted near its cut, not in full (bounded cost).
+_MARGIN = 16 * 1024
+
+
+def _redact_cut(text: str, limit: int, redact: Callable[[str], str]) -> str:
+    """``_cut(redact(text), limit)``, redacting only the parts of a long text that are kept."""
+    if len(text) <= 2 * (limit + _MARGIN):
+        return _cut(redact(text), limit)
+    window = limit + _MARGIN
+    head, tail = redact(text[:window]), redact(text[-window:])
+    keep = max(limit - 48, 0)
+    head, tail = _head(head, keep * 2 // 3), _tail(tail, keep // 3)
+    cut = len(text) - len(head) - len(tail)
+    return f"{head} […{cut} characters cut…] {tail}"
+
+
+def _block_text(block: object, limits: TurnLimits, redactor: Redactor | None) -> str | None:
     kind = _get(block, "type")
     if kind == "text":
         text = _get(block, "text")
@@ -105,7 +120,7 @@ def _block_text(
             args = json.dumps(raw, ensure_ascii=False, default=str)
         except (TypeError, ValueError):
             args = str(raw)
-        excerpt = _cut(redact(args), limits.tool_excerpt_bytes)
+        excerpt = _tool_excerpt(args, limits, redactor)
         return f"[tool call {_get(block, 'name')}: {excerpt}]"
     if kind == "tool_result":
         content = _get(block, "content")
@@ -115,17 +130,23 @@ def _block_text(
         if not isinstance(content, str):
             return None
         error = " (error)" if _get(block, "is_error") else ""
-        return f"[tool result{error}: {_cut(redact(content), limits.tool_excerpt_bytes)}]"
+        return f"[tool result{error}: {_tool_excerpt(content, limits, redactor)}]"
     return None  # thinking, images, documents: nothing a note should be made of
 
 
-def _content_text(
-    content: object, limits: TurnLimits, redact: Callable[[str], str] = _identity
-) -> str:
+def _tool_excerpt(text: str, limits: TurnLimits, redactor: Redactor | None) -> str:
+    if redactor is None:
+        return _cut(text, limits.tool_excerpt_bytes)
+    # Private blocks over the whole output first: a tag may lie outside what is kept.
+    text = redactor.strip_private_many([text])[0]
+    return _redact_cut(text, limits.tool_excerpt_bytes, redactor.redact_secrets)
+
+
+def _content_text(content: object, limits: TurnLimits, redactor: Redactor | None) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
-        parts = [_block_text(block, limits, redact) for block in content]
+        parts = [_block_text(block, limits, redactor) for block in content]
         return "\n".join(p for p in parts if p)
     return ""
 
@@ -145,19 +166,24 @@ def from_messages(
         TypeError: ``messages`` is not an iterable of messages with a role.
     """
     limits = limits or TurnLimits()
-    redact = redactor.redact if redactor is not None else _identity
     raw: list[tuple[str, str]] = []
     for message in messages:
         role = _get(message, "role")
         if not isinstance(role, str) or not role:
             raise TypeError(f"a message needs a 'role' string, got {message!r:.80}")
-        raw.append((role, _content_text(_get(message, "content"), limits, redact)))
-    texts = [t for _, t in raw] if redactor is None else redactor.redact_many(t for _, t in raw)
+        raw.append((role, _content_text(_get(message, "content"), limits, redactor)))
+    texts = [t for _, t in raw]
+    secrets = _identity
+    if redactor is not None:
+        # Private blocks over the whole turn (they may span messages), then secrets
+        # over what is kept of each message, before it is cut.
+        texts = redactor.strip_private_many(texts)
+        secrets = redactor.redact_secrets
     out: list[Message] = []
     for (role, _), text in zip(raw, texts, strict=True):
         text = text.strip()
         if text:
-            out.append(Message(role=role, text=_cut(text, limits.message_bytes)))
+            out.append(Message(role=role, text=_redact_cut(text, limits.message_bytes, secrets)))
     return _bound(out, limits.turn_bytes)
 
 
