@@ -401,3 +401,24 @@ def test_a_private_block_around_a_long_tool_output_is_gone() -> None:
     [message] = from_messages(turn, TurnLimits(include_tools=True), redactor=Redactor())
     assert "hidden" not in message.text and "secret tail" not in message.text
     assert "visible end" in message.text
+
+
+def test_a_logged_traceback_is_redacted(tmp_path: Path) -> None:
+    from mdmem.extract.privacy import install_log_filter
+
+    install_log_filter()
+    path = tmp_path / "log.txt"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    logger = logging.getLogger("mdmem")
+    logger.addHandler(handler)
+    secret = SAMPLES["github_token"][0]
+    try:
+        try:
+            raise ValueError(f"bad token {secret}")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    text = path.read_text()
+    assert "ValueError" in text and secret not in text and "[REDACTED:github_token]" in text

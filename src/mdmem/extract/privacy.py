@@ -712,9 +712,17 @@ def _log_filter(record: object) -> bool:
         message = record.getMessage()  # type: ignore[attr-defined]
     except Exception:  # a record whose arguments do not fit its format
         return True
-    clean = _default_redactor().redact(str(message))
+    redact = _default_redactor().redact
+    clean = redact(str(message))
     if clean != message:
         record.msg, record.args = clean, None  # type: ignore[attr-defined]
+    exc_info = getattr(record, "exc_info", None)
+    if exc_info and not getattr(record, "exc_text", None):
+        import traceback
+
+        # Handlers format a traceback only when exc_text is empty: fill it, redacted.
+        text = "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+        record.exc_text = redact(text)  # type: ignore[attr-defined]
     return True
 
 
