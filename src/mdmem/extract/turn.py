@@ -90,9 +90,11 @@ def _identity(text: str) -> str:
     return text
 
 
-# A secret shorter than this that straddles a cut lies wholly inside the window
-# that is redacted: a long text is redacted near its cut, not in full (bounded cost).
-_MARGIN = 16 * 1024
+# A secret shorter than this (a 4096-bit RSA key in PEM is ~3.3 KB) that straddles a
+# cut lies wholly inside the window that is redacted: a long text is redacted near
+# its cuts, not in full, so the cost is bounded. <private> blocks are found over the
+# whole text first.
+_MARGIN = 4 * 1024
 
 
 def _redact_cut(text: str, limit: int, redact: Callable[[str], str]) -> str:
