@@ -324,3 +324,33 @@ def test_proposals_are_redacted_and_validated(workspace: Path) -> None:
 
 def test_the_child_script_is_valid_python() -> None:
     compile(textwrap.dedent(CHILD), "child", "exec")
+
+
+def test_interactive_review_shows_a_diff_and_decides(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mdmem.cli.review as cli_review
+
+    store = Store(project_root(str(workspace)), Level.PROJECT)
+    store.apply([create_op("Build")])
+    update = {
+        "action": "update",
+        "level": "project",
+        "filename": "project_knowledge_build.md",
+        "content": "Build with `make all` now.",
+    }
+    review.propose(store, [update, create_op("Other")], turn="t1", source="turn t1 · m · now")
+    monkeypatch.setattr(cli_review, "interactive", lambda: True)
+    result = CliRunner().invoke(app, ["--workspace", str(workspace), "review"], input="a\nr\n")
+    assert result.exit_code == 0, result.output
+    assert (
+        "-Build: the details." in result.stdout and "+Build with `make all` now." in result.stdout
+    )
+    assert store.read("project_knowledge_build.md").body == "Build with `make all` now."
+    assert store.read("project_knowledge_build.md").extra["source"] == "turn t1 · m · now"
+    assert not store.exists("project_knowledge_other.md") and review.pending(store) == []
+
+
+def test_review_without_a_terminal_points_to_the_script_forms(workspace: Path) -> None:
+    code, _, err = cli(workspace, "review")
+    assert code == 2 and "needs a terminal" in err
