@@ -90,21 +90,24 @@ def _identity(text: str) -> str:
     return text
 
 
-# A secret shorter than this (a 4096-bit RSA key in PEM is ~3.3 KB) that straddles a
-# cut lies wholly inside the window that is redacted: a long text is redacted near
-# its cuts, not in full, so the cost is bounded. <private> blocks are found over the
-# whole text first.
-_MARGIN = 4 * 1024
+# A secret shorter than the margin that straddles a cut lies wholly inside the window
+# that is redacted: a long text is redacted near its cuts, not in full, so the cost
+# stays bounded. The long kinds (a 4096-bit RSA key in PEM is ~3.3 KB, a JWT can be
+# a few KB) get the wide margin; <private> blocks are found over the whole text first.
+_MARGIN = 1024
+_WIDE_MARGIN = 8 * 1024
 
 
 def _redact_cut(text: str, limit: int, redact: Callable[[str], str]) -> str:
     """``_cut(redact(text), limit)``, redacting only the parts of a long text that are kept."""
-    if len(text) <= 2 * (limit + _MARGIN):
-        return _cut(redact(text), limit)
-    window = limit + _MARGIN
-    head, tail = redact(text[:window]), redact(text[-window:])
     keep = max(limit - 48, 0)
-    head, tail = _head(head, keep * 2 // 3), _tail(tail, keep // 3)
+    head_bytes, tail_bytes = keep * 2 // 3, keep // 3
+    margin = _WIDE_MARGIN if "-----BEGIN" in text or "eyJ" in text else _MARGIN
+    if len(text) <= head_bytes + tail_bytes + 2 * margin:
+        return _cut(redact(text), limit)
+    # Characters: a window of n characters holds at least n bytes.
+    head = _head(redact(text[: head_bytes + margin]), head_bytes)
+    tail = _tail(redact(text[-(tail_bytes + margin) :]), tail_bytes)
     cut = len(text) - len(head) - len(tail)
     return f"{head} […{cut} characters cut…] {tail}"
 
