@@ -204,3 +204,12 @@ def test_git_head_outside_git_and_in_a_worktree(repo: Path, tmp_path: Path) -> N
     assert provenance.git_head(str(tmp_path / "wt")) == head
     git(repo, "pack-refs", "--all")
     assert provenance.git_head(str(repo)) == head
+
+
+def test_the_agent_session_is_recorded_when_known(repo: Path) -> None:
+    with Manager(repo, provider=Scripted([create("Build")])) as manager:
+        manager.update_async(turn("build"), session="session-42").result(30)
+        note = manager.project.read("project_knowledge_build.md")
+    assert str(note.extra["source"]).endswith(" · session session-42")
+    data = why(repo, "project_knowledge_build.md")
+    assert isinstance(data["source"], dict) and data["source"]["session"] == "session-42"

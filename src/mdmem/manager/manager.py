@@ -225,17 +225,21 @@ class Manager:
 
     # -- accepting turns -------------------------------------------------------------
 
-    def update_async(self, messages: Iterable[object]) -> Future[TurnResult]:
+    def update_async(
+        self, messages: Iterable[object], *, session: str | None = None
+    ) -> Future[TurnResult]:
         """Queue one completed turn for extraction; returns at once with a future.
 
         The turn (roles and text, redacted) is on disk before this returns.
         Call it only for a top-level agent turn that completed normally.
+        ``session`` (the agent's session id, when known) goes into the
+        provenance of the notes the turn writes.
 
         Raises:
             TypeError: a message has no role.
             MdmemError: the manager is closed.
         """
-        record = self._record(messages)
+        record = self._record(messages, session)
         future: Future[TurnResult] = Future()
         if record is None:  # no text at all (tool churn only): nothing to send, counted
             ledger.record(self.user.path, "skip", self.clock(), turn=None)
@@ -260,7 +264,7 @@ class Manager:
             self._cond.notify_all()
         return future
 
-    def defer(self, messages: Iterable[object]) -> str | None:
+    def defer(self, messages: Iterable[object], *, session: str | None = None) -> str | None:
         """Journal a turn for another process to extract (as a hook does); return its id.
 
         Nothing is processed here: the turn waits, on disk, until a Manager
@@ -270,14 +274,16 @@ class Manager:
             TypeError: a message has no role.
             OSError: the journal cannot be written.
         """
-        record = self._record(messages)
+        record = self._record(messages, session)
         if record is None:
             return None
         _catalog.ensure_state_dir(self.project.path, private=False)
         put_pending(self._journal.root, record)
         return str(record["id"])
 
-    def _record(self, messages: Iterable[object]) -> dict[str, object] | None:
+    def _record(
+        self, messages: Iterable[object], session: str | None = None
+    ) -> dict[str, object] | None:
         """The journal record of a turn: roles and redacted text; None when there is no text."""
         # Redacted whole inside from_messages, then cut: a secret across a cut is gone too.
         texts = turn_.from_messages(messages, self.limits, redactor=self._redactor)
@@ -291,6 +297,7 @@ class Manager:
             "messages": [[m.role, m.text] for m in texts],
             "attempts": 0,
             "errors": [],
+            **({"session": str(session)[:200]} if session else {}),
         }
 
     def flush(self, timeout: float | None = None) -> bool:

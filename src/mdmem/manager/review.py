@@ -396,9 +396,10 @@ def find(stores: Iterable[Store], pid: str) -> Store:
     Raises:
         ProposalGone: none does.
     """
-    for store in stores:
-        if os.path.exists(_folder(store, f"{pid}.json")) and pid.isalnum():
-            return store
+    if pid and all(c in "0123456789abcdef" for c in pid):
+        for store in stores:
+            if os.path.exists(_folder(store, f"{pid}.json")):
+                return store
     raise ProposalGone(pid)
 
 
