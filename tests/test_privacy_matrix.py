@@ -422,3 +422,12 @@ def test_a_logged_traceback_is_redacted(tmp_path: Path) -> None:
         handler.close()
     text = path.read_text()
     assert "ValueError" in text and secret not in text and "[REDACTED:github_token]" in text
+
+
+def test_a_secret_in_a_requested_file_name_is_redacted(workspace: Path) -> None:
+    store = Store(workspace / "mem", Level.PROJECT)
+    name = "notes_ghp_FAKEfake0123456789FAKEfake0123456789.md"
+    result = store.apply([{**create(), "filename": name}])
+    [applied] = result.applied
+    assert applied.filename == "notes_redacted-github_token.md"
+    assert disk_holds(workspace, ["FAKEfake0123456789FAKEfake"]) == []

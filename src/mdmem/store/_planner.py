@@ -260,6 +260,7 @@ class Planner:
                 return "update", dup.filename
         if op.filename is not None:
             name = op.filename
+            name = self._clean_name(name)
             note_path(self.store.path, name)
             if name in self._deleted or self._exists(name):
                 if self._same(name, op.type, title, body):
@@ -293,6 +294,19 @@ class Planner:
         )
         self._write(note)
         return "create", name
+
+    def _clean_name(self, name: str) -> str:
+        """A name a caller asked for (the memory tool), without a secret in it."""
+        for _ in range(3):
+            stem = name.removesuffix(".md")
+            # Rules want a secret to start a word; in a name, words are joined by _ - .
+            starts = [0] + [i + 1 for i, c in enumerate(stem) if c in "_-."]
+            found = next((i for i in starts if self._redact(stem[i:]) != stem[i:]), None)
+            if found is None:
+                return name
+            prefix, rest = stem[:found].rstrip("_-."), slugify(self._redact(stem[found:]))
+            name = f"{prefix}_{rest}.md" if prefix else f"{rest}.md"
+        return name
 
     def _update(self, op: Update) -> tuple[str, str]:
         if not self._exists(op.filename):
