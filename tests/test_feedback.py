@@ -151,3 +151,21 @@ def test_salient_words() -> None:
     assert {"pytest", "make"} <= feedback.salient("Run the tests with pytest, not make")
     assert "the" not in feedback.salient("the the the")
     assert "测试" in feedback.salient("测试命令")
+
+
+def test_stats_show_disputed_notes_and_waiting_proposals(workspace: Path) -> None:
+    from mdmem.manager import review
+    from mdmem.recall.disputes import mark
+
+    with Manager(workspace, provider=Scripted([MISLEADING])) as manager:
+        manager.update_async([{"role": "user", "content": "x"}]).result(30)
+        mark(
+            manager.project, ["project_knowledge_test-command.md"], turn="t", at="now", reason="no"
+        )
+        review.propose(manager.project, [UNRELATED], turn="t2")
+    base = ["--workspace", str(workspace), "stats"]
+    data = json.loads(CliRunner().invoke(app, [*base, "--json"]).stdout)
+    assert [d["filename"] for d in data["disputed"]] == ["project_knowledge_test-command.md"]
+    assert data["proposals_waiting"]["project"] == 1
+    text = CliRunner().invoke(app, base).stdout
+    assert "Disputed notes: 1" in text and "Proposals waiting for review: 1" in text

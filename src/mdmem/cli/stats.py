@@ -86,4 +86,10 @@ def render(data: dict[str, object]) -> list[str]:
     out.append(f"Not used in {unused['days']} days: {len(unused['notes'])} notes")
     for entry in unused["notes"][:20]:
         out.append(f"  {entry['level']:<8} {entry['filename']}")
+    disputed, waiting = data.get("disputed", []), data.get("proposals_waiting", {})
+    assert isinstance(disputed, list) and isinstance(waiting, dict)
+    out.append(f"Disputed notes: {len(disputed)}")
+    for row in disputed[:20]:
+        out.append(f"  {row['level']:<8} {row['filename']} ({row.get('count', 1)}x)")
+    out.append(f"Proposals waiting for review: {sum(waiting.values())} (`mdmem review`)")
     return out

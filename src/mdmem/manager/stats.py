@@ -142,4 +142,21 @@ def collect(
         "usage": usage,
         "most_used": most,
         "unused": {"days": unused_days, "notes": unused},
+        **_control(project, user),
+    }
+
+
+def _control(project: Store, user: Store) -> dict[str, object]:
+    """Disputed notes and proposals waiting for review (see docs/concepts/review.md)."""
+    from mdmem.manager.review import pending_count
+    from mdmem.recall.disputes import disputed
+
+    stores = [s for s in (project, user) if getattr(s, "unavailable", None) is None]
+    return {
+        "disputed": [
+            {"level": s.level.value, "filename": name, **info}
+            for s in stores
+            for name, info in sorted(disputed(s).items())
+        ],
+        "proposals_waiting": {s.level.value: pending_count(s) for s in stores},
     }
