@@ -354,7 +354,7 @@ def accept(store: Store, pid: str, op: Mapping[str, object] | None = None) -> Ap
     with store.lock():
         proposal, claimed = _claim(store, pid)
         chosen = dict(op) if op is not None else proposal.op
-        result = store.apply([chosen], source=proposal.source or None)
+        result = store.apply([chosen], source="review", provenance=proposal.source or None)
         if result.rejected:  # the store moved on (a name taken meanwhile): keep it waiting
             os.rename(claimed, _folder(store, f"{pid}.json"))
             return result
