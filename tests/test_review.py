@@ -79,6 +79,13 @@ def test_a_turn_through_the_sdk_makes_proposals_and_no_notes(
     assert notes(project.root) == [] and notes(user.root) == []
     assert review.pending_count(project) == 1 and review.pending_count(user) == 1
     assert review.pending_line([project, user]).startswith("2 memory proposals wait")
+    # The session-start hook says so in one line, and shows no proposed note.
+    from mdmem.integrations.claude_code import session_start
+
+    hook = json.loads(session_start({"cwd": str(workspace)}, str(workspace), None))
+    context = hook["hookSpecificOutput"]["additionalContext"]
+    assert "2 memory proposals wait for review (`mdmem review`)." in context
+    assert "Parallel tests" not in context
     rows = listed(workspace)
     assert {r["title"] for r in rows} == {"Parallel tests", "Answer in Chinese"}
     assert all(str(r["source"]).startswith(f"turn {result.turn_id}") for r in rows)

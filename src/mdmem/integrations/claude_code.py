@@ -390,12 +390,18 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     from mdmem.store import ledger
     from mdmem.store.index import merge
     from mdmem.store.marks import prompt_index
+    from mdmem.store.waiting import pending_line
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     room = context_room(_head(project.path, user.path, ws))
+    waiting = pending_line([project.path, user.path])
+    if waiting:
+        room -= len(waiting) + 1
     block = merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600))
     ledger.record_block(project.path, user.path, block, "session-start")
+    if waiting:
+        block = f"{block}\n{waiting}" if block else waiting
     return session_start_output(block, project.path, user.path, ws)
 
 

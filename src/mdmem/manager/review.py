@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidOperation, InvalidPath, MdmemError, NoteNotFound
-from mdmem.store import _catalog, _fs
+from mdmem.store import _catalog, _fs, waiting
 from mdmem.store.operations import Operation, validate
 from mdmem.store.paths import state_dir
 
@@ -66,7 +66,7 @@ ENV_VAR = "MDMEM_REVIEW"
 CONFIG_FILE = "mdmem.json"
 MODES = ("off", "all", "project", "user")
 KEEP_DONE = 200
-_DIR = "proposals"
+_DIR = waiting.PROPOSALS_DIR
 _CLAIMED = "claimed"
 _DONE = "done"
 _MAX_CONFIG = 4096
@@ -183,19 +183,12 @@ def _folder(store: Store, *sub: str) -> str:
 
 def pending_count(store: Store) -> int:
     """How many proposals wait in ``store`` (a directory listing: cheap enough for a hook)."""
-    try:
-        return sum(1 for n in os.listdir(_folder(store)) if n.endswith(".json"))
-    except OSError:
-        return 0
+    return waiting.pending_count(store.path)
 
 
 def pending_line(stores: Iterable[Store]) -> str:
     """One line for the session-start block, or ``""`` when nothing waits."""
-    count = sum(pending_count(s) for s in stores)
-    if not count:
-        return ""
-    s = "" if count == 1 else "s"
-    return f"{count} memory proposal{s} wait for review (`mdmem review`)."
+    return waiting.pending_line([s.path for s in stores])
 
 
 def _proposal_id(turn: str, position: int, level: str) -> str:
