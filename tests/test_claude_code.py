@@ -342,3 +342,23 @@ def test_session_start_fits_claude_codes_cap_on_hook_output(workspace: Path) -> 
     block = "## Project Memory\n" + store.load_index()
     out = json.loads(claude_code.session_start_output(block, "p", "u"))
     assert len(out["hookSpecificOutput"]["additionalContext"]) <= claude_code.MAX_CONTEXT_CHARS
+
+
+def test_a_handed_over_turn_carries_its_session_into_provenance(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDMEM_PROVIDER", "offline")
+    transcript = tmp_path / "session.jsonl"
+    shutil.copy(FIXTURES / "two_turns_more.jsonl", transcript)
+    payload = {"session_id": SESSION, "transcript_path": str(transcript), "cwd": str(workspace)}
+    assert claude_code.hand_over(payload, spawn=False) is not None
+    from mdmem import Manager
+
+    with Manager(workspace) as manager:  # resumes the journaled turn
+        assert manager.flush(timeout=30)
+    notes = [
+        p for p in (workspace / ".PseudoClaude" / "memory").glob("*.md") if p.name != "MEMORY.md"
+    ]
+    assert notes
+    for note in notes:
+        assert f"session {SESSION}" in note.read_text()

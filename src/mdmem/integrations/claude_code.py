@@ -443,7 +443,11 @@ def hand_over(
         fresh = new_messages(messages, set(known))
         if not fresh:
             return None
-        turn_id = manager.defer([m.as_dict() for m in fresh])
+        session = payload.get("session_id")
+        turn_id = manager.defer(
+            [m.as_dict() for m in fresh],
+            session=session if isinstance(session, str) and session else None,
+        )
         ledger.add([u for m in fresh for u in m.uuids], known)
     if turn_id is not None and spawn:
         start_worker(manager.workspace, manager.user.path)
