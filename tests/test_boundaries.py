@@ -25,6 +25,7 @@ ALLOWED = {
         "cli/stats.py",
         "cli/truth.py",
         "cli/review.py",
+        "cli/recall.py",
     },
     "anthropic": {"extract/providers/anthropic.py", "integrations/anthropic.py"},
     "mcp": {"integrations/mcp.py"},
@@ -190,6 +191,7 @@ def test_library_never_prints_or_exits(module: str) -> None:
 EXPECTED_API = [
     "Applied",
     "ApplyResult",
+    "Hit",
     "IndexEntry",
     "InvalidNote",
     "InvalidOperation",

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from mdmem import Manager
 from mdmem.cli import app
 from mdmem.manager import feedback
+from mdmem.recall import search
 from mdmem.recall.disputes import dispute_penalty, disputed
-from mdmem.recall.search import search_stores
 
 
 class Scripted:
@@ -102,9 +102,8 @@ def test_a_misleading_note_ends_disputed_and_ranked_below_its_correction(workspa
         assert "不对" in str(marks["project_knowledge_test-command.md"]["reason"])
         assert dispute_penalty(project, "project_knowledge_test-command.md") < 1.0
         assert dispute_penalty(project, "project_knowledge_release-tags.md") == 1.0
-        hits = search_stores("test command", [project])
-        ranked = sorted(hits, key=lambda h: -h.score * dispute_penalty(project, h.filename))
-        names = [h.filename for h in ranked]
+        hits = search([project], "test command", semantic=False)
+        names = [h.filename for h in hits]  # the engine applies the dispute penalty
         assert names.index("correction_feedback_test-command-is-pytest.md") < names.index(
             "project_knowledge_test-command.md"
         )

@@ -15,7 +15,7 @@ from mdmem import Level, Manager, Store
 from mdmem.cli import app
 from mdmem.errors import InvalidOperation
 from mdmem.extract import prompt
-from mdmem.recall.search import search_stores
+from mdmem.recall import search
 from mdmem.store.index import prompt_block
 from mdmem.store.marks import dated_index, prompt_index
 from mdmem.store.operations import Create, Operation, validate
@@ -65,11 +65,9 @@ def test_a_chain_of_supersessions_shows_only_the_newest(store: Store, workspace:
     assert entries[v1].superseded_by == v2 and entries[v2].superseded_by == v3
     with Manager(workspace, provider=None) as manager:
         assert v1 not in manager.index and v3 in manager.index
-        recall = getattr(manager, "recall", None)
-        if recall is not None:  # the recall engine lands in parallel
-            hits = recall("deploy")
-            assert all(h.filename not in (v1, v2) for h in hits)
-    hits = search_stores("deploy", [store])
+        hits = manager.recall("deploy")
+        assert hits and all(h.filename not in (v1, v2) for h in hits)
+    hits = search([store], "deploy", semantic=False)
     assert [h.filename for h in hits] == [v3]
     runner = CliRunner()
     listed = runner.invoke(app, ["--workspace", str(workspace), "list", "--json"])
@@ -139,7 +137,7 @@ def test_expiry_at_the_boundary(store: Store) -> None:
     assert name not in prompt_index(store, now=moment.timestamp())
     # Recall uses the clock: an expiry in the past is left out at once.
     store.apply([create("Old freeze", "Staging frozen for the audit.", expires="2020-01-01")])
-    hits = [h.filename for h in search_stores("staging", [store])]
+    hits = [h.filename for h in search([store], "staging", semantic=False)]
     assert "project_knowledge_old-freeze.md" not in hits
     assert name in store.load_index()  # still listed on disk
 

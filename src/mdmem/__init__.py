@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mdmem.manager.manager import Manager
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation
-    from mdmem.store.results import Applied, ApplyResult, Problem, ReindexReport, Rejected
+    from mdmem.store.results import Applied, ApplyResult, Hit, Problem, ReindexReport, Rejected
     from mdmem.store.store import Store
 
 __version__ = "0.1.0"
@@ -33,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Applied",
     "ApplyResult",
+    "Hit",
     "IndexEntry",
     "InvalidNote",
     "InvalidOperation",
@@ -65,6 +66,7 @@ _HOMES = {
     "Operation": "mdmem.store.operations",
     "Applied": "mdmem.store.results",
     "ApplyResult": "mdmem.store.results",
+    "Hit": "mdmem.store.results",
     "Problem": "mdmem.store.results",
     "ReindexReport": "mdmem.store.results",
     "Rejected": "mdmem.store.results",

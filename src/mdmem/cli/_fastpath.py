@@ -1,9 +1,11 @@
-"""What ``mdmem index`` needs, without typer: a coding-agent hook runs it at every session start.
+"""What the commands hooks and scripts run at every turn need, without typer.
 
-``try_fast`` recognises the plain forms of ``mdmem index`` and answers them
-with nothing but the store and index modules imported; any other command line
-(``--help``, a typo, another command) returns None and goes to the typer CLI,
-which calls the same :func:`index_text`, so both paths print the same bytes.
+``try_fast`` recognises the plain forms of ``mdmem index``, ``mdmem hook
+session-start``, ``mdmem hook user-prompt-submit``, ``mdmem search`` and
+``mdmem recall`` and answers them with nothing but the store (and, for the
+last three, the recall) modules imported; any other command line (``--help``,
+a typo, another command) returns None and goes to the typer CLI, which calls
+the same functions here, so both paths print the same bytes.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 import os
 import sys
 
-from mdmem.store.index import merge
+from mdmem.store.index import fitted
 from mdmem.store.marks import prompt_index
 from mdmem.store.workspace import resolve
 
-__all__ = ["index_text", "try_fast"]
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    from mdmem.store.results import Hit
+
+__all__ = ["index_text", "search_text", "try_fast"]
 
 _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
 _HANDOVER = ("stop", "pre-compact", "session-end")
@@ -27,7 +33,7 @@ def index_text(workspace: str | None, user_dir: str | None, level: str, as_json:
     ws, project, user = resolve(workspace, user_dir)
     project_index = prompt_index(project) if level in ("all", "project") else ""
     user_index = prompt_index(user) if level in ("all", "user") else ""
-    block = merge(project_index, user_index)
+    block = fitted(project_index, user_index, project, user)
     if not as_json:
         return block
     import json
@@ -43,6 +49,96 @@ def index_text(workspace: str | None, user_dir: str | None, level: str, as_json:
         ensure_ascii=False,
         indent=2,
     )
+
+
+def search_text(hits: list[Hit], as_json: bool) -> str:
+    """What ``mdmem search`` prints for ``hits`` (without the final newline)."""
+    if as_json:
+        import json
+
+        rows = [
+            {
+                "filename": h.filename,
+                "level": h.level.value,
+                "type": h.type,
+                "title": h.title,
+                "summary": h.summary,
+                "score": h.score,
+                "updated": h.updated.isoformat() if h.updated else None,
+                "snippet": h.snippet,
+            }
+            for h in hits
+        ]
+        return json.dumps(rows, ensure_ascii=False, indent=2)
+    lines = []
+    for h in hits:
+        lines.append(f"{h.level.value:<8} {h.filename}  {h.title}")
+        if h.snippet:
+            lines.append(f"         {h.snippet}")
+    return "\n".join(lines)
+
+
+_TYPES = ("user_preference", "correction_feedback", "project_knowledge", "reference_material")
+
+
+def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) -> int | None:
+    """``search QUERY [--limit N] [--level L] [--type T] [--json] [--semantic|--lexical]``
+    and ``recall QUERY [--budget N] [--semantic|--lexical]``; None for anything else."""
+    query: str | None = None
+    values: dict[str, str] = {}
+    flags: set[str] = set()
+    allowed = {"--limit", "-n", "--level", "--type"} if command == "search" else {"--budget"}
+    switches = {"--semantic", "--lexical"} | ({"--json"} if command == "search" else set())
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=")
+        if key in allowed:
+            if not eq:
+                if not args:
+                    return None
+                value = args.pop(0)
+            values["--limit" if key == "-n" else key] = value
+        elif arg in switches:
+            flags.add(arg)
+        elif arg == "--":
+            if len(args) != 1 or query is not None:
+                return None
+            query = args.pop(0)
+        elif arg.startswith("-") or query is not None:
+            return None
+        else:
+            query = arg
+    if query is None or ("--semantic" in flags and "--lexical" in flags):
+        return None
+    semantic = True if "--semantic" in flags else False if "--lexical" in flags else None
+    try:
+        number = int(values.get("--limit", values.get("--budget", "10")))
+    except ValueError:
+        return None
+    level = values.get("--level", "all")
+    note_type = values.get("--type")
+    if number < 1 or level not in ("all", "project", "user") or note_type not in (None, *_TYPES):
+        return None
+    if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
+        return None  # the full CLI says it is not a directory
+    try:
+        _, project, user = resolve(opts["workspace"], opts["user_dir"])
+        stores = [s for s in (project, user) if level in ("all", s.level.value)]
+        if command == "search":
+            from mdmem.recall import search
+
+            types = [note_type] if note_type else None
+            hits = search(stores, query, limit=number, types=types, semantic=semantic)
+            text = search_text(hits, "--json" in flags)
+        else:
+            from mdmem.recall import recall_block
+
+            text = recall_block(stores, query, number, semantic=semantic)
+    except Exception:
+        return None  # the full CLI reports it, with its error handling
+    if text:
+        sys.stdout.write(text + "\n")
+    return 0
 
 
 def try_fast(argv: list[str]) -> int | None:
@@ -84,6 +180,18 @@ def try_fast(argv: list[str]) -> int | None:
                 handover_hook(args[0], read_hook_input(), opts["workspace"], opts["user_dir"])
             except ValueError as exc:  # logged; a hook always exits 0
                 sys.stderr.write(f"mdmem: hook {args[0]}: {exc}\n")
+            return 0
+        elif not command_seen and arg in ("search", "recall"):
+            return _recall_command(arg, args, opts)
+        elif not command_seen and arg == "hook" and args == ["user-prompt-submit"]:
+            from mdmem.integrations.prompt_recall import read_input, user_prompt_submit
+
+            try:
+                out = user_prompt_submit(read_input(), opts["workspace"], opts["user_dir"])
+            except Exception:
+                return None  # the full CLI handles it, and still exits 0
+            if out:
+                sys.stdout.write(out + "\n")
             return 0
         elif not command_seen and arg == "hook" and args == ["session-start"]:
             from mdmem.integrations.claude_code import read_hook_input, session_start

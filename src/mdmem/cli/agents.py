@@ -189,6 +189,27 @@ def _hand_over_hook(ctx: typer.Context, event: str) -> None:
         typer.echo(f"mdmem: hook {event}: {exc}", err=True)
 
 
+@hook_app.command("user-prompt-submit")
+def hook_user_prompt_submit(ctx: typer.Context) -> None:
+    """Print the notes relevant to the prompt as UserPromptSubmit additionalContext (JSON).
+
+    Reads the hook's JSON from stdin; the workspace is $CLAUDE_PROJECT_DIR, else
+    its "cwd". Prints nothing when no note is relevant or all were shown already.
+
+    Example: echo '{"prompt": "how do we deploy?", "cwd": "."}' | mdmem hook user-prompt-submit
+    """
+    from mdmem.integrations.prompt_recall import read_input, user_prompt_submit
+
+    options = options_of(ctx)
+    try:
+        out = user_prompt_submit(read_input(), options.workspace, options.user_dir)
+    except Exception as exc:  # a memory problem must never break a session
+        typer.echo(f"mdmem: {exc}", err=True)
+        return
+    if out:
+        typer.echo(out)
+
+
 @hook_app.command("stop")
 def hook_stop(ctx: typer.Context) -> None:
     """Hand the finished turn to mdmem: journal it, extract in the background.
@@ -222,19 +243,6 @@ def hook_session_end(ctx: typer.Context) -> None:
     Example: mdmem hook session-end < session-end-input.json
     """
     _hand_over_hook(ctx, "session-end")
-
-
-@hook_app.command("user-prompt-submit")
-def hook_user_prompt_submit(ctx: typer.Context) -> None:
-    """Recall the notes relevant to the prompt (UserPromptSubmit); prints nothing yet.
-
-    Example: echo '{"prompt": "how do we release?"}' | mdmem hook user-prompt-submit
-    """
-    # Placeholder until the recall engine's per-prompt hook lands: installed
-    # hooks must have a command to run, and an empty output adds no context.
-    from mdmem.integrations.claude_code import read_hook_input
-
-    read_hook_input()
 
 
 def _scope(project: bool, local: bool, user: bool) -> str | None:

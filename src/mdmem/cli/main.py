@@ -5,6 +5,7 @@ from __future__ import annotations
 # Importing registers the commands, in this order: the order of `mdmem --help`.
 # isort: off
 from mdmem.cli import notes  # noqa: F401
+from mdmem.cli import recall  # noqa: F401
 from mdmem.cli import agents  # noqa: F401
 from mdmem.cli import stats  # noqa: F401
 from mdmem.cli import truth  # noqa: F401

@@ -5,7 +5,7 @@ official ``mcp`` SDK (``pip install 'mdmem[mcp]'``)::
 
     memory_index()                          the merged index (the prompt block)   read-only
     memory_read(level, filename)            one note, front matter and text        read-only
-    memory_search(query, level?, limit?)    keyword search over the notes          read-only
+    memory_search(query, level?, limit?)    ranked recall over the notes           read-only
     memory_write(level, type, title, content, filename?, summary?)
                                             create a note, or update one by name
     memory_delete(level, filename)          move a note to its store's trash       destructive
@@ -39,10 +39,9 @@ from typing_extensions import TypedDict
 
 from mdmem import __version__
 from mdmem.errors import InvalidNote, InvalidPath, MdmemError, NoteNotFound
-from mdmem.recall.search import search_stores
+from mdmem.recall import search
 from mdmem.store import ledger
-from mdmem.store.index import merge
-from mdmem.store.marks import prompt_index
+from mdmem.store.index import prompt_block
 from mdmem.store.note import render
 from mdmem.store.store import Store
 from mdmem.store.workspace import resolve
@@ -93,13 +92,15 @@ class Written(TypedDict):
 
 
 class Hit(TypedDict):
-    """One search result."""
+    """One search result; ``updated`` is ISO 8601, or null for a note without a date."""
 
     level: str
     filename: str
+    type: str
     title: str
     summary: str
-    score: int
+    score: float
+    updated: str | None
     snippet: str
 
 
@@ -159,7 +160,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
     def memory_index() -> str:
         """The index of both stores: one line per note, '- [type] Title — Summary (filename)'."""
         with _translated():
-            return merge(prompt_index(project), prompt_index(user)) or "(no notes yet)"
+            return prompt_block(project, user, hint="mcp") or "(no notes yet)"
 
     @server.tool(annotations=_READ_ONLY)
     def memory_read(level: Level, filename: Filename) -> str:
@@ -177,24 +178,28 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
 
     @server.tool(annotations=_READ_ONLY)
     def memory_search(
-        query: Annotated[str, Field(description="Keywords; a note matching any of them is found")],
+        query: Annotated[
+            str, Field(description="A question or keywords, in any language the notes use")
+        ],
         level: Annotated[
             LevelName | None, Field(description="Search one store only; both by default")
         ] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="At most this many results")] = 10,
     ) -> SearchResult:
-        """Find notes by keywords in their title, summary and text, best match first."""
+        """Find the notes that answer a question, best first (superseded, expired ones left out)."""
         with _translated():
             chosen = [store_of(level)] if level else [project, user]
-            hits = search_stores(query, chosen, limit=limit)
+            hits = search(chosen, query, limit=limit)
         return {
             "results": [
                 Hit(
                     level=h.level.value,
                     filename=h.filename,
+                    type=h.type,
                     title=h.title,
                     summary=h.summary,
                     score=h.score,
+                    updated=h.updated.isoformat() if h.updated else None,
                     snippet=h.snippet,
                 )
                 for h in hits
@@ -268,7 +273,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
     def index_resource() -> str:
         """The merged index of both stores: what an agent gets in its system prompt."""
         with resource_errors():
-            return merge(prompt_index(project), prompt_index(user))
+            return prompt_block(project, user, hint="mcp")
 
     @server.resource("mdmem://project/index", name="project-index", mime_type="text/markdown")
     def project_index_resource() -> str:

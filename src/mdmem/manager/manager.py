@@ -54,11 +54,11 @@ from mdmem.manager import feedback, provenance
 from mdmem.manager import review as review_
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog, ledger
-from mdmem.store.index import merge
-from mdmem.store.marks import dated_index, prompt_index
+from mdmem.store.index import prompt_block
+from mdmem.store.marks import dated_index
 from mdmem.store.operations import Operation, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
-from mdmem.store.results import ApplyResult, Rejected
+from mdmem.store.results import ApplyResult, Hit, Rejected
 from mdmem.store.store import Store, prepare_writes
 
 if TYPE_CHECKING:
@@ -209,10 +209,32 @@ class Manager:
 
     def refresh_index(self) -> str:
         """Recompute the prompt block from both stores, and return it."""
-        block = merge(prompt_index(self.project), prompt_index(self.user))
+        block = prompt_block(self.project, self.user)
         with self._cond:
             self._index = block
         return block
+
+    # -- recall --------------------------------------------------------------------
+
+    def recall(self, query: str, budget_tokens: int = 1200, limit: int | None = None) -> list[Hit]:
+        """The notes of both stores that best answer ``query``, best first, within the budget.
+
+        The hits are those :meth:`recall_block` shows for ``budget_tokens``;
+        ``limit`` caps their number. Superseded and expired notes are left out.
+        """
+        from mdmem.recall import recall
+
+        return recall([self.project, self.user], query, budget_tokens, limit)
+
+    def recall_block(self, query: str, budget_tokens: int = 1200) -> str:
+        """The Markdown block of the notes recalled for ``query``: whole lines, within the budget.
+
+        Its last line says how many more notes matched, when some did not fit;
+        ``""`` when nothing matched.
+        """
+        from mdmem.recall import recall_block
+
+        return recall_block([self.project, self.user], query, budget_tokens)
 
     @property
     def provider(self) -> Provider:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation
-    from mdmem.store.results import ApplyResult, Problem, ReindexReport, TrashItem
+    from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
@@ -261,6 +261,20 @@ class Store:
             except (NoteNotFound, InvalidNote, InvalidPath):
                 continue  # changed under our feet; the next refresh reports it
         return out
+
+    def search(self, query: str, limit: int = 10) -> list[Hit]:
+        """This store's notes that best answer ``query``, best first (see :mod:`mdmem.recall`).
+
+        Superseded and expired notes are left out.
+        """
+        # The one call up the floors: the recall engine sits above the store and
+        # is bound by name at call time, so the store never depends on it (see
+        # docs/architecture.md).
+        from importlib import import_module
+
+        engine = import_module("mdmem.recall.engine")
+        hits: list[Hit] = engine.search([self], query, limit=limit)
+        return hits
 
     def exists(self, filename: str) -> bool:
         """Whether a note of that name exists (the name is validated first).

@@ -1,0 +1,440 @@
+"""Benchmark recall: quality on recall-dev, and latency on generated stores of known answers.
+
+Prints Markdown tables; ``docs/benchmarks.md`` quotes them.
+
+    python benchmarks/bench_recall.py quality            # recall-dev: BM25, lexical, semantic
+    python benchmarks/bench_recall.py quality --cjk 1    # the same with CJK unigrams (or 3)
+    python benchmarks/bench_recall.py latency            # 100 / 1k / 10k notes (~3 minutes)
+    python benchmarks/bench_recall.py latency --sizes 100,1000,10000,100000
+
+Quality: the set (``--data``, default ``../shared/data/recall-dev`` beside the
+repository) is loaded into a real workspace: project notes into the project
+store, user notes into the user store, as note files named ``<type>_<id>.md``
+with the set's ``updated``, and its ``supersedes`` ids written as the front
+matter ``supersedes:`` file names (the link the store models). Queries are
+scored against both stores. Plain BM25 is the set README's baseline,
+reimplemented here (``rank_bm25.BM25Okapi`` defaults, ties by note id) and run in
+the same process. "in 1,200 tokens" is whether a gold note is in
+``recall_block(query, 1200)``.
+
+Latency: a generated store of N notes (a vocabulary of made-up words, each
+note with a unique code name, so the query "<code name> <two of its words>" has
+one known answer): warm ``recall`` p50/p99 in one process, cold ``mdmem
+search`` and cold ``mdmem hook user-prompt-submit`` as processes, the index
+upkeep after one changed note, a full rebuild, and peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from mdmem._kinds import Level, NoteType  # noqa: E402
+from mdmem.store.note import Note, render  # noqa: E402
+from mdmem.store.store import Store  # noqa: E402
+
+KINDS = ["keyword", "paraphrase", "cross-lingual", "identifier", "temporal-latest", "multi"]
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+# -- the set, in real stores ------------------------------------------------------
+
+
+def load_set(data: Path) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    notes = [json.loads(line) for line in (data / "notes.jsonl").read_text().splitlines() if line]
+    queries = [
+        json.loads(line) for line in (data / "queries.jsonl").read_text().splitlines() if line
+    ]
+    return notes, queries
+
+
+def filename_of(note: dict[str, object]) -> str:
+    return f"{note['type']}_{note['id']}.md"
+
+
+def build_stores(notes: list[dict[str, object]], base: Path) -> tuple[Store, Store]:
+    by_id = {str(n["id"]): n for n in notes}
+    project = Store(base / "ws" / ".PseudoClaude" / "memory", Level.PROJECT)
+    user = Store(base / "user", Level.USER)
+    for store in (project, user):
+        store.root.mkdir(parents=True, exist_ok=True)
+    for n in notes:
+        store = user if n["level"] == "user" else project
+        extra: dict[str, object] = {}
+        if n.get("supersedes"):
+            extra["supersedes"] = filename_of(by_id[str(n["supersedes"])])
+        updated = datetime.fromisoformat(str(n["updated"]))
+        note = Note(
+            filename=filename_of(n),
+            type=NoteType(str(n["type"])),
+            title=str(n["title"]),
+            summary=str(n["summary"]),
+            body=str(n["body"]),
+            created=updated,
+            updated=updated,
+            extra=extra,
+        )
+        (store.root / note.filename).write_text(render(note), encoding="utf-8")
+    project.reindex()
+    user.reindex()
+    return project, user
+
+
+# -- plain BM25, as the set's README defines it -------------------------------------
+
+
+def bm25_tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for token in re.split(r"\W+", text.lower()):
+        if not token:
+            continue
+        run = ""
+        for ch in token:
+            if _CJK.match(ch):
+                if run:
+                    out.append(run)
+                    run = ""
+                out.append(ch)
+            else:
+                run += ch
+        if run:
+            out.append(run)
+    return out
+
+
+class BM25:
+    """rank_bm25.BM25Okapi (k1 1.5, b 0.75, epsilon 0.25), the baseline's ranker."""
+
+    def __init__(self, docs: list[list[str]], k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.docs = [Counter(d) for d in docs]
+        self.lens = [len(d) for d in docs]
+        self.avg = sum(self.lens) / len(docs)
+        df: Counter[str] = Counter()
+        for d in docs:
+            df.update(set(d))
+        idf = {t: math.log(len(docs) - f + 0.5) - math.log(f + 0.5) for t, f in df.items()}
+        average_idf = sum(idf.values()) / len(idf)
+        eps = 0.25 * average_idf
+        self.idf = {t: (v if v >= 0 else eps) for t, v in idf.items()}
+
+    def scores(self, query: list[str]) -> list[float]:
+        out = []
+        for doc, length in zip(self.docs, self.lens, strict=True):
+            s = 0.0
+            norm = self.k1 * (1 - self.b + self.b * length / self.avg)
+            for q in query:
+                f = doc.get(q, 0)
+                s += self.idf.get(q, 0.0) * f * (self.k1 + 1) / (f + norm)
+            out.append(s)
+        return out
+
+
+# -- scoring --------------------------------------------------------------------
+
+
+def score(
+    queries: list[dict[str, object]],
+    ranked: dict[str, list[str]],
+    in_budget: dict[str, set[str]] | None,
+) -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, list[float]]] = {}
+    for q in queries:
+        gold = set(q["gold"])  # type: ignore[arg-type]
+        top = ranked[str(q["qid"])]
+        row = {
+            "hit@1": float(bool(gold & set(top[:1]))),
+            "hit@5": float(bool(gold & set(top[:5]))),
+            "recall@5": len(gold & set(top[:5])) / len(gold),
+        }
+        if in_budget is not None:
+            row["in 1,200 tokens"] = float(bool(gold & in_budget[str(q["qid"])]))
+        for kind in (str(q["kind"]), "all"):
+            bucket = table.setdefault(kind, {})
+            for key, value in row.items():
+                bucket.setdefault(key, []).append(value)
+    return {k: {m: statistics.fmean(v) for m, v in d.items()} for k, d in table.items()}
+
+
+def print_table(name: str, result: dict[str, dict[str, float]], counts: Counter[str]) -> None:
+    metrics = list(result["all"])
+    print(f"\n**{name}**\n")
+    print("| kind | n | " + " | ".join(metrics) + " |")
+    print("|---|---:|" + "---:|" * len(metrics))
+    for kind in [*KINDS, "all"]:
+        if kind in result:
+            values = " | ".join(f"{result[kind][m]:.2f}" for m in metrics)
+            print(f"| {kind} | {counts[kind]} | {values} |")
+
+
+def quality(args: argparse.Namespace) -> None:
+    from mdmem.recall import engine, text
+
+    if args.cjk:
+        text.CJK_NGRAM = args.cjk
+    notes, queries = load_set(Path(args.data))
+    if args.lang:
+        queries = [q for q in queries if q["lang"] == args.lang]
+    counts = Counter(str(q["kind"]) for q in queries)
+    counts["all"] = len(queries)
+    ids = [str(n["id"]) for n in notes]
+
+    docs = [bm25_tokens(f"{n['title']} {n['summary']} {n['body']}") for n in notes]
+    bm25 = BM25(docs)
+    ranked_bm25 = {}
+    for q in queries:
+        s = bm25.scores(bm25_tokens(str(q["query"])))
+        order = sorted(range(len(ids)), key=lambda i: (-s[i], ids[i]))
+        ranked_bm25[str(q["qid"])] = [ids[i] for i in order[:10]]
+    print_table("plain BM25 (the README's baseline)", score(queries, ranked_bm25, None), counts)
+
+    from mdmem.recall import semantic as sem
+
+    modes = [("lexical engine", False)]
+    if sem.available() and not args.lexical_only:
+        modes.append(("engine with the semantic extra", True))
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MDMEM_STATE_DIR"] = os.path.join(tmp, "state")
+        project, user = build_stores(notes, Path(tmp))
+        id_of = {
+            (s.level.value, filename_of(n)): str(n["id"]) for n in notes for s in (project, user)
+        }
+        for name, use_semantic in modes:
+            ranked: dict[str, list[str]] = {}
+            budget: dict[str, set[str]] = {}
+            started = time.perf_counter()
+            for q in queries:
+                hits = engine.search(
+                    [project, user], str(q["query"]), limit=10, semantic=use_semantic
+                )
+                ranked[str(q["qid"])] = [id_of[(h.level.value, h.filename)] for h in hits]
+                shown = engine.recall(
+                    [project, user], str(q["query"]), budget_tokens=1200, semantic=use_semantic
+                )
+                budget[str(q["qid"])] = {id_of[(h.level.value, h.filename)] for h in shown}
+            elapsed = time.perf_counter() - started
+            print_table(
+                f"{name} ({elapsed:.1f} s for {len(queries)} queries, search + block)",
+                score(queries, ranked, budget),
+                counts,
+            )
+            if args.misses:
+                for q in queries:
+                    top = ranked[str(q["qid"])]
+                    if not set(q["gold"]) & set(top[:5]):  # type: ignore[arg-type]
+                        gold = q["gold"]
+                        print(f"  miss {q['qid']} {q['kind']}: {q['query']!r} {gold=} {top[:5]}")
+
+
+# -- latency on generated stores ------------------------------------------------------
+
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "ta",
+    "ve",
+    "zo",
+    "pa",
+    "si",
+    "do",
+    "fe",
+    "gu",
+    "hi",
+    "ja",
+    "ko",
+    "lu",
+    "ma",
+    "no",
+    "pe",
+]
+
+
+def generated(n: int, seed: int = 7) -> tuple[list[Note], list[tuple[str, str]]]:
+    """N notes over a made-up vocabulary, and (query, answer file name) pairs."""
+    rng = random.Random(seed)
+    vocab = sorted({"".join(rng.choices(_SYLLABLES, k=3)) for _ in range(3000)})
+    notes, probes = [], []
+    kinds = list(NoteType)
+    moment = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for i in range(n):
+        words = rng.sample(vocab, 40)
+        code = f"SVC_{i:06d}_{rng.choice(vocab).upper()}"
+        kind = kinds[i % len(kinds)]
+        name = f"{kind.value}_note-{i:06d}.md"
+        notes.append(
+            Note(
+                filename=name,
+                type=kind,
+                title=" ".join(words[:4]),
+                summary=" ".join(words[4:12]),
+                body=f"The `{code}` setting. " + " ".join(words[12:]) + ".",
+                created=moment,
+                updated=moment,
+            )
+        )
+        if i % max(1, n // 200) == 0:
+            probes.append((f"{code} {words[2]} {words[20]}", name))
+    return notes, probes
+
+
+def write_store(notes: list[Note], root: Path) -> Store:
+    root.mkdir(parents=True, exist_ok=True)
+    for note in notes:
+        (root / note.filename).write_text(render(note), encoding="utf-8")
+    store = Store(root, Level.PROJECT)
+    store.reindex()
+    return store
+
+
+def run_cold(
+    argv: list[str], env: dict[str, str], stdin: str | None = None, rounds: int = 7
+) -> float:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, check=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def latency(args: argparse.Namespace) -> None:
+    import resource
+
+    from mdmem.recall import engine
+    from mdmem.recall import semantic as sem
+    from mdmem.recall.index import Index
+
+    with_extra = sem.available() and not args.lexical_only
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)\n")
+    print(
+        "| notes | warm recall p50 / p99 (ms) | hit@1 | cold `mdmem search` (ms) | cold hook"
+        " (ms) | `python -c pass` (ms) | upkeep, 1 changed note (ms) | full rebuild (s) |"
+        " peak RSS (MiB) | with the extra: embed all (s), warm recall p50 / p99 (ms) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in [int(s) for s in args.sizes.split(",")]:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {
+                **os.environ,
+                "MDMEM_STATE_DIR": os.path.join(tmp, "state"),
+                "MDMEM_USER_DIR": os.path.join(tmp, "user"),
+                "MDMEM_SEMANTIC": "off",
+            }
+            os.environ.update(env)
+            notes, probes = generated(n)
+            ws = Path(tmp) / "ws"
+            (ws / ".git").mkdir(parents=True)
+            store = write_store(notes, ws / ".PseudoClaude" / "memory")
+            started = time.perf_counter()
+            Index(store).rebuild()
+            rebuild = time.perf_counter() - started
+            engine.index_of(store, fresh=True)
+            times, hits = [], 0
+            for _ in range(3):
+                for query, answer in probes:
+                    t0 = time.perf_counter()
+                    found = engine.recall([store], query, budget_tokens=1200, semantic=False)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    hits += bool(found and found[0].filename == answer)
+            times.sort()
+            p50 = times[len(times) // 2]
+            p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+            # upkeep: one note changed by hand, then the next query's sync
+            victim = store.root / notes[n // 2].filename
+            victim.write_text(victim.read_text() + "\nOne more line.\n", encoding="utf-8")
+            t0 = time.perf_counter()
+            engine.index_of(store, fresh=True)
+            upkeep = (time.perf_counter() - t0) * 1000
+            engine.index_of(store, fresh=True)  # settle
+            query = probes[0][0]
+            exe = [sys.executable, "-m", "mdmem"]
+            cold_search = run_cold([*exe, "--workspace", str(ws), "search", query, "--json"], env)
+            payload = json.dumps(
+                {
+                    "session_id": "bench",
+                    "cwd": str(ws),
+                    "prompt": query,
+                    "hook_event_name": "UserPromptSubmit",
+                    "transcript_path": "",
+                }
+            )
+            cold_hook = run_cold([*exe, "hook", "user-prompt-submit"], env, stdin=payload)
+            floor = run_cold([sys.executable, "-c", "pass"], env)
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            extra = "–"
+            if with_extra and n <= args.semantic_max:
+                t0 = time.perf_counter()
+                engine.recall([store], probes[0][0], budget_tokens=1200, semantic=True)
+                embed = time.perf_counter() - t0
+                stimes = []
+                for query, _ in probes:
+                    t0 = time.perf_counter()
+                    engine.recall([store], query, budget_tokens=1200, semantic=True)
+                    stimes.append((time.perf_counter() - t0) * 1000)
+                stimes.sort()
+                s50 = stimes[len(stimes) // 2]
+                s99 = stimes[min(len(stimes) - 1, int(len(stimes) * 0.99))]
+                extra = f"{embed:.1f}, {s50:.1f} / {s99:.1f}"
+            print(
+                f"| {n:,} | {p50:.2f} / {p99:.2f} | {hits / len(times):.2f} | {cold_search:.0f} |"
+                f" {cold_hook:.0f} | {floor:.0f} | {upkeep:.1f} | {rebuild:.2f} | {peak:.0f} |"
+                f" {extra} |",
+                flush=True,
+            )
+            engine._INDEXES.clear()
+
+
+def _find_set() -> Path:
+    # ../shared/data/recall-dev beside the repository (or beside a worktree's parent).
+    for folder in ROOT.parents:
+        candidate = folder / "shared" / "data" / "recall-dev"
+        if candidate.is_dir():
+            return candidate
+    return ROOT.parent / "shared" / "data" / "recall-dev"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    q = sub.add_parser("quality")
+    q.add_argument("--data", default=str(_find_set()), help="the recall-dev folder")
+    q.add_argument("--cjk", type=int, default=0, help="CJK n-gram size (1, 2, 3)")
+    q.add_argument("--lexical-only", action="store_true")
+    q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
+    q.add_argument("--misses", action="store_true", help="list the queries missed at 5")
+    lat = sub.add_parser("latency")
+    lat.add_argument("--sizes", default="100,1000,10000")
+    lat.add_argument("--lexical-only", action="store_true")
+    lat.add_argument(
+        "--semantic-max",
+        type=int,
+        default=10000,
+        help="measure the extra only up to this many notes",
+    )
+    args = parser.parse_args()
+    if args.what == "quality":
+        quality(args)
+    else:
+        latency(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Finding notes: search, recall, eval recall.
+
+Each parses its arguments, calls :mod:`mdmem.recall`, and echoes the result.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from mdmem._kinds import NoteType
+from mdmem.cli._base import JsonOption, LevelOption, Which, app, options_of, progress_bar, selected
+from mdmem.cli._fastpath import search_text
+
+SemanticOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--semantic/--lexical",
+        help="Match by meaning too (needs mdmem[semantic]), or words only. "
+        "Default: $MDMEM_SEMANTIC, else on when installed.",
+        show_default=False,
+    ),
+]
+
+
+@app.command()
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="A question or keywords, in any language.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")] = 10,
+    level: LevelOption = Which.all,
+    note_type: Annotated[
+        NoteType | None, typer.Option("--type", help="Only notes of this type.")
+    ] = None,
+    semantic: SemanticOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find the notes that answer a question, best first.
+
+    Superseded and expired notes are left out. --json prints an array of hits
+    (filename, level, type, title, summary, score, updated, snippet).
+
+    Example: mdmem search "how do we deploy" --limit 5 --json
+    """
+    from mdmem.recall import search as search_notes
+
+    stores = selected(options_of(ctx), level)
+    types = [note_type.value] if note_type is not None else None
+    hits = search_notes(stores, query, limit=limit, types=types, semantic=semantic)
+    text = search_text(hits, as_json)
+    if text:
+        typer.echo(text)
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="A question or keywords, in any language.")],
+    budget: Annotated[
+        int, typer.Option("--budget", min=1, help="At most this many tokens (estimated).")
+    ] = 1200,
+    semantic: SemanticOption = None,
+) -> None:
+    """Print the Markdown block of the notes relevant to a question, within a token budget.
+
+    What an agent would be given for that question: whole lines, the best
+    notes first, and how many more matched.
+
+    Example: mdmem recall "which Rust version do we need?" --budget 400
+    """
+    from mdmem.recall import recall_block
+
+    _, project, user = options_of(ctx).stores()
+    block = recall_block([project, user], query, budget, semantic=semantic)
+    if block:
+        typer.echo(block)
+
+
+eval_app = typer.Typer(help="Measure how well your memory works.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("recall")
+def eval_recall(
+    ctx: typer.Context,
+    level: LevelOption = Which.all,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="At most this many probes (a fixed sample).")
+    ] = 500,
+    seconds: Annotated[
+        float, typer.Option("--seconds", min=1, help="Stop after this long.")
+    ] = 60.0,
+    semantic: SemanticOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """How well your own notes can be found: hit@1 and hit@5 of probes made from them.
+
+    Each probe is a sentence of a note, used as the query, with that note as
+    the answer; no model is called. Reports per level and type, and the notes
+    hardest to find.
+
+    Example: mdmem eval recall --json
+    """
+    from mdmem.recall.probe import evaluate
+
+    options = options_of(ctx)
+    stores = selected(options, level)
+    with progress_bar(options, "probing") as progress:
+        report = evaluate(
+            stores, limit=limit, seconds=seconds, semantic=semantic, progress=progress
+        )
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        return
+    if not report.run:
+        typer.echo("No note has a sentence to probe with.")
+        return
+    typer.echo(
+        f"{report.run} probes over {report.notes} notes: hit@1 {report.hit1:.2f}, "
+        f"hit@5 {report.hit5:.2f} ({report.seconds:.1f} s"
+        + (", stopped at the time limit" if report.stopped_early else "")
+        + ")"
+    )
+    for key, group in report.groups.items():
+        typer.echo(
+            f"  {key:<32} n={group['n']:<5.0f} hit@1 {group['hit@1']:.2f}  "
+            f"hit@5 {group['hit@5']:.2f}"
+        )
+    if report.hard:
+        typer.echo("Hardest to find:")
+        for miss in report.hard:
+            where = f"rank {miss.rank}" if miss.rank else "not in the top 10"
+            typer.echo(f"  {miss.level:<8} {miss.filename} ({where}): {miss.query}")

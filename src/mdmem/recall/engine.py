@@ -1,0 +1,462 @@
+"""Ranked recall over several stores: search, a budgeted selection, and the Markdown block.
+
+Ranking (see docs/concepts/recall.md):
+
+1. **Lexical**: the query's terms (:func:`mdmem.recall.text.terms`) against
+   each store's FTS5 index, BM25 with the fields weighted (title 4, summary 2,
+   body 1, type 1); the best :data:`CANDIDATES` notes of each store.
+2. **Semantic** (with the ``semantic`` extra): the cosine similarity of the
+   query's embedding to every note's, and the two rankings fused by weighted
+   reciprocal rank. A note's lexical vote is weighted by its *coverage*, the
+   IDF-weighted share of the query's terms it contains: a note that only shares
+   a common word with the query (the usual case across languages) barely votes.
+3. **Left out**: notes whose ``expires`` has passed, and notes a current note
+   ``supersedes`` (by file name, in the same store), so a changed fact's old
+   version neither outranks nor accompanies the new one.
+4. **Disputed** notes (a user's correction contradicted them, see
+   :mod:`mdmem.recall.disputes`) have their score multiplied by the penalty.
+5. **Ties** go to the note updated last, then project before user, then name.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem._kinds import Level
+from mdmem.recall.disputes import dispute_penalty, disputed
+from mdmem.recall.glossary import expand
+from mdmem.recall.index import Index, Row
+from mdmem.recall.text import terms
+from mdmem.store.note import clean_inline
+from mdmem.store.results import Hit
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from mdmem.store.store import Store
+
+__all__ = [
+    "CANDIDATES",
+    "HINTS",
+    "estimate_tokens",
+    "index_of",
+    "recall",
+    "recall_block",
+    "recalled",
+    "render_hit",
+    "search",
+    "semantic_mode",
+]
+
+#: How many lexical (and semantic) candidates each store contributes before fusion.
+CANDIDATES = 50
+SNIPPET_CHARS = 160
+# Reciprocal rank fusion: score = Σ weight / (K + rank); K = 60 as in the RRF paper.
+_K = 60
+_SEMANTIC_WEIGHT = 1.0
+_LEXICAL_WEIGHT = 1.0
+# A note that shares no term with the query is a semantic candidate only this close in
+# meaning (USE-multilingual cosines of unrelated texts sit around 0-0.2).
+SEMANTIC_FLOOR = 0.2
+# A warm process trusts its last look at a store this long when nothing was added,
+# renamed or removed (the directory's mtime did not move); edits by mdmem itself
+# always rename, so they are seen at once.
+_RECHECK_SECONDS = 2.0
+_COMMON = 500
+
+#: How the block's last line tells the reader to search for more.
+HINTS = {
+    "mcp": "call the memory_search tool",
+    "cli": "run `mdmem search QUERY`",
+}
+
+_INDEXES: dict[str, tuple[Index, int, float]] = {}
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+def index_of(store: Store, *, fresh: bool = False) -> Index:
+    """The store's search index, brought up to date (kept open for the process's next call)."""
+    path = store.path
+    try:
+        dir_mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        dir_mtime = 0
+    now = time.monotonic()
+    known = _INDEXES.get(path)
+    if known is not None and known[0].store is not store:
+        known[0].store = store
+    if (
+        known is not None
+        and not fresh
+        and known[1] == dir_mtime
+        and now - known[2] < _RECHECK_SECONDS
+    ):
+        return known[0]
+    index = known[0] if known is not None else Index(store)
+    index.sync()
+    _INDEXES[path] = (index, dir_mtime, now)
+    return index
+
+
+def semantic_mode(requested: bool | None = None) -> bool:
+    """Whether to match semantically: ``requested``, else ``$MDMEM_SEMANTIC``, else if installed.
+
+    ``MDMEM_SEMANTIC`` is ``on``, ``off`` or ``auto`` (the default: on when the
+    ``semantic`` extra is installed).
+    """
+    if requested is not None:
+        return requested
+    setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
+    if setting in ("0", "off", "no", "false"):
+        return False
+    from mdmem.recall import semantic
+
+    return semantic.available()
+
+
+def estimate_tokens(text: str) -> int:
+    """A cautious token count: a token per 4 ASCII characters, one per other character.
+
+    Model tokenizers spend about a token on a CJK character and on 3-4 characters
+    of English; overestimating keeps a block within its budget.
+    """
+    ascii_count = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_count / 4) + (len(text) - ascii_count)
+
+
+class _Candidate:
+    __slots__ = ("cosine", "coverage", "level", "lexical", "row", "score")
+
+    def __init__(self, row: Row, level: Level) -> None:
+        self.row = row
+        self.level = level
+        self.lexical = 0.0
+        self.coverage = 0.0
+        self.cosine: float | None = None
+        self.score = 0.0
+
+
+def _idf(total: int, df: int) -> float:
+    return math.log((total - df + 0.5) / (df + 0.5) + 1.0)
+
+
+def search(
+    stores: Iterable[Store],
+    query: str,
+    *,
+    limit: int = 10,
+    types: Sequence[str] | None = None,
+    semantic: bool | None = None,
+    min_coverage: float = 0.0,
+    now: datetime | None = None,
+) -> list[Hit]:
+    """The notes of ``stores`` that best answer ``query``, best first (at most ``limit``).
+
+    ``types`` keeps only notes of those types; ``semantic`` forces semantic
+    matching on or off (None: :func:`semantic_mode`); ``min_coverage`` (0-1)
+    drops notes that contain less than that IDF-weighted share of the query's
+    terms and are not close in meaning either, for callers that would rather
+    show nothing than something unrelated.
+    """
+    if limit <= 0:
+        return []
+    ranked, qset = _rank(stores, query, types, semantic, min_coverage, now)
+    return [_hit(c, qset) for c in ranked[:limit]]
+
+
+def _rank(
+    stores: Iterable[Store],
+    query: str,
+    types: Sequence[str] | None,
+    semantic: bool | None,
+    min_coverage: float,
+    now: datetime | None,
+) -> tuple[list[_Candidate], set[str]]:
+    """Every candidate for ``query``, best first, and the query's terms."""
+    if not query.strip():
+        return [], set()
+    qterms = sorted(set(terms(query)))
+    # Words in the other language that mean the same (mdmem.recall.glossary).
+    alternatives = expand(query, qterms)
+    wanted = sorted(set(qterms).union(*alternatives.values()))
+    use_semantic = semantic_mode(semantic)
+    candidates: dict[tuple[str, str], _Candidate] = {}
+    per_store: list[tuple[Index, Level, set[str]]] = []
+    stores_seen: list[Store] = []
+    disputed_by_level: dict[str, dict[str, dict[str, object]]] = {}
+    for store in stores:
+        stores_seen.append(store)
+        disputed_by_level[store.level.value] = disputed(store)
+        index = index_of(store)
+        hidden = index.hidden(now)
+        per_store.append((index, store.level, hidden))
+        if not qterms:
+            continue
+        df = index.document_frequency(wanted)
+        total = max(index.count(), 1)
+        idf = {t: _idf(total, df.get(t, 0)) for t in qterms}
+        whole = sum(idf.values()) or 1.0
+        # A term in a third of a large store says little (its IDF is near 0) and would make
+        # the match rank thousands of rows: it still counts for coverage, not for finding.
+        present_terms = [t for t in wanted if df.get(t, 0) > 0]
+        rare = [t for t in present_terms if df[t] <= max(total / 3, _COMMON)]
+        for row in index.match(rare or present_terms, CANDIDATES):
+            if row.name in hidden or (types and row.type not in types):
+                continue
+            c = _Candidate(row, store.level)
+            c.lexical = row.rank
+            present = set(row.terms.split())
+            c.coverage = (
+                sum(
+                    v
+                    for t, v in idf.items()
+                    if t in present or any(a in present for a in alternatives.get(t, ()))
+                )
+                / whole
+            )
+            candidates[(store.level.value, row.name)] = c
+    if use_semantic:
+        _add_semantic(candidates, per_store, query, types)
+    _fuse(candidates.values(), use_semantic)
+    # A note a user's correction disputed ranks lower until confirmed (mdmem.recall.disputes).
+    by_level = {store.level.value: store for store in stores_seen}
+    for (level_name, name), c in candidates.items():
+        if disputed_by_level.get(level_name) and name in disputed_by_level[level_name]:
+            c.score *= dispute_penalty(by_level[level_name], name)
+    ranked = sorted(
+        candidates.values(),
+        key=lambda c: (
+            -c.score,
+            -(c.row.updated or 0.0),
+            c.level is not Level.PROJECT,
+            c.row.name,
+        ),
+    )
+    if min_coverage > 0:
+        ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= 0.5]
+    return ranked, set(qterms)
+
+
+def _add_semantic(
+    candidates: dict[tuple[str, str], _Candidate],
+    per_store: list[tuple[Index, Level, set[str]]],
+    query: str,
+    types: Sequence[str] | None,
+) -> None:
+    from mdmem.recall import semantic
+
+    query_vector = semantic.encode([query])[0]
+    for index, level, hidden in per_store:
+        rows, scores = semantic.similarities(index, query_vector)
+        best = [int(i) for i in (-scores).argsort(kind="stable")] if len(rows) else []
+        taken = 0
+        for i in best:
+            row, score = rows[i], float(scores[i])
+            if row.name in hidden or (types and row.type not in types):
+                continue
+            taken += 1
+            if taken > CANDIDATES or score < SEMANTIC_FLOOR:
+                break
+            key = (level.value, row.name)
+            c = candidates.get(key)
+            if c is None:
+                c = candidates[key] = _Candidate(row, level)
+            c.cosine = score
+        # The lexical candidates get their similarity too, however low: it places them
+        # in the semantic ranking.
+        position = index.cache.get("positions")
+        if position is None:
+            position = index.cache["positions"] = {r.name: i for i, r in enumerate(rows)}
+        assert isinstance(position, dict)
+        for (lvl, name), c in candidates.items():
+            if lvl == level.value and c.cosine is None and name in position:
+                c.cosine = float(scores[position[name]])
+
+
+def _fuse(candidates: Iterable[_Candidate], use_semantic: bool) -> None:
+    items = list(candidates)
+    if not use_semantic:
+        for c in items:
+            c.score = c.lexical
+        return
+    lexical = sorted((c for c in items if c.lexical > 0), key=lambda c: -c.lexical)
+    meaning = sorted((c for c in items if c.cosine is not None), key=lambda c: -(c.cosine or 0))
+    for c in items:
+        c.score = 0.0
+    for rank, c in enumerate(lexical, 1):
+        c.score += _LEXICAL_WEIGHT * c.coverage / (_K + rank)
+    for rank, c in enumerate(meaning, 1):
+        c.score += _SEMANTIC_WEIGHT / (_K + rank)
+
+
+def _snippet(body: str, qset: set[str], fallback: str) -> str:
+    sentences = [s.strip() for s in _SENTENCE.split(body) if s.strip()]
+    if not sentences:
+        return clean_inline(fallback, SNIPPET_CHARS)
+    if len(sentences) == 1:
+        return clean_inline(sentences[0], SNIPPET_CHARS)
+    # Substrings, not terms: a stem ("deploy") is in each of its forms, and this is cheap.
+    best = max(sentences, key=lambda s: sum(1 for t in qset if t in s.casefold()))
+    return clean_inline(best, SNIPPET_CHARS)
+
+
+def _hit(c: _Candidate, qset: set[str]) -> Hit:
+    row = c.row
+    updated = datetime.fromtimestamp(row.updated, timezone.utc) if row.updated is not None else None
+    return Hit(
+        filename=row.name,
+        level=c.level,
+        type=row.type,
+        title=row.title,
+        summary=row.summary,
+        score=c.score,
+        updated=updated,
+        snippet=_snippet(row.body, qset, row.summary or row.title),
+    )
+
+
+# -- the budgeted block -----------------------------------------------------------
+
+HEADING = "## Recalled memory"
+
+
+def render_hit(hit: Hit) -> str:
+    """A hit as block lines: its index line (with level and date), then its snippet."""
+    title = clean_inline(hit.title, 120) or hit.filename
+    summary = clean_inline(hit.summary, 240)
+    text = f"{title} — {summary}" if summary else title
+    when = f", {hit.updated.date().isoformat()}" if hit.updated else ""
+    line = f"- [{hit.type}] {text} ({hit.filename}; {hit.level.value}{when})"
+    snippet = clean_inline(hit.snippet, SNIPPET_CHARS)
+    if snippet and snippet not in (summary, title):
+        return f"{line}\n  > {snippet}"
+    return line
+
+
+def _more_line(count: int, hint: str) -> str:
+    noun = "note" if count == 1 else "notes"
+    way = HINTS.get(hint, hint)
+    return f"({count} more {noun} matched; {way} to see them)"
+
+
+def _select(
+    ranked: list[_Candidate], qset: set[str], budget_tokens: int, hint: str
+) -> tuple[list[str], list[Hit]]:
+    """The block lines of the best hits that fit the budget with the heading and the "more" line.
+
+    Hits are made (snippets found) only for the candidates looked at.
+    """
+    parts: list[str] = [HEADING]
+    used = estimate_tokens(HEADING) + 1
+    shown: list[Hit] = []
+    for i, candidate in enumerate(ranked):
+        hit = _hit(candidate, qset)
+        piece = render_hit(hit)
+        cost = estimate_tokens(piece) + 1
+        left = len(ranked) - i - 1
+        reserve = estimate_tokens(_more_line(len(ranked), hint)) + 1 if left else 0
+        if used + cost + reserve > budget_tokens:
+            break
+        parts.append(piece)
+        used += cost
+        shown.append(hit)
+    if not shown:
+        return [], []
+    return parts, shown
+
+
+def recall(
+    stores: Iterable[Store],
+    query: str,
+    budget_tokens: int = 1200,
+    limit: int | None = None,
+    *,
+    semantic: bool | None = None,
+    min_coverage: float = 0.0,
+    exclude: Iterable[str] = (),
+) -> list[Hit]:
+    """The best hits for ``query`` whose block lines fit within ``budget_tokens``.
+
+    ``exclude`` names notes (by file name) the reader has already seen.
+    """
+    _, hits = recalled(
+        stores,
+        query,
+        budget_tokens,
+        semantic=semantic,
+        min_coverage=min_coverage,
+        exclude=exclude,
+        limit=limit,
+    )
+    return hits
+
+
+def _candidates(
+    stores: Iterable[Store],
+    query: str,
+    limit: int | None,
+    semantic: bool | None,
+    min_coverage: float,
+    exclude: Iterable[str],
+) -> tuple[list[_Candidate], set[str]]:
+    skip = set(exclude)
+    ranked, qset = _rank(stores, query, None, semantic, min_coverage, None)
+    ranked = [c for c in ranked if c.row.name not in skip]
+    return ranked[: limit if limit is not None else 50], qset
+
+
+def recalled(
+    stores: Iterable[Store],
+    query: str,
+    budget_tokens: int = 1200,
+    *,
+    hint: str = "cli",
+    semantic: bool | None = None,
+    min_coverage: float = 0.0,
+    exclude: Iterable[str] = (),
+    limit: int | None = None,
+) -> tuple[str, list[Hit]]:
+    """The block :func:`recall_block` returns, and the hits it shows."""
+    ranked, qset = _candidates(stores, query, limit, semantic, min_coverage, exclude)
+    parts, shown = _select(ranked, qset, budget_tokens, hint)
+    if not parts:
+        return "", []
+    if len(shown) < len(ranked):
+        parts.append(_more_line(len(ranked) - len(shown), hint))
+    return "\n".join(parts), shown
+
+
+def recall_block(
+    stores: Iterable[Store],
+    query: str,
+    budget_tokens: int = 1200,
+    *,
+    hint: str = "cli",
+    semantic: bool | None = None,
+    min_coverage: float = 0.0,
+    exclude: Iterable[str] = (),
+    limit: int | None = None,
+) -> str:
+    """The Markdown block of the notes recalled for ``query``, within ``budget_tokens``.
+
+    Whole lines only: a heading, each note's index line and snippet, and, when
+    more notes matched than fit, a last line saying how many and how to search
+    for them (``hint``: ``cli``, ``mcp`` or any text). ``""`` when nothing matched
+    or nothing fits. ``exclude`` names notes the reader has already seen.
+    """
+    block, _ = recalled(
+        stores,
+        query,
+        budget_tokens,
+        hint=hint,
+        semantic=semantic,
+        min_coverage=min_coverage,
+        exclude=exclude,
+        limit=limit,
+    )
+    return block

@@ -1,0 +1,406 @@
+"""The derived search index of one store: SQLite FTS5 in the store's state folder.
+
+``recall.sqlite`` beside the catalog (``mdmem.store.paths.state_dir``) holds,
+per note, its content hash, its fields as the recall engine needs them, and
+its terms (:func:`mdmem.recall.text.terms`) in an FTS5 table. It is derived
+state: :meth:`Index.sync` brings it in line with the notes, re-indexing only
+the notes whose content hash changed; :meth:`Index.rebuild` starts over; a
+damaged, foreign or outdated file is rebuilt, and a state folder that cannot be
+written gives an index in memory, so recall always answers.
+
+A settled store is recognised without reading its catalog: the index records
+the store's fingerprint (a hash of every note's stat, see ``_catalog``) once it
+has caught up, and an equal fingerprint at the next query means nothing changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
+from mdmem.recall.text import terms
+from mdmem.store import _catalog
+from mdmem.store.note import parse_time
+from mdmem.store.paths import state_dir
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from mdmem.store.note import Note
+    from mdmem.store.store import Store
+
+__all__ = ["FILE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
+
+FILE = "recall.sqlite"
+# Bump when the schema or the terms change: an index of another version is rebuilt.
+SCHEMA_VERSION = "2"
+_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
+#: Field weights of the BM25 ranking: title, summary, body, type.
+WEIGHTS = (4.0, 2.0, 1.0, 1.0)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS notes(
+    id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, sha TEXT NOT NULL,
+    type TEXT NOT NULL, title TEXT NOT NULL, summary TEXT NOT NULL, body TEXT NOT NULL,
+    updated REAL, expires REAL, supersedes TEXT NOT NULL, terms TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+    title, summary, body, type, tokenize="{_TOKENIZE}");
+CREATE INDEX IF NOT EXISTS notes_special ON notes(name)
+    WHERE expires IS NOT NULL OR supersedes != '[]';
+CREATE VIRTUAL TABLE IF NOT EXISTS vocab USING fts5vocab(fts, 'row');
+CREATE TABLE IF NOT EXISTS vectors(sha TEXT NOT NULL, model TEXT NOT NULL, v BLOB NOT NULL,
+    PRIMARY KEY (sha, model));
+"""
+
+
+class Row:
+    """One indexed note, as a query returns it."""
+
+    __slots__ = (
+        "body",
+        "expires",
+        "name",
+        "rank",
+        "sha",
+        "summary",
+        "supersedes",
+        "terms",
+        "title",
+        "type",
+        "updated",
+    )
+
+    def __init__(self, values: tuple[object, ...]) -> None:
+        (name, sha, kind, title, summary, body, updated, expires, supersedes, words, rank) = values
+        self.name = str(name)
+        self.sha = str(sha)
+        self.type = str(kind)
+        self.title = str(title)
+        self.summary = str(summary)
+        self.body = str(body)
+        self.updated = float(updated) if isinstance(updated, (int, float)) else None
+        self.expires = float(expires) if isinstance(expires, (int, float)) else None
+        self.supersedes: list[str] = json.loads(str(supersedes))
+        self.terms = str(words)
+        self.rank = float(rank) if isinstance(rank, (int, float)) else 0.0
+
+
+_COLUMNS = "n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expires, n.supersedes"
+
+
+def changed_notes(store: Store, indexed: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Which notes must be (re-)indexed, and which indexed notes are gone.
+
+    ``indexed`` maps note names to the content hash they were indexed with;
+    the answer is (name -> current hash for every new or changed note, gone names).
+    This is the one place that knows where the store keeps its content hashes:
+    today its catalog (read through the store, which brings it up to date).
+    """
+    _, entries = store._refresh(_catalog.Scan(store.path))
+    current = {
+        name: str(entry["sha"])
+        for name, entry in entries.items()
+        if entry.get("line") and entry.get("sha")
+    }
+    changed = {name: sha for name, sha in current.items() if indexed.get(name) != sha}
+    gone = [name for name in indexed if name not in current]
+    return changed, gone
+
+
+def _timestamp(value: object, key: str, name: str) -> float | None:
+    try:
+        moment = parse_time(value, key, name)
+    except InvalidNote:
+        return None
+    return moment.timestamp() if moment is not None else None
+
+
+def _supersedes(value: object) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    return sorted({i.strip() for i in items if isinstance(i, str) and i.strip()})
+
+
+def _type_words(kind: str) -> str:
+    return f"{kind} {kind.replace('_', ' ')}"
+
+
+class Index:
+    """The search index of one store (see the module docstring)."""
+
+    def __init__(self, store: Store, path: str | None = None) -> None:
+        self.store = store
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+        # Per sync: the note count, and the hidden notes with the time they were worked out.
+        self._count: int | None = None
+        self._hidden: tuple[float, set[str]] | None = None
+        #: Bumped whenever the indexed notes change, so callers can cache what they derive.
+        self.generation = 0
+        self.cache: dict[str, object] = {}
+
+    @property
+    def path(self) -> str:
+        """Where the index file lives (it may not exist yet); ``:memory:`` for one in memory."""
+        return self._path or os.path.join(state_dir(self.store.path), FILE)
+
+    # -- the connection ------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        db: sqlite3.Connection | None = None
+        with contextlib.suppress(OSError, sqlite3.Error):
+            if self.path == ":memory:":
+                db = self._open(":memory:")
+            elif os.path.isdir(self.store.path):
+                _catalog.ensure_state_dir(self.store.path)
+                db = self._open(self.path)
+        if db is None:  # a state folder that cannot be written: recall still works
+            db = self._open(":memory:")
+        self._db = db
+        return db
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection:
+        for attempt in (1, 2):
+            db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+            try:
+                try:  # an index of this version is used as it is: no schema statements
+                    row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+                except sqlite3.OperationalError:
+                    row = None
+                if row is not None and row[0] == SCHEMA_VERSION:
+                    return db
+                db.executescript(_SCHEMA)
+                row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+                if row is None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('version', ?)", (SCHEMA_VERSION,)
+                    )
+                elif row[0] != SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError("another version")
+                return db
+            except sqlite3.DatabaseError:
+                db.close()
+                if path == ":memory:" or attempt == 2:
+                    raise
+                # Derived state: a damaged or outdated index is simply made again.
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + suffix)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the database (a later call opens it again)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # -- upkeep --------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._connect().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def sync(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the index in line with the notes; return how many notes were (re-)indexed."""
+        db = self._connect()
+        if not os.path.isdir(self.store.path):
+            with db:
+                db.execute("DELETE FROM fts")
+                db.execute("DELETE FROM notes")
+            return 0
+        fingerprint = _catalog.Scan(self.store.path).fingerprint()
+        if fingerprint == self._meta("fingerprint"):
+            return 0
+        self._forget()
+        indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
+        changed, gone = changed_notes(self.store, indexed)
+        notes = []
+        for done, name in enumerate(sorted(changed), 1):
+            try:
+                notes.append((self.store.read(name), changed[name]))
+            except (NoteNotFound, InvalidNote, InvalidPath):
+                gone.append(name)  # changed under our feet; the next sync sees it
+            if progress is not None:
+                progress(done, len(changed))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name in gone:
+                self._remove(db, name)
+            for note, sha in notes:
+                self._put(db, note, sha)
+            # Only a settled store may be recognised by its fingerprint later: the
+            # store's own fingerprint says it is (see _catalog's racy-stat rule).
+            settled = _catalog.read_fingerprint(self.store.path) == fingerprint
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
+                (fingerprint if settled else "",),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return len(notes)
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every note again from scratch; return how many were indexed."""
+        db = self._connect()
+        self._forget()
+        with db:
+            db.execute("DELETE FROM fts")
+            db.execute("DELETE FROM notes")
+            db.execute("DELETE FROM meta WHERE key = 'fingerprint'")
+        return self.sync(progress)
+
+    def _forget(self) -> None:
+        self._count = None
+        self._hidden = None
+        self.generation += 1
+        self.cache.clear()
+
+    @staticmethod
+    def _remove(db: sqlite3.Connection, name: str) -> None:
+        row = db.execute("SELECT id FROM notes WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+            db.execute("DELETE FROM notes WHERE id = ?", (row[0],))
+
+    def _put(self, db: sqlite3.Connection, note: Note, sha: str) -> None:
+        self._remove(db, note.filename)
+        kind = note.type.value
+        fields = (
+            " ".join(terms(note.title)),
+            " ".join(terms(note.summary)),
+            " ".join(terms(note.body)),
+            " ".join(terms(_type_words(kind))),
+        )
+        cursor = db.execute(
+            "INSERT INTO notes(name, sha, type, title, summary, body, updated, expires,"
+            " supersedes, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                note.filename,
+                sha,
+                kind,
+                note.title,
+                note.summary,
+                note.body,
+                note.updated.timestamp() if note.updated else None,
+                _timestamp(note.extra.get("expires"), "expires", note.filename),
+                json.dumps(_supersedes(note.extra.get("supersedes"))),
+                " ".join(sorted(set(" ".join(fields).split()))),
+            ),
+        )
+        db.execute(
+            "INSERT INTO fts(rowid, title, summary, body, type) VALUES (?, ?, ?, ?, ?)",
+            (cursor.lastrowid, *fields),
+        )
+
+    # -- queries -------------------------------------------------------------------
+
+    def count(self) -> int:
+        """How many notes are indexed."""
+        if self._count is None:
+            self._count = int(self._connect().execute("SELECT count(*) FROM notes").fetchone()[0])
+        return self._count
+
+    def document_frequency(self, words: Iterable[str]) -> dict[str, int]:
+        """In how many notes each term occurs (terms in no note are left out)."""
+        words = sorted(set(words))
+        if not words:
+            return {}
+        marks = ",".join("?" * len(words))
+        rows = self._connect().execute(
+            f"SELECT term, doc FROM vocab WHERE term IN ({marks})", words
+        )
+        return {str(term): int(doc) for term, doc in rows}
+
+    def match(self, words: Iterable[str], limit: int) -> list[Row]:
+        """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first."""
+        words = sorted(set(words))
+        if not words or limit <= 0:
+            return []
+        query = " OR ".join(f'"{w}"' for w in words)
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        rows = self._connect().execute(
+            f"SELECT {_COLUMNS}, n.terms, bm25(fts, {weights}) AS r FROM fts"
+            " JOIN notes n ON n.id = fts.rowid WHERE fts MATCH ? ORDER BY r LIMIT ?",
+            (query, limit),
+        )
+        # FTS5's bm25() is lower-is-better; the engine wants higher-is-better.
+        out = [Row(row) for row in rows]
+        for row in out:
+            row.rank = -row.rank
+        return out
+
+    def dump(self) -> list[tuple[object, ...]]:
+        """Everything indexed, in a fixed order, without row ids (to compare two indexes)."""
+        return (
+            self._connect()
+            .execute(
+                "SELECT n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expires,"
+                " n.supersedes, n.terms, f.title, f.summary, f.body, f.type"
+                " FROM notes n JOIN fts f ON f.rowid = n.id ORDER BY n.name"
+            )
+            .fetchall()
+        )
+
+    def rows(self, names: Iterable[str] | None = None) -> list[Row]:
+        """Indexed notes by name (every note when ``names`` is None), with rank 0."""
+        db = self._connect()
+        sql = f"SELECT {_COLUMNS}, n.terms, 0 FROM notes n"
+        if names is None:
+            return [Row(r) for r in db.execute(sql)]
+        wanted = sorted(set(names))
+        out: list[Row] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            out += [Row(r) for r in db.execute(f"{sql} WHERE n.name IN ({marks})", chunk)]
+        return out
+
+    def hidden(self, now: datetime | None = None) -> set[str]:
+        """Notes recall leaves out: expired ones, and those a current note supersedes."""
+        moment = (now or datetime.now(timezone.utc)).timestamp()
+        # Worked out again after a sync, and at least once a minute (notes expire).
+        if now is None and self._hidden is not None and moment - self._hidden[0] < 60:
+            return self._hidden[1]
+        out: set[str] = set()
+        for name, expires, supersedes in self._connect().execute(
+            "SELECT name, expires, supersedes FROM notes INDEXED BY notes_special"
+            " WHERE expires IS NOT NULL OR supersedes != '[]'"
+        ):
+            if expires is not None and expires <= moment:
+                out.add(name)
+            # As the prompt block does (mdmem.store.marks): a superseded note stays
+            # hidden even when its successor has expired.
+            out.update(n for n in json.loads(supersedes) if n != name)
+        if now is None:
+            self._hidden = (moment, out)
+        return out
+
+    # -- cached embeddings (used by mdmem.recall.semantic) -------------------------
+
+    def vectors(self, model: str) -> dict[str, bytes]:
+        """Cached embeddings of this store's notes for ``model``: content hash -> bytes."""
+        rows = self._connect().execute(
+            "SELECT v.sha, v.v FROM vectors v JOIN notes n ON n.sha = v.sha WHERE v.model = ?",
+            (model,),
+        )
+        return {str(sha): bytes(blob) for sha, blob in rows}
+
+    def put_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
+        """Cache embeddings, and forget those of content no note has any more."""
+        db = self._connect()
+        with db:
+            db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                [(sha, model, blob) for sha, blob in items],
+            )
+            db.execute("DELETE FROM vectors WHERE sha NOT IN (SELECT sha FROM notes)")

@@ -1,0 +1,314 @@
+"""Text into search terms: English words stemmed, identifiers whole and in parts, CJK in n-grams.
+
+One function, :func:`terms`, turns any text (a note's field or a query) into
+the terms the index stores and the query looks up, so both sides always agree:
+
+- text is NFKC-normalised and case-folded (full-width letters match plain ones);
+- an English word loses its inflection (:func:`stem`: ``deploys``, ``deployed``,
+  ``deploying`` -> ``deploy``) and common function words are dropped
+  (:data:`STOP_WORDS`), so they neither match nor dilute a score;
+- an identifier (``QUARRY_TZ``, ``lib/core/logger.dart``, ``camelCase``,
+  ``point-in-time``) is kept whole *and* split into its parts, so the exact
+  name matches best and a part still matches;
+- a run of CJK characters becomes overlapping character n-grams (bigrams by
+  default: ``部署流程`` -> ``部署 署流 流程``), since Chinese puts no spaces
+  between words; ``benchmarks/bench_recall.py --cjk`` measures uni-, bi- and
+  trigrams.
+
+Terms contain only letters, digits, CJK characters and ``_./-:@#+``: the
+SQLite tokenizer of the index is told to keep exactly those together.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+__all__ = ["CJK_NGRAM", "STOP_WORDS", "TOKEN_CHARS", "stem", "terms"]
+
+#: Punctuation that may stand inside an identifier, and so inside a term.
+TOKEN_CHARS = "_./-:@#+"
+#: The n of the character n-grams a CJK run is cut into.
+CJK_NGRAM = 2
+
+# Han (with extensions and compatibility forms), kana, Hangul, CJK symbols.
+_CJK = (
+    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u312f\u3131-\u318e"
+    "\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\U00020000-\U0003134f"
+)
+# Word characters (CJK included) with identifier punctuation inside. Kept simple on
+# purpose: a character class that excludes the CJK ranges costs ~17 ms to compile,
+# and a hook pays that at every prompt; CJK runs are split out afterwards.
+_CHUNK = re.compile(r"\w(?:[\w./\-:@#+]*\w)?")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_INNER = re.compile(r"[_./\-:@#+]+")
+# fooBar -> foo Bar, HTTPServer -> HTTP Server, v2Token -> v2 Token
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "also",
+        "e.g",
+        "etc",
+        "i.e",
+        "let",
+        "lets",
+        "there's",
+        "what's",
+        "it's",
+        "i'm",
+        "via",
+        "use",
+        "used",
+        "using",
+        "way",
+        "ways",
+        "thing",
+        "things",
+        "get",
+        "got",
+    ]
+)
+
+_VOWEL = re.compile(r"[aeiouy]")
+
+
+def _has_vowel(word: str) -> bool:
+    return bool(_VOWEL.search(word))
+
+
+_STEP2 = (
+    ("ational", ""),
+    ("ization", "iz"),
+    ("isation", "iz"),
+    ("ation", ""),
+    ("fulness", "ful"),
+    ("iveness", "ive"),
+    ("ousness", "ous"),
+    ("ments", ""),
+    ("ment", ""),
+    ("ities", ""),
+    ("ity", ""),
+    ("ness", ""),
+    ("ingly", ""),
+    ("edly", ""),
+    ("ously", "ous"),
+    ("ly", ""),
+)
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light Porter-style stem of an English word (``configured`` -> ``configur``).
+
+    Only what helps matching: plurals, ``-ed``/``-ing``, a handful of
+    derivational endings, and a final ``-e``. Words of three letters or less,
+    and anything with a digit, are left alone. Both sides of a match are
+    stemmed the same way, so a stem need not be a real word.
+    """
+    if len(word) <= 3 or not word.isalpha() or not word.isascii():
+        return word
+    # Step 1a: plurals.
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    # Step 1b: -ed, -ing.
+    for suffix in ("ing", "ed"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)]
+            if _has_vowel(base):
+                word = base
+                if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                    word = word[:-1]  # stopped -> stop, running -> run
+                break
+    # Step 2/3: derivational endings.
+    for suffix, repl in _STEP2:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)] + repl
+            break
+    # y -> i, as Porter does, so "deploy"/"deploys" and "retry"/"retries" meet.
+    if word.endswith("y") and len(word) > 3 and word[-2] not in "aeiou":
+        word = word[:-1] + "i"
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word
+
+
+def _word_terms(word: str, out: list[str]) -> None:
+    out.extend(_word(word))
+
+
+@lru_cache(maxsize=131072)
+def _word(word: str) -> tuple[str, ...]:
+    # Cached: the words of a store repeat, and this is the hot loop of a rebuild.
+    low = word.casefold()
+    parts = [p for piece in _INNER.split(word) for p in _CAMEL.split(piece) if p]
+    if len(parts) > 1:
+        # The identifier whole (the exact name matches best), then its parts.
+        return (low, *(stem(p) for p in map(str.casefold, parts) if p not in STOP_WORDS))
+    return () if low in STOP_WORDS else (stem(low),)
+
+
+def terms(text: str, *, cjk: int | None = None) -> list[str]:
+    """The search terms of ``text``, in order (repeats kept: they count).
+
+    ``cjk`` is the n of the character n-grams for CJK runs (1, 2 or 3; default
+    :data:`CJK_NGRAM`); a run shorter than ``n`` is one term.
+    """
+    n = cjk or CJK_NGRAM
+    text = unicodedata.normalize("NFKC", text)
+    out: list[str] = []
+    for match in _CHUNK.finditer(text):
+        chunk = match.group()
+        if chunk.isascii() or _CJK_RUN.search(chunk) is None:
+            _word_terms(chunk, out)
+            continue
+        last = 0
+        for run in _CJK_RUN.finditer(chunk):
+            _words(chunk[last : run.start()], out)
+            piece = run.group()
+            if len(piece) <= n:
+                out.append(piece)
+            else:
+                out.extend(piece[i : i + n] for i in range(len(piece) - n + 1))
+            last = run.end()
+        _words(chunk[last:], out)
+    return out
+
+
+def _words(text: str, out: list[str]) -> None:
+    for match in _CHUNK.finditer(text):
+        word = match.group().strip("_")
+        if word:
+            _word_terms(word, out)

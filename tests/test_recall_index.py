@@ -1,0 +1,154 @@
+"""The search index kept up to date incrementally agrees with one rebuilt from scratch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from mdmem import Level, Store
+from mdmem.recall import search
+from mdmem.recall.index import Index
+
+NAMES = [f"project_knowledge_n{i}.md" for i in range(5)]
+WORDS = st.lists(
+    st.sampled_from(["deploy", "release", "QUARRY_TZ", "部署", "日志", "logger.dart", "cache"]),
+    min_size=1,
+    max_size=6,
+).map(" ".join)
+
+
+class IndexUpkeep(RuleBasedStateMachine):
+    """Creates, updates, deletes and hand edits, each followed by an incremental sync."""
+
+    @initialize()
+    def start(self) -> None:
+        self.tmp = tempfile.mkdtemp()
+        self.saved = os.environ.get("MDMEM_STATE_DIR")
+        os.environ["MDMEM_STATE_DIR"] = os.path.join(self.tmp, "state")
+        self.store = Store(Path(self.tmp) / "memory", Level.PROJECT)
+        self.index = Index(self.store)
+        self.live: set[str] = set()
+
+    @rule(name=st.sampled_from(NAMES), text=WORDS)
+    def create_or_update(self, name: str, text: str) -> None:
+        if name in self.live:
+            op = {"action": "update", "level": "project", "filename": name, "content": text}
+        else:
+            slug = name.removeprefix("project_knowledge_").removesuffix(".md")
+            op = {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": text,
+                "content": text,
+                "slug": slug,
+            }
+        assert self.store.apply([op]).applied
+        self.live.add(name)
+
+    @rule(name=st.sampled_from(NAMES))
+    def delete(self, name: str) -> None:
+        if name in self.live:
+            self.store.apply([{"action": "delete", "level": "project", "filename": name}])
+            self.live.discard(name)
+
+    @rule(name=st.sampled_from(NAMES), text=WORDS, broken=st.booleans())
+    def hand_edit(self, name: str, text: str, broken: bool) -> None:
+        path = self.store.root / name
+        self.store.root.mkdir(parents=True, exist_ok=True)
+        if broken:
+            path.write_text("no front matter here\n", encoding="utf-8")
+            self.live.discard(name)
+        else:
+            path.write_text(
+                f"---\ntype: project_knowledge\ntitle: {text}\n---\n{text} by hand\n",
+                encoding="utf-8",
+            )
+            self.live.add(name)
+
+    @rule(name=st.sampled_from(NAMES))
+    def hand_delete(self, name: str) -> None:
+        path = self.store.root / name
+        if path.exists():
+            path.unlink()
+        self.live.discard(name)
+
+    @invariant()
+    def agrees_with_a_rebuild(self) -> None:
+        if not hasattr(self, "index"):
+            return
+        self.index.sync()
+        fresh = Index(self.store, path=":memory:")
+        fresh.rebuild()
+        assert self.index.dump() == fresh.dump()
+        assert {row[0] for row in self.index.dump()} == self.live
+
+    def teardown(self) -> None:
+        if hasattr(self, "index"):
+            self.index.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            if self.saved is None:
+                os.environ.pop("MDMEM_STATE_DIR", None)
+            else:
+                os.environ["MDMEM_STATE_DIR"] = self.saved
+
+
+IndexUpkeep.TestCase.settings = settings(max_examples=25, stateful_step_count=8, deadline=None)
+TestIndexUpkeep = IndexUpkeep.TestCase
+
+
+def test_sync_reindexes_only_changed_notes(tmp_path: Path) -> None:
+    store = Store(tmp_path / "memory", Level.PROJECT)
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": f"Note {i}",
+                "content": f"body {i}",
+            }
+            for i in range(20)
+        ]
+    )
+    index = Index(store)
+    assert index.sync() == 20
+    assert index.sync() == 0
+    store.apply(
+        [
+            {
+                "action": "update",
+                "level": "project",
+                "filename": "project_knowledge_note-3.md",
+                "content": "zeppelin",
+            }
+        ]
+    )
+    assert index.sync() == 1
+    assert [h.filename for h in search([store], "zeppelin", semantic=False)] == [
+        "project_knowledge_note-3.md"
+    ]
+    assert index.rebuild() == 20
+
+
+def test_an_unwritable_state_folder_still_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the state folder should be")
+    monkeypatch.setenv("MDMEM_STATE_DIR", str(blocker / "state"))
+    store = Store(tmp_path / "memory", Level.PROJECT)
+    store.root.mkdir()
+    (store.root / "project_knowledge_x.md").write_text(
+        "---\ntype: project_knowledge\ntitle: Zebra crossing\n---\nStripes.\n"
+    )
+    assert [h.filename for h in search([store], "zebra", semantic=False)] == [
+        "project_knowledge_x.md"
+    ]
