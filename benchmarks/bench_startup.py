@@ -77,7 +77,10 @@ def settle(stores: list[str], run: Callable[[], object]) -> None:
                 os.utime(path, (past, past))
     run()
     for root in stores:
-        if _catalog.read_fingerprint(root) != _catalog.Scan(root).fingerprint():
+        if (
+            getattr(_catalog.read_fingerprint(root), "full", None)
+            != _catalog.Scan(root).fingerprint()
+        ):
             raise RuntimeError(f"{root} did not settle")
 
 

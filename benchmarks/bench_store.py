@@ -310,7 +310,10 @@ class BenchStore:
 
     def settled(self) -> bool:
         """Whether the fingerprint is present and matches the directory."""
-        return _catalog.read_fingerprint(self.root) == _catalog.Scan(self.root).fingerprint()
+        return (
+            getattr(_catalog.read_fingerprint(self.root), "full", None)
+            == _catalog.Scan(self.root).fingerprint()
+        )
 
     def settle(self) -> None:
         """Bring the store to the warm state: derived state present and fingerprinted."""

@@ -230,10 +230,10 @@ def test_user_store_permissions(tmp_path: Path) -> None:
     note = user.root / "user_preference_tone.md"
     note.chmod(0o644)
     user.root.chmod(0o755)
-    (state(user.root) / "catalog.json").chmod(0o666)
+    (state(user.root) / "catalog.sqlite").chmod(0o666)
     assert sorted(problems(user)) == [
         ("permissions", "."),
-        ("permissions", str(state(user.root) / "catalog.json")),
+        ("permissions", str(state(user.root) / "catalog.sqlite")),
         ("permissions", "user_preference_tone.md"),
     ]
     assert examine(user, fix=True).problems == ()

@@ -31,8 +31,8 @@ def age(path: Path, seconds: float = 60) -> None:
 def disk_lines(store: Store) -> list[str]:
     """What MEMORY.md should say, computed independently of the store's catalog."""
     fresh = Store(store.root, Level.PROJECT)
-    (state(store.root) / "catalog.json").unlink(missing_ok=True)
-    (state(store.root) / "fingerprint").unlink(missing_ok=True)
+    for name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm", "fingerprint"):
+        (state(store.root) / name).unlink(missing_ok=True)
     return fresh.load_index().splitlines()
 
 
@@ -112,7 +112,7 @@ def test_settled_store_loads_without_parsing(store: Store, monkeypatch: pytest.M
         raise AssertionError("a settled store must not parse notes")
 
     monkeypatch.setattr(mdmem.store.note, "parse", boom)
-    monkeypatch.setattr("mdmem.store._catalog.load", boom)
+    monkeypatch.setattr("mdmem.store._catalog.Catalog.stats", boom)
     assert store.load_index().count("\n") == 5
 
 
@@ -201,9 +201,13 @@ def test_a_note_as_new_as_the_catalog_is_hashed_again(store: Store) -> None:
     write(path, "CCCC")
     os.utime(path, ns=(tick, tick))
     assert "CCCC" in store.load_index()
-    # As if the catalog had been written in the same clock tick as the note: then
+    # As if the note's row had been recorded in the same clock tick as the note: then
     # no fingerprint is saved, and the recorded stat is all there is.
-    os.utime(folder / "catalog.json", ns=(tick, tick))
+    import sqlite3
+
+    with sqlite3.connect(folder / "catalog.sqlite") as db:
+        db.execute("UPDATE notes SET at = ? WHERE name = ?", (tick, path.name))
+    db.close()
     (folder / "fingerprint").unlink(missing_ok=True)
     # Rewrite in place, same size, same mtime: the stat cannot tell, only the bytes.
     with open(path, "r+", encoding="utf-8") as f:

@@ -95,29 +95,40 @@ def list_(
     show_all: Annotated[
         bool, typer.Option("--all", help="Also superseded notes (kept on disk, not shown).")
     ] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=0, help="Show at most this many notes.")
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many notes first.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
-    """List notes: level, type, file name and title.
+    """List notes: level, type, file name and title, streamed (a page at a time).
 
     Superseded notes are listed only with --all.
 
-    Example: mdmem list --level user --type user_preference --json
+    Example: mdmem list --level user --type user_preference --limit 50 --offset 100 --json
     """
-    rows = [
+    import itertools
+
+    rows = (
         {"level": store.level.value, **vars(entry), "supersedes": list(entry.supersedes)}
         for store in selected(options_of(ctx), level)
-        for entry in store.entries()
+        for entry in store.iter_entries()
         if (note_type is None or entry.type == note_type.value)
         and (show_all or not entry.superseded_by)
-    ]
+    )
+    page = itertools.islice(rows, offset, None if limit is None else offset + limit)
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        # One element per line, written as it comes: a large store is never held whole.
+        first = True
+        for row in page:
+            text = json.dumps(row, ensure_ascii=False)
+            typer.echo(("[\n  " if first else ",\n  ") + text, nl=False)
+            first = False
+        typer.echo("[]" if first else "\n]")
         return
-    width = max((len(str(row["filename"])) for row in rows), default=0)
-    for row in rows:
-        name = str(row["filename"])
+    for row in page:
         flag = f"  (superseded by {row['superseded_by']})" if row["superseded_by"] else ""
-        typer.echo(f"{row['level']:<8} {row['type']:<20} {name:<{width}}  {row['title']}{flag}")
+        typer.echo(f"{row['level']:<8} {row['type']:<20} {row['filename']}  {row['title']}{flag}")
 
 
 @app.command()

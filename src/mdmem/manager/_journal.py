@@ -106,9 +106,9 @@ class Journal:
             os.close(fd)
         _fs.fsync_dir(self.mine)
 
-    def save(self, turn: dict[str, object]) -> None:
+    def save(self, turn: dict[str, object], *, durable: bool = True) -> None:
         """Record progress on a claimed turn (its answer, attempts, errors)."""
-        _fs.atomic_write(self._path(str(turn["id"])), _dump(turn), private=True)
+        _fs.atomic_write(self._path(str(turn["id"])), _dump(turn), private=True, durable=durable)
 
     def load(self, turn_id: str) -> dict[str, object]:
         """Read a claimed turn.

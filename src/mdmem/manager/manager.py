@@ -209,7 +209,9 @@ class Manager:
 
     def refresh_index(self) -> str:
         """Recompute the prompt block from both stores, and return it."""
-        block = prompt_block(self.project, self.user)
+        return self._set_index(prompt_block(self.project, self.user))
+
+    def _set_index(self, block: str) -> str:
         with self._cond:
             self._index = block
         return block
@@ -429,8 +431,11 @@ class Manager:
         return self._journal.load(turn_id)
 
     def _save(self, turn: dict[str, object]) -> None:
+        # Progress (the answer, the stores done) is not fsynced: it survives a kill,
+        # and after a power cut the turn, synced before the model call, is redone;
+        # creating a note that is already there is a no-op.
         if str(turn["id"]) not in self._memory_turns:
-            self._journal.save(turn)
+            self._journal.save(turn, durable=False)
 
     def _process(self, turn_id: str) -> TurnResult:
         if turn_id not in self._memory_turns:

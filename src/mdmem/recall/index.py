@@ -102,12 +102,7 @@ def changed_notes(store: Store, indexed: dict[str, str]) -> tuple[dict[str, str]
     This is the one place that knows where the store keeps its content hashes:
     today its catalog (read through the store, which brings it up to date).
     """
-    _, entries = store._refresh(_catalog.Scan(store.path))
-    current = {
-        name: str(entry["sha"])
-        for name, entry in entries.items()
-        if entry.get("line") and entry.get("sha")
-    }
+    current = store.entry_versions()
     changed = {name: sha for name, sha in current.items() if indexed.get(name) != sha}
     gone = [name for name in indexed if name not in current]
     return changed, gone
@@ -238,7 +233,8 @@ class Index:
                 self._put(db, note, sha)
             # Only a settled store may be recognised by its fingerprint later: the
             # store's own fingerprint says it is (see _catalog's racy-stat rule).
-            settled = _catalog.read_fingerprint(self.store.path) == fingerprint
+            saved = _catalog.read_fingerprint(self.store.path)
+            settled = saved is not None and saved.full == fingerprint
             db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
                 (fingerprint if settled else "",),

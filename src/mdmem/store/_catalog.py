@@ -1,24 +1,32 @@
-"""Derived state that makes a settled store cheap to read: a stat pass, not a parse.
+"""Derived state that makes a store cheap to read and to write: it changes by the note.
 
 The notes are the truth; this module only remembers what it learnt from them,
 in the store's state folder (outside the repository, see ``paths.state_dir``):
 
-- ``catalog.json``: per note, its stat, content hash, index line and fields;
-- ``fingerprint``: a hash of every note's (name, mtime, size, inode) and of
-  MEMORY.md's, written only when the store is *settled*.
+- ``catalog.sqlite`` (SQLite in WAL mode): one row per note, with its stat,
+  content hash, index line and fields, plus what MEMORY.md was when mdmem last
+  wrote it. A write changes the rows of the notes it touched, nothing else.
+- ``fingerprint``: written only when the store is *settled*; a hash of every
+  note's stat, and the stats of what the prompt block is made of (the store
+  directory, MEMORY.md, the notes of its first lines).
+- ``clock``: a file whose mtime is the file-system clock "now" (see below).
 
-A warm ``load_index`` scans the directory, hashes the stats and compares with
-``fingerprint``: equal means MEMORY.md is exactly what the notes say, and no
-JSON or YAML is read. Anything else falls back to the catalog, which re-reads
-only files whose stat changed, and re-parses only files whose bytes changed.
+Deleting any of them at any moment loses nothing: the next read rebuilds them.
+
+A settled ``load_index`` scans the directory, hashes the stats and compares
+with ``fingerprint``; ``head`` (what ``mdmem index`` needs) checks only the
+directory, MEMORY.md and the notes of the block's lines, then reads MEMORY.md
+up to the block's limits. Neither imports ``sqlite3`` nor YAML. Anything else
+goes through the catalog, which re-reads only files whose stat changed, and
+re-parses only files whose bytes changed.
 
 Like git's index, this must not be fooled by a file rewritten twice within one
-tick of the file-system clock with the same size. Git's rule does it: a stat
-recorded in the catalog is trusted only if the file's mtime is strictly older
-than the catalog file's own mtime (both from the same file-system clock, so
-whatever its granularity). A note changed since has a newer mtime, so a
-different stat; one written in the same tick as the catalog is hashed again
-next time. While any note is that fresh, no fingerprint is written.
+tick of the file-system clock with the same size. Each row records ``at``, the
+file-system time (the ``clock`` file touched) taken *before* its bytes were
+read; the recorded stat proves the note unchanged only while the note's mtime
+and ctime are strictly older than ``at``: any later change of the note gets an
+mtime and ctime of at least ``at``, so a different stat. A note as new as its
+row is hashed again next time, and while any is, no fingerprint is written.
 """
 
 from __future__ import annotations
@@ -48,30 +56,53 @@ from mdmem.store.paths import (
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    import io
+    import sqlite3
+    from collections.abc import Collection, Iterator
 
 __all__ = [
+    "Catalog",
     "Entry",
+    "Fingerprint",
     "Scan",
     "content_hash",
     "ensure_state_dir",
+    "fs_now",
+    "is_damage",
     "load",
     "read_fingerprint",
-    "save",
+    "read_head",
+    "stat_of",
 ]
 
-_VERSION = 4
-CATALOG = "catalog.json"
+_VERSION = 5
+CATALOG = "catalog.sqlite"
 FINGERPRINT = "fingerprint"
+CLOCK = "clock"
+#: The most note names the fingerprint lists for the block's quick check.
+HEAD_NAMES = 2_000
 
 # ctime too, as git does: an edit that restores the old mtime (an editor, `touch -r`,
 # a same-size rewrite within one clock tick then utime) still changes the ctime.
 Stat = tuple[int, int, int, int]
-# An entry of the catalog, as plain JSON-ready data:
-# {"st": [mtime_ns, size, ino, ctime_ns], "sha": str, "line": str | None, "error": str | None,
-#  "type": str, "title": str, "summary": str, "updated": str | None,
-#  "supersedes": [str] (optional), "expires": str (optional), "expires_ts": float (optional)}
+# A note's row, as plain data (absent keys are None):
+# {"st": [mtime_ns, size, ino, ctime_ns], "at": int, "sha": str, "line": str, "error": str,
+#  "type": str, "title": str, "summary": str, "updated": str}
 Entry = dict[str, object]
+_FIELDS = ("sha", "line", "type", "title", "summary", "updated", "error")
+_KNOWN = frozenset(("st", "at", *_FIELDS))
+
+
+def _stat_of(st: os.stat_result) -> Stat:
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def stat_of(path: str) -> Stat | None:
+    """``lstat`` of ``path`` as a :data:`Stat`; None when it is gone."""
+    try:
+        return _stat_of(os.lstat(path))
+    except FileNotFoundError:
+        return None
 
 
 class Scan:
@@ -86,22 +117,30 @@ class Scan:
         "_classified",
         "_names",
         "_numbers",
+        "_plain",
         "_rejected",
         "_root",
         "_stats",
+        "dir_stat",
         "index_stat",
     )
 
     def __init__(self, root: str) -> None:
         self._root = root
-        # Flat lists, not a tuple per entry: at 10,000 notes this is the hot loop.
+        # Flat arrays, not a tuple per entry: at 100,000 notes this is the hot loop,
+        # and what peak memory is made of.
         self._names: list[str] = []
-        self._numbers: list[int] = []  # mtime_ns, size, inode, ctime_ns, mode for each name
-        self._stats: dict[str, Stat] = {}
+        self._numbers = array("q")  # mtime_ns, size, inode, ctime_ns, mode for each name
+        self._stats: dict[str, Stat] = {}  # links to notes, their targets' stats
+        self._plain = bytearray()
         self._rejected: dict[str, str] = {}
         self._classified = False
         self.index_stat: Stat | None = None
+        self.dir_stat: Stat | None = None
         try:
+            # Before the listing: a change made while we list moves the directory's
+            # mtime past what is recorded here.
+            self.dir_stat = _stat_of(os.lstat(root))
             it = os.scandir(root)
         except (FileNotFoundError, NotADirectoryError):
             return
@@ -112,17 +151,19 @@ class Scan:
                 if not name.endswith(".md") or name[0] == "." or not is_candidate_name(name):
                     if name == INDEX_NAME:
                         try:
-                            st = entry.stat(follow_symlinks=False)
+                            self.index_stat = _stat_of(entry.stat(follow_symlinks=False))
                         except FileNotFoundError:
                             continue  # replaced while we looked
-                        self.index_stat = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
                     continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # removed while we looked
                 names.append(name)
-                numbers += (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_mode)
+                numbers.extend((st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns, st.st_mode))
+
+    def __len__(self) -> int:
+        return len(self._names)
 
     def fingerprint(self) -> str:
         """A hash of everything a stat pass can see; equal fingerprints mean an unchanged store.
@@ -133,19 +174,26 @@ class Scan:
         """
         h = _blake2b(f"v{_VERSION}|{self.index_stat}|".encode(), digest_size=16)
         h.update("\0".join(self._names).encode("utf-8", "surrogatepass"))
-        # mtimes in nanoseconds need 64 bits; "q" is a signed 64-bit C integer.
-        h.update(array("q", self._numbers).tobytes())
+        h.update(self._numbers.tobytes())
         return h.hexdigest()
 
-    def _classify(self) -> None:
+    def classify(self, valid: Collection[str] = ()) -> None:
+        """Sort the listing into notes and rejected names; ``valid`` names passed the check before.
+
+        A name is validated once, when it first appears: the catalog remembers
+        which names passed, so a scan does not run the full validator again.
+        Plain notes stay in the flat arrays (a tuple each would be most of the
+        memory at 100,000 notes); links and odd entries are resolved here.
+        """
         if self._classified:
             return
         self._classified = True
         numbers = self._numbers
+        plain = bytearray(len(self._names))  # 1: a regular file with a valid name
         for position, name in enumerate(self._names):
-            mtime, size, ino, ctime, mode = numbers[5 * position : 5 * position + 5]
-            if stat.S_ISREG(mode) and is_plain_name(name):
-                self._stats[name] = (mtime, size, ino, ctime)
+            mode = numbers[5 * position + 4]
+            if stat.S_ISREG(mode) and (name in valid or is_plain_name(name)):
+                plain[position] = 1
                 continue
             try:
                 check_name(name)
@@ -153,87 +201,524 @@ class Scan:
                     # The one validator says why a link or an odd entry is not a note.
                     note_path(self._root, name, must_exist=True)
                     continue  # it became a regular file meanwhile: the next scan sees it
+                name.encode("utf-8")
             except InvalidPath as exc:
                 # Keyed by a printable name: a name that is not UTF-8 or holds a
                 # newline must not break the catalog, a log line or a terminal.
                 self._rejected[printable_name(name)] = exc.reason
                 continue
+            except UnicodeEncodeError:
+                self._rejected[printable_name(name)] = "the name is not valid UTF-8"
+                continue
             except FileNotFoundError:
                 continue
-            self._stats[name] = (mtime, size, ino, ctime)
+            plain[position] = 1
+        self._plain = plain
+
+    def notes(self) -> Iterator[tuple[str, Stat]]:
+        """The notes (regular files only): (name, (mtime_ns, size, inode, ctime_ns))."""
+        self.classify()
+        numbers = self._numbers
+        for position, name in enumerate(self._names):
+            if self._plain[position]:
+                yield (
+                    name,
+                    (
+                        numbers[5 * position],
+                        numbers[5 * position + 1],
+                        numbers[5 * position + 2],
+                        numbers[5 * position + 3],
+                    ),
+                )
+        yield from self._stats.items()
+
+    def count(self) -> int:
+        """How many notes :meth:`notes` yields."""
+        self.classify()
+        return self._plain.count(1) + len(self._stats)
 
     @property
     def stats(self) -> dict[str, Stat]:
-        """The notes (regular files only): name -> (mtime_ns, size, inode, ctime_ns)."""
-        self._classify()
-        return self._stats
+        """The notes as a dict (small stores and tests; large ones iterate :meth:`notes`)."""
+        return dict(self.notes())
 
     @property
     def rejected(self) -> dict[str, str]:
         """Entries that look like notes but may not be: name -> why."""
-        self._classify()
+        self.classify()
         return self._rejected
 
 
-def read_fingerprint(root: str) -> str | None:
+# -- the fingerprint: what the fast paths check -------------------------------------
+
+
+class Fingerprint:
+    """The settled store as last seen: a full hash, and what the prompt block rests on."""
+
+    __slots__ = ("dir", "full", "head", "index", "lines")
+
+    def __init__(
+        self, full: str, dir: Stat, index: Stat, lines: int, head: list[tuple[str, Stat]] | None
+    ) -> None:
+        self.full = full
+        self.dir = dir
+        self.index = index
+        self.lines = lines
+        self.head = head  # None: too many names before the block's last line to list
+
+    def dump(self) -> bytes:
+        out = [
+            f"mdmem-fingerprint {_VERSION}",
+            self.full,
+            " ".join(map(str, self.dir)),
+            " ".join(map(str, (*self.index, self.lines))),
+            "-" if self.head is None else str(len(self.head)),
+        ]
+        if self.head is not None:
+            out += [f"{' '.join(map(str, st))} {name}" for name, st in self.head]
+        return ("\n".join(out) + "\n").encode("utf-8", "surrogatepass")
+
+    @classmethod
+    def load(cls, data: bytes) -> Fingerprint | None:
+        """Parse :meth:`dump`'s bytes; None when they are not a whole fingerprint."""
+        try:
+            lines = data.decode("utf-8", "surrogatepass").split("\n")
+            if lines[0] != f"mdmem-fingerprint {_VERSION}" or lines[-1] != "":
+                return None
+            d = [int(x) for x in lines[2].split(" ")]
+            i = [int(x) for x in lines[3].split(" ")]
+            if len(d) != 4 or len(i) != 5:
+                return None
+            head: list[tuple[str, Stat]] | None = None
+            if lines[4] != "-":
+                head = []
+                for line in lines[5:-1]:
+                    m, s, n, c, name = line.split(" ", 4)
+                    head.append((name, (int(m), int(s), int(n), int(c))))
+                if len(head) != int(lines[4]):
+                    return None
+            return cls(lines[1], (d[0], d[1], d[2], d[3]), (i[0], i[1], i[2], i[3]), i[4], head)
+        except (ValueError, IndexError):
+            return None
+
+
+_STATE_DIRS: dict[tuple[str, ...], str] = {}
+
+
+def _state(root: str) -> str:
+    """``paths.state_dir(root)``, remembered: it resolves the path (a few ``lstat``) each time."""
+    env = os.environ
+    key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
+    found = _STATE_DIRS.get(key)
+    if found is None:
+        if len(_STATE_DIRS) > 64:
+            _STATE_DIRS.clear()
+        found = _STATE_DIRS[key] = state_dir(root)
+    return found
+
+
+def _fp_path(root: str) -> str:
+    return os.path.join(_state(root), FINGERPRINT)
+
+
+def read_fingerprint(root: str) -> Fingerprint | None:
     """The fingerprint saved when the store was last seen settled, if any."""
     try:
-        with open(os.path.join(state_dir(root), FINGERPRINT), encoding="ascii") as f:
-            return f.read().strip()
-    except (OSError, ValueError):
+        with open(_fp_path(root), "rb") as f:
+            return Fingerprint.load(f.read())
+    except OSError:
         return None
 
 
-def load(root: str) -> tuple[dict[str, Entry], int]:
-    """The catalog's entries by note name, and the catalog file's mtime (0 when there is none).
-
-    A stat recorded here proves a note unchanged only if the note's mtime is
-    older than that mtime (see the module docstring).
-    """
-    import json
-
+def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> None:
+    """Save (or, with None, remove) the fingerprint; derived, so failures are ignored."""
     try:
-        with open(os.path.join(state_dir(root), CATALOG), encoding="utf-8") as f:
-            written = os.fstat(f.fileno()).st_mtime_ns
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}, 0
-    if not isinstance(data, dict) or data.get("version") != _VERSION:
-        return {}, 0
-    entries = data.get("entries")
-    return (entries, written) if isinstance(entries, dict) else ({}, 0)
-
-
-def save(
-    root: str,
-    entries: dict[str, Entry],
-    fingerprint: Callable[[int], str | None],
-    *,
-    private: bool,
-) -> None:
-    """Save the catalog, then the fingerprint ``fingerprint(catalog mtime)`` (None: remove it).
-
-    Derived state: failures are ignored, and it is not fsynced (it can always
-    be rebuilt from the notes).
-    """
-    import json
-
-    try:
-        state = ensure_state_dir(root, private=private)
-        payload = json.dumps(
-            {"version": _VERSION, "entries": entries}, ensure_ascii=False, separators=(",", ":")
-        )
-        catalog = os.path.join(state, CATALOG)
-        _fs.atomic_write(catalog, payload.encode("utf-8"), private=private, durable=False)
-        value = fingerprint(os.stat(catalog).st_mtime_ns)
-        fp_path = os.path.join(state, FINGERPRINT)
-        if value is None:
+        if fp is None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(fp_path)
+                os.unlink(_fp_path(root))
         else:
-            _fs.atomic_write(fp_path, value.encode("ascii"), private=private, durable=False)
+            _fs.atomic_write(_fp_path(root), fp.dump(), private=private, durable=False)
     except OSError:
         pass
+
+
+def open_regular(path: str) -> io.BufferedReader:
+    """Open a regular file for reading, never through a symlink, never blocking on a FIFO.
+
+    Raises:
+        OSError: absent, a link, a FIFO, a device or a directory.
+    """
+    fd = os.open(path, _fs.READ_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _fs.NotRegularFile(22, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_head(path: str, max_lines: int, max_bytes: int) -> tuple[list[str], bool]:
+    """The first non-blank lines of MEMORY.md, enough to fill a block; and whether that is all.
+
+    Reads in small chunks and stops once more than ``max_lines`` lines or
+    ``max_bytes`` bytes are in hand: no block can show more than that.
+    """
+    lines: list[str] = []
+    size = 0
+    rest = b""
+    with open_regular(path) as f:
+        while True:
+            chunk = f.read(8192)
+            if not chunk:
+                if rest.strip():
+                    lines.append(rest.decode("utf-8").rstrip())
+                return lines, True
+            parts = (rest + chunk).split(b"\n")
+            rest = parts.pop()
+            for raw in parts:
+                if raw.strip():
+                    lines.append(raw.decode("utf-8").rstrip())
+                    size += len(raw) + 1
+                    if len(lines) > max_lines or size > max_bytes:
+                        return lines, False
+
+
+def head_is_current(root: str, fp: Fingerprint) -> bool:
+    """Whether the block's part of MEMORY.md is still what the notes say: a few ``lstat``.
+
+    The directory's own stat shows that no note was added, removed or renamed
+    (it changes with every entry, and was older than the fingerprint when
+    recorded); the notes of the first lines show they were not edited.
+    Notes further down cannot change the block's lines, only, when one turns
+    valid or invalid by hand, the count of notes left out, until the next full
+    load catches up.
+    """
+    if fp.head is None:
+        return False
+    try:
+        if _stat_of(os.lstat(root)) != fp.dir:
+            return False
+        if _stat_of(os.lstat(os.path.join(root, INDEX_NAME))) != fp.index:
+            return False
+        for name, st in fp.head:
+            # Followed, as the scan does for a note that is a link (validated then).
+            if _stat_of(os.stat(os.path.join(root, name))) != st:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def fs_now(root: str, *, private: bool) -> int:
+    """The file-system clock's "now": touch the ``clock`` file and read its times back.
+
+    The same clock that stamps notes' mtimes, whatever its granularity; 0 when
+    the state folder cannot be written (then no stat is ever trusted).
+    """
+    try:
+        path = os.path.join(ensure_state_dir(root, private=private), CLOCK)
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return min(st.st_mtime_ns, st.st_ctime_ns)
+
+
+# -- the catalog: SQLite, one row per note ------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notes (
+    name TEXT PRIMARY KEY,
+    folded TEXT NOT NULL,
+    mtime INTEGER, size INTEGER, ino INTEGER, ctime INTEGER,
+    at INTEGER NOT NULL DEFAULT 0,
+    sha TEXT, line TEXT, type TEXT, title TEXT, summary TEXT, updated TEXT, error TEXT,
+    extra TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+"""
+_COLUMNS = (
+    "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, extra"
+)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt)."""
+    import sys
+
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+
+
+def _row_entry(row: tuple[object, ...]) -> Entry:
+    entry: Entry = {}
+    if row[1] is not None:
+        entry["st"] = [row[1], row[2], row[3], row[4]]
+    entry["at"] = row[5]
+    for key, value in zip(_FIELDS, row[6:13], strict=True):
+        if value is not None:
+            entry[key] = value
+    if row[13]:
+        import json
+
+        # Whatever else the note's entry holds (supersedes, expires, ...), as JSON.
+        entry.update(json.loads(str(row[13])))
+    return entry
+
+
+class Catalog:
+    """The store's rows, in SQLite; opened on first use, rebuilt when damaged.
+
+    One connection per store object and process. All writes happen in one
+    transaction per refresh (:meth:`begin` ... :meth:`commit`).
+    """
+
+    def __init__(self, root: str, *, private: bool, memory: bool = False) -> None:
+        self._root = root
+        self._private = private
+        self._con: sqlite3.Connection | None = None
+        self._ino: int | None = None
+        self.memory = memory  # True when the state folder cannot hold the catalog
+
+    @property
+    def path(self) -> str:
+        return os.path.join(_state(self._root), CATALOG)
+
+    def _open(self) -> sqlite3.Connection:
+        import sqlite3
+
+        con = self._con
+        if con is None and self.memory:
+            con = self._con = sqlite3.connect(
+                ":memory:", isolation_level=None, check_same_thread=False
+            )
+            self._setup(con)
+            return con
+        if con is not None:
+            if self.memory:
+                return con
+            try:
+                if os.stat(self.path).st_ino == self._ino:
+                    return con
+            except OSError:
+                pass
+            # Deleted or replaced behind our back: start again from what is on disk.
+            self.close()
+        try:
+            ensure_state_dir(self._root, private=self._private)
+            con = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+            try:
+                os.chmod(self.path, 0o600)
+                self._setup(con)
+            except BaseException:
+                con.close()
+                raise
+            self._ino = os.stat(self.path).st_ino
+            self.memory = False
+        except sqlite3.Error:
+            raise
+        except OSError:
+            con = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self._setup(con)
+            self.memory = True
+        self._con = con
+        return con
+
+    @staticmethod
+    def _setup(con: sqlite3.Connection) -> None:
+        # Derived state: no fsync (synchronous=OFF). A catalog lost or damaged by a
+        # power cut is noticed (it is checksummed in WAL mode, or fails to open)
+        # and rebuilt from the notes; stale rows only cost a re-read.
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=OFF")
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version != _VERSION:
+            con.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS meta;")
+            con.executescript(_SCHEMA)
+            con.execute(f"PRAGMA user_version={_VERSION}")
+
+    def close(self) -> None:
+        if self._con is not None:
+            with contextlib.suppress(Exception):
+                self._con.close()
+        self._con = None
+        self._ino = None
+
+    def reset(self) -> None:
+        """Throw the catalog away (it is damaged); the next use starts an empty one."""
+        self.close()
+        if self.memory:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(self.path + suffix)
+
+    # -- transactions -------------------------------------------------------------
+
+    def begin(self, timeout: float) -> bool:
+        """Start the write transaction; False if another process holds it past ``timeout``."""
+        import sqlite3
+
+        con = self._open()
+        con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        try:
+            con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                return False
+            raise
+        return True
+
+    def commit(self) -> None:
+        con = self._open()
+        if con.in_transaction:
+            con.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self._con is not None and self._con.in_transaction:
+            self._con.execute("ROLLBACK")
+
+    # -- reading ------------------------------------------------------------------
+
+    def stats(self) -> dict[str, tuple[int, int, int, int, int] | None]:
+        """name -> (mtime, size, ino, ctime, at) for every row; None for a rejected name."""
+        rows = self._open().execute("SELECT name, mtime, size, ino, ctime, at FROM notes")
+        return {
+            name: None if mtime is None else (mtime, size, ino, ctime, at)
+            for name, mtime, size, ino, ctime, at in rows
+        }
+
+    def get(self, name: str) -> Entry | None:
+        row = (
+            self._open().execute(f"SELECT {_COLUMNS} FROM notes WHERE name = ?", (name,)).fetchone()
+        )
+        return None if row is None else _row_entry(row)
+
+    def rows(
+        self,
+        *,
+        where: str = "line IS NOT NULL",
+        offset: int = 0,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Iterator[tuple[str, Entry]]:
+        """(name, entry) sorted by name, for the rows ``where`` selects (names past ``after``)."""
+        clause = where if after is None else f"({where}) AND name > ?"
+        params: tuple[object, ...] = () if after is None else (after,)
+        cursor = self._open().execute(
+            f"SELECT {_COLUMNS} FROM notes WHERE {clause} ORDER BY name LIMIT ? OFFSET ?",
+            (*params, -1 if limit is None else limit, offset),
+        )
+        while True:
+            batch = cursor.fetchmany(500)
+            if not batch:
+                return
+            for row in batch:
+                yield str(row[0]), _row_entry(row)
+
+    def lines(self) -> Iterator[str]:
+        """Every index line, sorted by note name."""
+        cursor = self._open().execute("SELECT line FROM notes WHERE line IS NOT NULL ORDER BY name")
+        while True:
+            batch = cursor.fetchmany(1000)
+            if not batch:
+                return
+            for (line,) in batch:
+                yield line
+
+    def taken(self, folded: str) -> bool:
+        """Whether a note whose case-folded name is ``folded`` is known."""
+        row = self._open().execute("SELECT 1 FROM notes WHERE folded = ? LIMIT 1", (folded,))
+        return row.fetchone() is not None
+
+    def versions(self) -> dict[str, str]:
+        """name -> content hash of every valid note (one with an index line)."""
+        rows = self._open().execute(
+            "SELECT name, sha FROM notes WHERE sha IS NOT NULL AND line IS NOT NULL"
+        )
+        return dict(rows)
+
+    def meta(self, key: str) -> str | None:
+        row = self._open().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- writing (inside begin/commit) -----------------------------------------------
+
+    def put(self, name: str, entry: Entry) -> None:
+        st = entry.get("st") or (None, None, None, None)
+        assert isinstance(st, (list, tuple))
+        others = {k: v for k, v in entry.items() if k not in _KNOWN}
+        extra = None
+        if others:
+            import json
+
+            extra = json.dumps(others, ensure_ascii=False, sort_keys=True)
+        self._open().execute(
+            f"INSERT OR REPLACE INTO notes (folded, {_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                name.casefold(),
+                name,
+                *st,
+                entry.get("at", 0),
+                *(entry.get(k) for k in _FIELDS),
+                extra,
+            ),
+        )
+
+    def marked(self) -> dict[str, Entry]:
+        """The rows with more than the usual fields (supersedes, expires), by name."""
+        return dict(self.rows(where="extra IS NOT NULL"))
+
+    def present(self, names: Collection[str]) -> set[str]:
+        """Which of ``names`` are notes with an index line."""
+        con = self._open()
+        out: set[str] = set()
+        for name in names:
+            row = con.execute(
+                "SELECT 1 FROM notes WHERE name = ? AND line IS NOT NULL", (name,)
+            ).fetchone()
+            if row is not None:
+                out.add(name)
+        return out
+
+    def remove(self, names: Collection[str]) -> None:
+        self._open().executemany("DELETE FROM notes WHERE name = ?", [(n,) for n in names])
+
+    def clear(self) -> None:
+        con = self._open()
+        con.execute("DELETE FROM notes")
+        con.execute("DELETE FROM meta")
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        con = self._open()
+        if value is None:
+            con.execute("DELETE FROM meta WHERE key = ?", (key,))
+        else:
+            con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def load(root: str) -> tuple[dict[str, Entry], int]:
+    """Every row of the catalog by note name, and 0: for passes over the whole store.
+
+    Call ``Store.entries()`` (or another read) first to bring it up to date.
+    """
+    cat = Catalog(root, private=True)
+    try:
+        return dict(cat.rows(where="1")), 0
+    except Exception as exc:
+        if is_damage(exc):
+            return {}, 0
+        raise
+    finally:
+        cat.close()
 
 
 def ensure_state_dir(root: str, *, private: bool = True) -> str:
@@ -243,7 +728,7 @@ def ensure_state_dir(root: str, *, private: bool = True) -> str:
     it holds turns, trash and logs of private conversations. ``private`` is kept
     for the callers' sake and no longer changes anything.
     """
-    state = state_dir(root)
+    state = _state(root)
     if not os.path.isdir(state):
         base = state_base()
         os.makedirs(os.path.dirname(base), exist_ok=True)

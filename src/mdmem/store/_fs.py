@@ -43,6 +43,7 @@ _READ_FLAGS = (
     | getattr(os, "O_NOCTTY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+READ_FLAGS = _READ_FLAGS  # for the readers that stream (MEMORY.md's head)
 # Where a file system has no hard links, a create falls back to O_EXCL on the final name.
 _NO_LINKS = frozenset(
     {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV, errno.ENOSYS}

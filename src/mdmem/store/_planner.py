@@ -16,7 +16,7 @@ from mdmem.store import _txn
 from mdmem.store.dedupe import Duplicate, Index, candidate, find_duplicate
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Operation, Update, validate
-from mdmem.store.paths import is_candidate_name, note_path, slugify, state_dir
+from mdmem.store.paths import note_path, slugify, state_dir
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
@@ -39,6 +39,10 @@ class StoreView(Protocol):
 
     def read(self, filename: str) -> Note:
         """The note ``filename``, parsed."""
+        ...
+
+    def name_taken(self, filename: str) -> bool:
+        """Whether a note of that name, or of a name that differs only in case, exists."""
         ...
 
 
@@ -83,13 +87,11 @@ class Planner:
             redact = default_redact
         self._redact = redact
         self._notes: dict[str, Note] = {}
-        try:
-            listing = os.listdir(store.path)
-        except FileNotFoundError:
-            listing = []
-        # Case-folded, because a name that differs only in case is the same
-        # file on macOS and Windows, where teammates check the store out.
-        self._taken = {n.casefold() for n in listing if is_candidate_name(n)}
+        # Names this batch wrote, case-folded, because a name that differs only in
+        # case is the same file on macOS and Windows, where teammates check the
+        # store out. Others are asked of the store one by one: listing a large
+        # store for every write would cost what the store holds.
+        self._taken: set[str] = set()
         self._deleted: set[str] = set()
         self._sources: dict[str, Operation | Mapping[str, object]] = {}
         self._detail = ""
@@ -148,7 +150,9 @@ class Planner:
     # -- the batch's view of the store --------------------------------------------
 
     def _exists(self, name: str) -> bool:
-        return name.casefold() in self._taken and name not in self._deleted
+        if name in self._deleted:
+            return False
+        return name.casefold() in self._taken or self.store.name_taken(name)
 
     def _current(self, name: str) -> Note:
         if name in self._deleted or not self._exists(name):

@@ -121,6 +121,9 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         _fs.atomic_write(
             journal, json.dumps(payload, ensure_ascii=False).encode("utf-8"), private=private
         )
+        # The journal must be on disk (its name too) before any note changes: after a
+        # power cut, a batch half on disk is finished from it, not left half done.
+        _fs.fsync_dir(state_dir(root))
     lost: list[str] = []
     for name, data in plan.writes.items():
         create = name in plan.before and plan.before[name] is None
@@ -128,6 +131,10 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
             lost.append(name)
     for name, trash_name in plan.deletes.items():
         _trash(root, name, trash_name, private)
+    if plan.deletes:
+        # A deleted note must be in the trash before it is durably gone from the store.
+        _fs.fsync_dir(os.path.join(state_dir(root), TRASH_DIR))
+    # One fsync of the directory makes every rename of the batch durable.
     _fs.fsync_dir(root)
     if journaled:
         with contextlib.suppress(FileNotFoundError):  # the state folder was removed meanwhile

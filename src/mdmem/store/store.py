@@ -9,9 +9,10 @@ read-modify-write happens under the store's file lock, so several processes
 from __future__ import annotations
 
 import os
-from _thread import _local, allocate_lock
+from _thread import RLock, _local, allocate_lock
 
 from mdmem._kinds import Level
+from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.errors import (
     InvalidNote,
     InvalidPath,
@@ -20,7 +21,7 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, _fs
+from mdmem.store import _catalog, _fs, _index_file
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
@@ -32,14 +33,16 @@ from mdmem.store.paths import (
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import contextlib
     import logging
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
     from datetime import datetime
     from pathlib import Path
     from types import TracebackType
 
     from filelock import BaseFileLock
 
+    from mdmem.store import _txn
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation
@@ -93,6 +96,14 @@ class Store:
         self._redact = redact
         self._locks: dict[str, BaseFileLock] = {}
         self._locks_guard = allocate_lock()
+        # The catalog's connection, per process; one thread at a time uses it.
+        self._catalog: _catalog.Catalog | None = None
+        self._catalog_pid = 0
+        self._catalog_guard = RLock()
+        self._listing: tuple[str, set[str]] | None = None
+        # MEMORY.md as this object last wrote it (its stat, its bytes): the next write
+        # checks the file against these bytes instead of hashing it.
+        self._written: tuple[_catalog.Stat, bytes] | None = None
 
     def __repr__(self) -> str:
         return f"Store({self._root!r}, {self.level.value!r})"
@@ -187,19 +198,96 @@ class Store:
         if self.unavailable is not None or not os.path.isdir(self._root):
             return ""
         scan = _catalog.Scan(self._root)
-        if scan.fingerprint() == _catalog.read_fingerprint(self._root):
-            return _fs.read_text(os.path.join(self._root, INDEX_NAME), MAX_INDEX_BYTES) or ""
-        return self._refresh(scan)[0]
+        fp = _catalog.read_fingerprint(self._root)
+        index_path = os.path.join(self._root, INDEX_NAME)
+        if fp is not None and scan.fingerprint() == fp.full:
+            text = _fs.read_text(index_path, MAX_INDEX_BYTES)
+            if text is not None or scan.index_stat is None:
+                return text or ""
+        text, _ = self._sync(scan)
+        if text is None:
+            text = _fs.read_text(index_path, MAX_INDEX_BYTES) or ""
+        return text
+
+    def index_head(
+        self, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES, *, verify: bool = True
+    ) -> tuple[list[str], int]:
+        """The first lines of MEMORY.md, enough for a block of these limits, and how many in all.
+
+        Reads only what a block can show. With ``verify`` (the default) the
+        lines are first checked against the notes: on a settled store by the
+        stats of the directory, MEMORY.md and the notes of those lines alone;
+        otherwise as :meth:`load_index` does. Without it, MEMORY.md is read as
+        it is (a Manager just wrote it, under the turn lock).
+        """
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return [], 0
+        path = os.path.join(self._root, INDEX_NAME)
+        if verify:
+            fp = _catalog.read_fingerprint(self._root)
+            if fp is None or not _catalog.head_is_current(self._root, fp):
+                scan = _catalog.Scan(self._root)
+                if fp is not None and scan.fingerprint() == fp.full:
+                    text = None
+                else:
+                    text, _ = self._sync(scan)
+                if text is not None:  # MEMORY.md could not be written
+                    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+                    return lines[: max_lines + 1], len(lines)
+            count: int | None = None
+        else:
+            count = None
+        try:
+            head, whole = _catalog.read_head(path, max_lines, max_bytes)
+        except (OSError, UnicodeDecodeError):  # absent, or not a regular file
+            return [], 0
+        if whole:
+            return head, len(head)
+        if count is None:
+            count = _count_lines(path)
+        return head, max(count, len(head))
+
+    def _settle(self, *, keep: bool) -> bool:
+        """Bring the catalog up to date (nothing to do on a settled store); True: an overlay."""
+        scan = _catalog.Scan(self._root)
+        fp = _catalog.read_fingerprint(self._root)
+        if fp is not None and scan.fingerprint() == fp.full:
+            # Settled, and if the catalog is the one that saw it settle (it still
+            # records this MEMORY.md), its rows are exactly the notes.
+            try:
+                recorded = (self._cat().meta("index") or "").split(" ")
+            except Exception as exc:
+                if not _catalog.is_damage(exc):
+                    raise
+                recorded = []
+            if " ".join(recorded[:4]) == " ".join(map(str, fp.index)):
+                return False
+        return self._sync(scan, keep=keep)[1]
 
     def entries(self) -> list[IndexEntry]:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
-        from mdmem.store.marks import superseded_by
+        return list(self.iter_entries())
+
+    def iter_entries(self, offset: int = 0, limit: int | None = None) -> Iterator[IndexEntry]:
+        """The index entries sorted by file name, from ``offset``, at most ``limit``: streamed.
+
+        The catalog is brought up to date first (a stat pass); then entries
+        are read from it a page at a time, never all at once.
+        """
         from mdmem.store.note import IndexEntry
 
-        _, entries = self._refresh(_catalog.Scan(self._root))
-        superseded = superseded_by(entries)
-        return [
-            IndexEntry(
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return
+        rows = None
+        with self._catalog_guard:
+            overlay = self._settle(keep=True)
+            superseded = self._superseded(self._cat())
+            if overlay:  # not saved (another process is writing): read it before letting go
+                rows = list(self._cat().rows(offset=offset, limit=limit))
+                self._cat().rollback()
+        source = rows if rows is not None else self._rows(offset, limit)
+        for name, e in source:
+            yield IndexEntry(
                 filename=name,
                 type=str(e["type"]),
                 title=str(e["title"]),
@@ -209,18 +297,75 @@ class Store:
                 expires=e.get("expires"),  # type: ignore[arg-type]
                 superseded_by=superseded.get(name),
             )
-            for name, e in sorted(entries.items())
-            if e.get("line")
-        ]
+
+    @staticmethod
+    def _marked(cat: _catalog.Catalog) -> dict[str, _catalog.Entry]:
+        """The entries ``marks`` needs: notes with supersedes/expires, and the notes they name."""
+        marked = cat.marked()
+        targets = {
+            str(t)
+            for e in marked.values()
+            for t in (e.get("supersedes") or ())  # type: ignore[attr-defined]
+            if isinstance(t, str)
+        }
+        for name in cat.present(targets - set(marked)):
+            marked[name] = {"line": "-"}
+        return marked
+
+    def _superseded(self, cat: _catalog.Catalog) -> dict[str, str]:
+        from mdmem.store.marks import superseded_by
+
+        return superseded_by(self._marked(cat))
+
+    def _rows(
+        self, offset: int, limit: int | None, where: str = "line IS NOT NULL"
+    ) -> Iterator[tuple[str, _catalog.Entry]]:
+        # A page at a time under the guard, so that other threads may use the catalog
+        # between; each page starts after the last name of the one before.
+        done, after = 0, None
+        while limit is None or done < limit:
+            size = 500 if limit is None else min(500, limit - done)
+            with self._catalog_guard:
+                cat = self._cat()
+                page = list(
+                    cat.rows(
+                        where=where, offset=offset if after is None else 0, limit=size, after=after
+                    )
+                )
+            yield from page
+            done += len(page)
+            if len(page) < size:
+                return
+            after = page[-1][0]
+
+    def entry_versions(self) -> dict[str, str]:
+        """Every note's content hash by file name, from the catalog brought up to date.
+
+        Cheap on a settled store (a stat pass and one query): a derived index
+        (full-text search) compares it with what it indexed to learn which
+        notes changed or went away.
+        """
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return {}
+        with self._catalog_guard:
+            overlay = self._settle(keep=True)
+            versions = self._cat().versions()
+            if overlay:
+                self._cat().rollback()
+        return versions
 
     def problems(self) -> list[Problem]:
         """Files that look like notes but cannot be read as notes."""
         from mdmem.store.results import Problem
 
-        _, entries = self._refresh(_catalog.Scan(self._root))
-        return [
-            Problem(name, str(e["error"])) for name, e in sorted(entries.items()) if e.get("error")
-        ]
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return []
+        with self._catalog_guard:
+            overlay = self._settle(keep=True)
+            rows = list(self._cat().rows(where="error IS NOT NULL"))
+            if overlay:
+                self._cat().rollback()
+        return [Problem(name, str(e["error"])) for name, e in rows]
 
     def read(self, filename: str) -> Note:
         """Read one note.
@@ -254,13 +399,41 @@ class Store:
 
     def notes(self) -> list[Note]:
         """Every readable note, sorted by file name (malformed ones are in :meth:`problems`)."""
-        out = []
-        for entry in self.entries():
+        return list(self.iter_notes())
+
+    def iter_notes(self) -> Iterator[Note]:
+        """Every readable note, sorted by file name, read one at a time."""
+        for entry in self.iter_entries():
             try:
-                out.append(self.read(entry.filename))
+                yield self.read(entry.filename)
             except (NoteNotFound, InvalidNote, InvalidPath):
                 continue  # changed under our feet; the next refresh reports it
-        return out
+
+    def name_taken(self, filename: str) -> bool:
+        """Whether a note ``filename``, or one whose name differs only in case, is in the store.
+
+        One ``lstat`` and one catalog look-up while the directory is as the
+        catalog last saw it; a listing of the directory otherwise.
+        """
+        if os.path.lexists(os.path.join(self._root, filename)):
+            return True
+        folded = filename.casefold()
+        try:
+            st = os.lstat(self._root)
+        except FileNotFoundError:
+            return False
+        here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+        with self._catalog_guard:
+            try:
+                cat = self._cat()
+                if cat.meta("dir") == here:
+                    return cat.taken(folded)
+            except Exception as exc:
+                if not _catalog.is_damage(exc):
+                    raise
+            if self._listing is None or self._listing[0] != here:
+                self._listing = (here, {n.casefold() for n in os.listdir(self._root)})
+            return folded in self._listing[1]
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
         """This store's notes that best answer ``query``, best first (see :mod:`mdmem.recall`).
@@ -346,86 +519,341 @@ class Store:
         entry.update(note_marks(note))
         return entry
 
-    def _refresh(
+    def _cat(self) -> _catalog.Catalog:
+        if self._catalog is None or self._catalog_pid != os.getpid():
+            # A forked child must not share its parent's SQLite connection.
+            self._catalog = _catalog.Catalog(self._root, private=self.private)
+            self._catalog_pid = os.getpid()
+        return self._catalog
+
+    def _sync(
         self,
         scan: _catalog.Scan,
         *,
         known: Mapping[str, bytes] | None = None,
+        at: int = 0,
         full: bool = False,
         locked: bool = False,
+        keep: bool = False,
         progress: Callable[[int, int], None] | None = None,
-        baseline: dict[str, _catalog.Entry] | None = None,
-        catalog: tuple[dict[str, _catalog.Entry], int] | None = None,
-    ) -> tuple[str, dict[str, _catalog.Entry]]:
-        """Bring the catalog and MEMORY.md in line with the notes; return (index text, entries)."""
+        cache: dict[str, _catalog.Entry] | None = None,
+    ) -> tuple[str | None, bool]:
+        """Bring the catalog and MEMORY.md in line with the notes.
+
+        Returns (text, overlay): ``text`` is MEMORY.md's right text when the
+        file could not be written (None: the file is right); ``overlay`` is
+        True when, with ``keep``, the catalog's changes could not be saved and
+        are left in an open transaction for the caller to read, then roll back.
+        """
         if self.unavailable is not None or not os.path.isdir(self._root):
-            return "", {}  # reading a store that does not exist must not create it
-        if catalog is not None:
-            saved, written = catalog  # already read by the unlocked pass
-        else:
-            saved, written = ({}, 0) if full else _catalog.load(self._root)
-        old = saved if baseline is None else baseline
-        known = known or {}
-        entries: dict[str, _catalog.Entry] = {}
-        total = len(scan.stats)
-        fresh = False  # a note as new as the catalog: its stat proves nothing yet
-        for done, (name, st) in enumerate(scan.stats.items(), 1):
-            prev = old.get(name)
-            trusted = max(st[0], st[3]) < written
-            fresh = fresh or not trusted
-            if trusted and prev is not None and prev.get("st") == list(st):
-                entry = prev
+            return "", False  # reading a store that does not exist must not create it
+        with self._catalog_guard:
+            args = (known or {}, at, full, locked, keep, progress, cache or {})
+            try:
+                return self._sync_with(self._cat(), scan, *args)
+            except Exception as exc:
+                with _suppress():
+                    self._cat().rollback()
+                if not _catalog.is_damage(exc):
+                    raise
+                _log().warning("%s: the catalog was unusable (%s); rebuilding it", self._root, exc)
+                self._cat().reset()
+            try:
+                return self._sync_with(self._cat(), scan, *args)
+            except Exception as exc:
+                with _suppress():
+                    self._cat().rollback()
+                if not _catalog.is_damage(exc):
+                    raise
+            # The state folder cannot hold a catalog: answer from one in memory.
+            self._catalog = _catalog.Catalog(self._root, private=self.private, memory=True)
+            return self._sync_with(self._catalog, scan, *args)
+
+    def _sync_with(
+        self,
+        cat: _catalog.Catalog,
+        scan: _catalog.Scan,
+        known: Mapping[str, bytes],
+        at: int,
+        full: bool,
+        locked: bool,
+        keep: bool,
+        progress: Callable[[int, int], None] | None,
+        cache: dict[str, _catalog.Entry],
+    ) -> tuple[str | None, bool]:
+        if not cat.begin(self.lock_timeout if locked else 0.5):
+            # Another process is rewriting the catalog: work from a private, empty one.
+            cat = _catalog.Catalog(self._root, private=self.private, memory=True)
+            cat.begin(0)
+        now = _catalog.fs_now(self._root, private=self.private) if not cat.memory else 0
+        if full:
+            cat.clear()
+        saved = cat.stats()
+        scan.classify([name for name, rec in saved.items() if rec is not None])
+        changes: dict[str, str | None] = {}
+        computed: dict[str, _catalog.Entry] = {}
+        fresh = False  # a note as new as its row: its stat proves nothing yet
+        total = scan.count()
+        many = False  # more changed lines than a patch is worth: MEMORY.md is rebuilt
+        for done, (name, st) in enumerate(scan.notes(), 1):
+            rec = saved.pop(name, _ABSENT)
+            stamp = at if name in known else now
+            if (
+                isinstance(rec, tuple)
+                and rec[:4] == st
+                and max(st[0], st[3]) < rec[4]
+                and name not in known
+            ):
+                if progress is not None:
+                    progress(done, total)
+                continue  # recorded, and the stat is old enough to prove it unchanged
+            prev = cat.get(name) if rec is not _ABSENT else None
+            hit = cache.get(name)
+            if hit is not None and hit.get("st") == list(st) and name not in known:
+                entry = dict(hit)
             else:
                 entry = self._entry(name, st, prev, known)
                 if entry.get("error") and (prev is None or prev.get("error") != entry["error"]):
                     _log().warning(
                         "%s/%s is not a valid note: %s", self._root, name, entry["error"]
                     )
-            entries[name] = entry
+            entry["at"] = stamp
+            fresh = fresh or max(st[0], st[3]) >= stamp
+            if entry != prev:
+                cat.put(name, entry)
+                if len(computed) < _CACHE_ENTRIES:
+                    computed[name] = entry
+            if not many and entry.get("line") != (prev or {}).get("line"):
+                changes[name] = entry.get("line")  # type: ignore[assignment]
+                many = len(changes) > _index_file.PATCH_LIMIT
             if progress is not None:
                 progress(done, total)
         for name, reason in scan.rejected.items():
-            entries[name] = {"error": reason}
-        lines = [str(e["line"]) for _, e in sorted(entries.items()) if e.get("line")]
-        text = "\n".join(lines) + "\n" if lines else ""
+            rec = saved.pop(name, _ABSENT)
+            if rec is None:
+                continue  # rejected before, and the name cannot change
+            if rec is not _ABSENT:
+                changes[name] = None
+            cat.put(name, {"error": reason})
+        if saved:  # rows of files that are gone
+            cat.remove(list(saved))
+            if not many:
+                changes.update(dict.fromkeys(saved))
+        return self._write_index(
+            cat,
+            scan,
+            changes,
+            now,
+            locked=locked,
+            keep=keep,
+            fresh=fresh,
+            computed=computed,
+            rebuild=many,
+        )
+
+    def _write_index(
+        self,
+        cat: _catalog.Catalog,
+        scan: _catalog.Scan | None,
+        changes: dict[str, str | None],
+        now: int,
+        *,
+        locked: bool,
+        keep: bool = False,
+        fresh: bool = True,
+        computed: dict[str, _catalog.Entry] | None = None,
+        complete: bool = False,
+        rebuild: bool = False,
+    ) -> tuple[str | None, bool]:
+        """Make MEMORY.md say what the catalog (in its open transaction) says, then commit.
+
+        MEMORY.md is patched line by line when it is still exactly what mdmem
+        last wrote (its hash is in the catalog), and rebuilt from the catalog
+        otherwise. ``scan`` (None after a write that scanned nothing) lets a
+        settled store be fingerprinted.
+        """
         index_path = os.path.join(self._root, INDEX_NAME)
-        current = _fs.read_text(index_path, MAX_INDEX_BYTES)
+        try:
+            current: bytes | None = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
+        except (OSError, ValueError):  # absent, not a regular file, too large: replaced
+            current = None
+        recorded = (cat.meta("index") or "").split(" ")
+        new: bytes | None = None
+        ours = (
+            self._index_is_ours(current, recorded)
+            if current is not None and len(recorded) == 7
+            else ""
+        )
+        lines: int | None = None
+        if ours and not rebuild and len(changes) <= _index_file.PATCH_LIMIT:
+            assert current is not None
+            patched = _index_file.patch(current, changes)
+            if patched is not None:
+                new, delta = patched
+                lines = int(recorded[5]) + delta
+        if new is None:
+            new = _index_file.join(cat.lines())
         rewrote = False
-        if current != text and not (current is None and not text):
+        scan_dir: _catalog.Stat | None = None
+        if new != (current or b""):
             if not locked:
+                cat.rollback()
                 try:
                     with self.lock(timeout=0):
                         # Scan again inside the lock; what was just parsed is not parsed twice.
-                        return self._refresh(
-                            _catalog.Scan(self._root),
-                            known=known,
-                            locked=True,
-                            baseline=entries,
-                            catalog=(saved, written),
+                        return self._sync(
+                            _catalog.Scan(self._root), locked=True, keep=keep, cache=computed
                         )
                 except (LockTimeout, OSError):
                     # Someone else is writing, or the store is read-only: the text
-                    # is still right, MEMORY.md catches up on the next write.
-                    return text, entries
-            _fs.atomic_write(index_path, text.encode("utf-8"), private=self.private)
+                    # is right all the same, MEMORY.md catches up on the next write.
+                    if keep:
+                        return new.decode("utf-8"), self._redo(changes, computed, scan, cat)
+                    return new.decode("utf-8"), False
+            before = _catalog.stat_of(self._root)
+            _fs.atomic_write(index_path, new, private=self.private, durable=False)
             rewrote = True
+            if scan is not None and before == scan.dir_stat:
+                # Only our own MEMORY.md moved the directory since the scan.
+                complete, scan_dir = True, _catalog.stat_of(self._root)
+            else:
+                scan_dir = None
+        if lines is None:
+            lines = new.count(b"\n")
+        index_stat = _index_stat(self._root)
+        if rewrote and index_stat is not None:
+            self._written = (index_stat, new)
+        if rewrote or len(recorded) != 7 or ours == "hash":
+            # What mdmem wrote: its stat, hash, line count, and the time before it was written.
+            stat_text = " ".join(map(str, index_stat or (0, 0, 0, 0)))
+            cat.set_meta("index", f"{stat_text} {_catalog.content_hash(new)} {lines} {now}")
+        # What the directory looked like when the rows were last complete: while it
+        # is unchanged, the rows know every name (see name_taken).
+        directory = scan.dir_stat if scan is not None else None
+        if rewrote and scan is not None:
+            directory = scan_dir
+        elif scan is None and complete:
+            d = os.lstat(self._root)
+            directory = (d.st_mtime_ns, d.st_size, d.st_ino, d.st_ctime_ns)
+        cat.set_meta(
+            "dir", None if directory is None else f"{directory[0]} {directory[3]} {directory[2]}"
+        )
+        from mdmem.store import marks
 
-        def fingerprint(catalog_written: int) -> str | None:
-            # Only a store whose every file is older than the catalog just saved
-            # may be recognised by its stats alone from now on.
-            stats = [*scan.stats.values(), scan.index_stat or (0, 0, 0, 0)]
-            if rewrote or any(max(st[0], st[3]) >= catalog_written for st in stats):
+        marks.save(self._root, self._marked(cat))  # before the fingerprint that vouches for it
+        cat.commit()
+        fingerprint = None
+        if scan is not None and not fresh and not rewrote and not cat.memory:
+            stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
+            if scan.index_stat == index_stat and all(max(s[0], s[3]) < now for s in stats):
+                fingerprint = _catalog.Fingerprint(
+                    scan.fingerprint(),
+                    scan.dir_stat or (0, 0, 0, 0),
+                    index_stat or (0, 0, 0, 0),
+                    lines,
+                    self._head_names(cat),
+                )
+        _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
+        return (None if index_stat is not None or not new else new.decode("utf-8")), False
+
+    def _redo(
+        self,
+        changes: dict[str, str | None],
+        computed: dict[str, _catalog.Entry] | None,
+        scan: _catalog.Scan | None,
+        cat: _catalog.Catalog,
+    ) -> bool:
+        # The unlocked pass rolled back; put its rows back, uncommitted, for the caller.
+        cat.begin(0.5)
+        for name, entry in (computed or {}).items():
+            cat.put(name, entry)
+        gone = [n for n, line in changes.items() if line is None and n not in (computed or {})]
+        cat.remove(gone)
+        return True
+
+    @staticmethod
+    def _head_names(cat: _catalog.Catalog) -> list[tuple[str, _catalog.Stat]] | None:
+        """The notes (valid or not) whose lines make the first block's worth of MEMORY.md."""
+        head: list[tuple[str, _catalog.Stat]] = []
+        count = size = 0
+        for name, entry in cat.rows(where="mtime IS NOT NULL"):
+            if len(head) >= _catalog.HEAD_NAMES:
                 return None
-            return scan.fingerprint()
+            st = entry["st"]
+            assert isinstance(st, list)
+            head.append((name, (st[0], st[1], st[2], st[3])))
+            line = entry.get("line")
+            if line:
+                count += 1
+                size += len(str(line).encode("utf-8")) + 1
+                if count > MAX_LINES or size > MAX_BYTES:
+                    break
+        return head
 
-        # A fresh note makes the catalog be saved again, so its mtime moves past
-        # the note's and the note's stat becomes trustworthy.
-        if fresh or entries != saved or _catalog.read_fingerprint(self._root) is None:
-            from mdmem.store import marks
+    def _index_is_ours(self, current: bytes, recorded: list[str]) -> str:
+        """How MEMORY.md is known to be exactly what mdmem last wrote: "stat", "hash" or "".
 
-            marks.save(self._root, entries)  # before the fingerprint that vouches for it
-            _catalog.save(self._root, entries, fingerprint, private=self.private)
-        return text, entries
+        Its stat proves it when older than the time recorded (the racy-clean rule
+        again); otherwise its bytes are hashed, and once they match, the time of
+        this pass is recorded so that the next write can go by the stat.
+        """
+        st = _index_stat(self._root)
+        same = st is not None and " ".join(map(str, st)) == " ".join(recorded[:4])
+        if same and st is not None and max(st[0], st[3]) < int(recorded[6]):
+            return "stat"
+        if same and self._written is not None and self._written == (st, current):
+            return "bytes"  # what this process wrote, byte for byte
+        return "hash" if recorded[4] == _catalog.content_hash(current) else ""
+
+    def _dir_known(self) -> bool:
+        """Whether the catalog's rows know every name in the directory as it is now."""
+        try:
+            st = os.lstat(self._root)
+            with self._catalog_guard:
+                return self._cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+        except Exception as exc:
+            if isinstance(exc, OSError) or _catalog.is_damage(exc):
+                return False
+            raise
+
+    def _record(self, plan: _txn.Plan, at: int, complete: bool) -> None:
+        """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
+
+        The rest of the store is not looked at (that is what makes a write cost
+        what it touches); a note someone edited by hand meanwhile is caught by
+        the next read. When MEMORY.md is not what mdmem last wrote, or the
+        catalog is new, a full refresh runs instead.
+        """
+        with self._catalog_guard:
+            try:
+                cat = self._cat()
+                if cat.meta("index") is not None and cat.begin(self.lock_timeout):
+                    changes: dict[str, str | None] = {}
+                    for name, data in plan.writes.items():
+                        st = os.stat(os.path.join(self._root, name))
+                        prev = cat.get(name)
+                        entry = self._entry(
+                            name,
+                            (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
+                            prev,
+                            {name: data},
+                        )
+                        entry["at"] = at
+                        cat.put(name, entry)
+                        changes[name] = entry.get("line")  # type: ignore[assignment]
+                    cat.remove(list(plan.deletes))
+                    changes.update(dict.fromkeys(plan.deletes))
+                    recorded = (cat.meta("index") or "").split(" ")
+                    if len(recorded) == 7 and _index_stat(self._root) is not None:
+                        self._write_index(cat, None, changes, at, locked=True, complete=complete)
+                        return
+                    cat.rollback()
+            except Exception as exc:
+                with _suppress():
+                    self._cat().rollback()
+                if not _catalog.is_damage(exc):
+                    raise
+        self._sync(_catalog.Scan(self._root), known=plan.writes, at=at, locked=True)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild MEMORY.md and the catalog from the notes, parsing every one.
@@ -442,15 +870,22 @@ class Store:
             return ReindexReport(0, (), False)
         with self.lock():
             index_path = os.path.join(self._root, INDEX_NAME)
-            before = _read_text(index_path, MAX_INDEX_BYTES)
-            text, entries = self._refresh(
+            before = _hash_file(index_path)
+            text, _ = self._sync(
                 _catalog.Scan(self._root), full=True, locked=True, progress=progress
             )
-        problems = tuple(
-            Problem(name, str(e["error"])) for name, e in sorted(entries.items()) if e.get("error")
-        )
-        count = sum(1 for e in entries.values() if e.get("line"))
-        return ReindexReport(count, problems, changed=(before or "") != text)
+            after = _catalog.content_hash(text.encode("utf-8")) if text is not None else None
+            if text is None:
+                after = _hash_file(index_path)
+            with self._catalog_guard:
+                problems = tuple(
+                    Problem(name, str(e["error"]))
+                    for name, e in self._cat().rows(where="error IS NOT NULL")
+                )
+        with self._catalog_guard:
+            count = sum(1 for _ in self._cat().rows())
+        empty = _catalog.content_hash(b"")
+        return ReindexReport(count, problems, changed=(before or empty) != (after or empty))
 
     # -- writing -------------------------------------------------------------------
 
@@ -494,11 +929,21 @@ class Store:
             for op in ops:
                 planner.add(op)
             if planner.plan:
+                # The file-system time before the notes are written: their rows are
+                # not trusted until a read finds them older than a later "now".
+                at = _catalog.fs_now(self._root, private=self.private)
+                complete = self._dir_known()
                 lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
                 for name in lost:
                     planner.lost_race(name)
-            if planner.plan or not os.path.exists(os.path.join(self._root, INDEX_NAME)):
-                self._refresh(_catalog.Scan(self._root), known=planner.plan.writes, locked=True)
+                if lost:
+                    self._sync(_catalog.Scan(self._root), locked=True)
+                else:
+                    self._record(planner.plan, at, complete)
+            elif os.path.isdir(self._root) and not os.path.exists(
+                os.path.join(self._root, INDEX_NAME)
+            ):
+                self._sync(_catalog.Scan(self._root), locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
     def save(
@@ -552,9 +997,11 @@ class Store:
             plan = _txn.Plan(writes={note.filename: data})
             if current is None and not os.path.lexists(path):
                 plan.before[note.filename] = None  # a create: exclusive, never a clobber
+            at = _catalog.fs_now(self._root, private=self.private)
+            complete = self._dir_known()
             if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(note.filename, self._root)
-            self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
+            self._record(plan, at, complete)
         return "create" if current is None else "update"
 
     def rename(self, old: str, new: str, *, source: str = "api") -> str:
@@ -595,7 +1042,7 @@ class Store:
                 os.unlink(source_path)
             _fs.fsync_dir(self._root)
             history.record(self._root, new, data, source=source, action="rename")
-            self._refresh(_catalog.Scan(self._root), locked=True)
+            self._sync(_catalog.Scan(self._root), locked=True)
         return new
 
     # -- the trash -----------------------------------------------------------------
@@ -648,7 +1095,7 @@ class Store:
             from mdmem.store import history
 
             history.record(self._root, filename, data, source="api", action="restore")
-            self._refresh(_catalog.Scan(self._root), locked=True)
+            self._sync(_catalog.Scan(self._root), locked=True)
         return filename
 
     # -- history -------------------------------------------------------------------
@@ -664,7 +1111,7 @@ class Store:
 
         check_name(filename)
         if os.path.isdir(self._root):
-            self._refresh(_catalog.Scan(self._root))  # notice a hand edit first
+            self._sync(_catalog.Scan(self._root))  # notice a hand edit first
         return history.list_versions(self._root, filename)
 
     def restore_version(self, filename: str, version: int | str, *, source: str = "api") -> str:
@@ -694,7 +1141,7 @@ class Store:
             )
             if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(filename, self._root)  # appeared meanwhile: left as is
-            self._refresh(_catalog.Scan(self._root), known=plan.writes, locked=True)
+            self._sync(_catalog.Scan(self._root), known=plan.writes, locked=True)
         return "create" if current is None else "update"
 
 
@@ -805,6 +1252,41 @@ def _redact_extra(extra: Mapping[str, object], redact: Callable[[str], str]) -> 
     clean = redact_data(dict(extra), redact)
     assert isinstance(clean, dict)
     return clean
+
+
+_ABSENT = object()
+# Parsed entries an unlocked pass hands to the locked one, at most: a first load of
+# a large store must not hold every note's entry in memory at once.
+_CACHE_ENTRIES = 5_000
+
+
+def _suppress() -> contextlib.AbstractContextManager[None]:
+    import contextlib
+
+    return contextlib.suppress(Exception)
+
+
+def _index_stat(root: str) -> _catalog.Stat | None:
+    try:
+        st = os.lstat(os.path.join(root, INDEX_NAME))
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _hash_file(path: str) -> str | None:
+    try:
+        return _catalog.content_hash(_fs.read_bytes(path, MAX_INDEX_BYTES))
+    except (OSError, ValueError):
+        return None
+
+
+def _count_lines(path: str) -> int:
+    count = 0
+    with _catalog.open_regular(path) as f:
+        for chunk in iter(lambda: f.read(1 << 16), b""):
+            count += chunk.count(b"\n")
+    return count
 
 
 def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
