@@ -212,12 +212,7 @@ def note_times(store: Store | None) -> dict[str, str]:
         return {}
     from mdmem.store import _catalog
 
-    entries, _ = _catalog.load(store.path)
-    return {
-        name: when
-        for name, entry in entries.items()
-        if isinstance(when := entry.get("updated"), str) and entry.get("line")
-    }
+    return _catalog.updated_times(store.path)
 
 
 def fitted(
