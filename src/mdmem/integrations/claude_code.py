@@ -388,6 +388,7 @@ def session_start_output(
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
     """What ``mdmem hook session-start`` prints, for the session's workspace."""
     from mdmem.store import ledger
+    from mdmem.store.blockcache import cached
     from mdmem.store.index import merge
     from mdmem.store.marks import prompt_index
     from mdmem.store.waiting import pending_line
@@ -398,7 +399,12 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
-    block = merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600))
+    block = cached(
+        f"session-start-{room}",
+        project.path,
+        user.path,
+        lambda: merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600)),
+    )
     ledger.record_block(project.path, user.path, block, "session-start")
     if waiting:
         block = f"{block}\n{waiting}" if block else waiting

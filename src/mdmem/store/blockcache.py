@@ -1,0 +1,183 @@
+"""A cache of the prompt block, so a session start costs what the block shows, not the store.
+
+Ranking the block (which notes fit, see :mod:`mdmem.store.index`) needs every
+note's line, type and date, and checking that a store is settled is a stat of
+every note: at 10,000 notes that is most of a cold ``mdmem index``. So the
+block is kept in the store's state folder with the key it was computed under,
+and served again while the key holds:
+
+* each store's directory (any create, delete or rename, which is how mdmem and
+  most editors and git write, changes its mtime), its MEMORY.md, and the two
+  marks files (superseded/expired, stale) are as they were;
+* no note's ``expires`` time has come since (and at most an hour has passed);
+* every note the block shows is as it was (one ``lstat`` each, at most 200).
+
+A note edited in place that the block does not show is picked up at the next
+write or full load, exactly as MEMORY.md itself is; ``mdmem reindex`` or any
+write refreshes everything. The cache is derived state: a damaged or missing
+file is a miss, never an error. Only ``os`` and ``json`` are imported, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mdmem.store.paths import INDEX_NAME, state_dir
+
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["cached"]
+
+_VERSION = 1
+_MAX_AGE = 3600.0
+_MAX_BYTES = 256 * 1024
+_HEADINGS = {"## Project Memory": 0, "## User Memory": 1}
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns]
+
+
+def _key(purpose: str, roots: tuple[str, str]) -> list[object]:
+    key: list[object] = [_VERSION, purpose]
+    for root in roots:
+        if not root:
+            key.append(None)
+            continue
+        state = state_dir(root)
+        key.append(
+            [
+                root,
+                _stat(root),
+                _stat(os.path.join(root, INDEX_NAME)),
+                _stat(os.path.join(state, "marks")),
+                _stat(os.path.join(state, "stale.marks")),
+            ]
+        )
+    return key
+
+
+def _next_expiry(roots: tuple[str, str], now: float) -> float:
+    until = now + _MAX_AGE
+    for root in roots:
+        if not root:
+            continue
+        try:
+            with open(os.path.join(state_dir(root), "marks"), encoding="utf-8") as f:
+                text = f.read(_MAX_BYTES)
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
+            kind, _, rest = line.partition("\t")
+            if kind != "E":
+                continue
+            try:
+                ts = float(rest.partition("\t")[2])
+            except ValueError:
+                continue
+            if now < ts < until:
+                until = ts
+    return until
+
+
+def _shown(block: str, roots: tuple[str, str]) -> list[list[object]]:
+    """``[root, name, stat]`` of every note line the block shows."""
+    shown: list[list[object]] = []
+    section = -1
+    for line in block.splitlines():
+        if line in _HEADINGS:
+            section = _HEADINGS[line]
+        elif line.startswith("- ") and line.endswith(".md)") and section >= 0 and roots[section]:
+            name = line[line.rfind("(") + 1 : -1]
+            if name and "/" not in name and name not in (".", ".."):
+                path = os.path.join(roots[section], name)
+                shown.append([roots[section], name, _stat(path)])
+    return shown
+
+
+def _home(roots: tuple[str, str]) -> str | None:
+    """Where the cache file lives: the first store whose state folder already exists."""
+    for root in roots:
+        if root and os.path.isdir(state_dir(root)):
+            return state_dir(root)
+    return None
+
+
+def _load(path: str, key: list[object], now: float) -> str | None:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read(_MAX_BYTES * 4))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    until = data.get("until")
+    block = data.get("block")
+    notes = data.get("notes")
+    if not isinstance(until, (int, float)) or now >= until or not isinstance(block, str):
+        return None
+    if not isinstance(notes, list):
+        return None
+    for item in notes:
+        if not isinstance(item, list) or len(item) != 3:
+            return None
+        root, name, stat = item
+        if not isinstance(root, str) or not isinstance(name, str):
+            return None
+        if _stat(os.path.join(root, name)) != stat:
+            return None
+    return block
+
+
+def cached(
+    purpose: str, project: str, user: str, compute: Callable[[], str], *, now: float | None = None
+) -> str:
+    """The block ``compute()`` makes for stores at ``project`` and ``user`` (paths, or ``""``).
+
+    ``purpose`` names the variant (its limits and hint), so the CLI's block and
+    a hook's smaller one are cached apart.
+    """
+    import time
+
+    moment = time.time() if now is None else now
+    roots = (project, user)
+    home = _home(roots)
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in purpose)[:60]
+    path = os.path.join(home, f"block-{safe}.json") if home else None
+    before = _key(purpose, roots)
+    if path is not None:
+        hit = _load(path, before, moment)
+        if hit is not None:
+            return hit
+    block = compute()
+    after = _key(purpose, roots)
+    home = home or _home(roots)  # a first load may have made the state folder
+    if home is None or after != before:
+        # Something changed while the block was computed (or the load itself
+        # rewrote MEMORY.md): the next call computes again, with a stable key.
+        return block
+    import json
+
+    from mdmem.store import _fs
+
+    record = {
+        "key": after,
+        "until": _next_expiry(roots, moment),
+        "block": block,
+        "notes": _shown(block, roots),
+    }
+    try:
+        data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        target = os.path.join(home, f"block-{safe}.json")
+        _fs.atomic_write(target, data, private=True, durable=False)
+    except OSError:
+        pass
+    return block
