@@ -1,0 +1,548 @@
+"""The web page as an ASGI application (Starlette), with its guard in front.
+
+The guard, on every request, before any page is built:
+
+- the ``Host`` header must name this server on a loopback address
+  (``127.0.0.1:PORT``, ``localhost:PORT``, ``[::1]:PORT``), so a web site
+  that rebinds its DNS name to 127.0.0.1 cannot reach the page;
+- the token from the URL ``mdmem ui`` printed is exchanged once for an
+  ``HttpOnly``, ``SameSite=Strict`` cookie, and the browser is sent to the
+  same address without the token; anything without the cookie is refused;
+- every POST carries the run's CSRF token and, when the browser says where
+  it comes from (``Origin``, ``Sec-Fetch-Site``), comes from this page;
+- only GET, HEAD and POST are served, with no CORS headers at all, and a
+  Content-Security-Policy that allows no script, no frame and no foreign
+  resource.
+
+The pages read and write through :mod:`mdmem.ui.model`, which calls the
+stores' API; nothing is kept between requests but the run's secrets.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.cookies import SimpleCookie
+from importlib import resources
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from mdmem._kinds import Level
+from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteExists, NoteNotFound
+from mdmem.ui import model, pages
+from mdmem.ui.html import Markup
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from starlette.requests import Request
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from mdmem.store.store import Store
+
+__all__ = ["CSP", "MAX_FORM_BYTES", "Settings", "create_app"]
+
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    # Not no-referrer: with it, a browser sends "Origin: null" on the page's own forms.
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+}
+# A note is at most 256 KiB; percent-encoding can triple that.
+MAX_FORM_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's secrets and where it may be reached; nothing else lives in the app."""
+
+    token: str
+    allowed_hosts: frozenset[str]
+    cookie_name: str = "mdmem-ui"
+    session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+
+
+def _same(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+class Guard:
+    """The checks every request passes before it reaches a page (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # no websockets, and the lifespan has nothing to start
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                raw = [
+                    (k, v) for k, v in message.get("headers", []) if not k.startswith(b"access-")
+                ]
+                raw += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": raw}
+            await send(message)
+
+        refusal = self._refuse(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, secured)
+            return
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if "token" in query:
+            await self._exchange(scope, query)(scope, receive, secured)
+            return
+        if not _same(self._cookie(headers), self.settings.session):
+            if scope["path"] in ("/static/style.css", "/static/icon.svg"):
+                await self.app(scope, receive, secured)  # the error page may be styled
+                return
+            await _plain_error(
+                403,
+                "Open this page with the address `mdmem ui` printed: it carries this run's token.",
+            )(scope, receive, secured)
+            return
+        await self.app(scope, receive, secured)
+
+    def _refuse(self, scope: Scope, headers: Mapping[str, str]) -> Response | None:
+        host = headers.get("host", "").lower()
+        if host not in self.settings.allowed_hosts:
+            # DNS rebinding: a foreign name that resolves to this machine.
+            return _plain_error(421, "This server answers only to its own loopback address.")
+        if scope["method"] not in ("GET", "HEAD", "POST"):
+            return _plain_error(405, "Only GET and POST are served here.")
+        if scope["method"] == "POST":
+            origin = headers.get("origin")
+            if origin is not None and origin.lower() != f"http://{host}":
+                return _plain_error(403, "A form from another site was refused.")
+            site = headers.get("sec-fetch-site")
+            if site is not None and site not in ("same-origin", "none"):
+                return _plain_error(403, "A request from another site was refused.")
+        return None
+
+    def _cookie(self, headers: Mapping[str, str]) -> str | None:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(headers.get("cookie", ""))
+        except Exception:  # a malformed Cookie header is no cookie
+            return None
+        morsel = jar.get(self.settings.cookie_name)
+        return morsel.value if morsel is not None else None
+
+    def _exchange(self, scope: Scope, query: dict[str, list[str]]) -> Response:
+        if not _same(query["token"][0], self.settings.token):
+            return _plain_error(403, "This token is not the one of this run of `mdmem ui`.")
+        rest = {k: v for k, v in query.items() if k != "token"}
+        target = scope["path"] + ("?" + urlencode(rest, doseq=True) if rest else "")
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            self.settings.cookie_name,
+            self.settings.session,
+            httponly=True,
+            samesite="strict",
+            path="/",
+        )
+        return response
+
+
+def _plain_error(status: int, text: str) -> Response:
+    body = pages.layout("Error", pages.error_page(status, text), workspace="")
+    return HTMLResponse(body, status_code=status)
+
+
+# -- the application -----------------------------------------------------------------
+
+
+def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
+    """The web page over ``stores``, behind its guard."""
+    ui = _Pages(stores, settings)
+    routes = [
+        Route("/", ui.home),
+        Route("/overview", ui.overview),
+        Route("/trash", ui.trash),
+        Route("/trash/restore", ui.restore, methods=["POST"]),
+        Route("/review", ui.review),
+        Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
+        Route("/static/style.css", ui.style),
+        Route("/static/icon.svg", ui.icon),
+        Route("/note/{level}/{name}", ui.note),
+        Route("/note/{level}/{name}/raw", ui.raw),
+        Route("/note/{level}/{name}/edit", ui.edit, methods=["GET", "POST"]),
+        Route("/note/{level}/{name}/source", ui.source, methods=["GET", "POST"]),
+        Route("/note/{level}/{name}/delete", ui.delete, methods=["POST"]),
+        Route("/note/{level}/{name}/history", ui.history),
+        Route("/note/{level}/{name}/history/restore", ui.restore_version, methods=["POST"]),
+    ]
+    handlers: dict[type[Exception] | int, Callable[[Request, Exception], Awaitable[Response]]]
+    handlers = {
+        InvalidPath: ui.failed(400),
+        NoteNotFound: ui.failed(404),
+        NoteExists: ui.failed(409),
+        LockTimeout: ui.failed(503),
+        _Refused: ui.refused,
+        MdmemError: ui.failed(400),
+        404: ui.not_found,
+        405: ui.not_allowed,
+    }
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    return Guard(app, settings)
+
+
+class _Pages:
+    """The endpoints; each reads the stores afresh (the page keeps no state of its own)."""
+
+    def __init__(self, stores: model.Stores, settings: Settings) -> None:
+        self.stores = stores
+        self.settings = settings
+
+    # -- helpers
+
+    def _review(self) -> bool:
+        return any(callable(getattr(s, "proposals", None)) for s in self.stores.both())
+
+    def page(
+        self,
+        title: str,
+        body: Markup,
+        *,
+        current: str = "",
+        status: int = 200,
+        message: Markup | None = None,
+    ) -> HTMLResponse:
+        html = pages.layout(
+            title,
+            body,
+            workspace=self.stores.workspace,
+            current=current,
+            message=message,
+            review=self._review(),
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def failed(self, status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+        async def handler(request: Request, exc: Exception) -> Response:
+            return self.page("Error", pages.error_page(status, str(exc)), status=status)
+
+        return handler
+
+    async def refused(self, request: Request, exc: Exception) -> Response:
+        status = exc.status if isinstance(exc, _Refused) else 400
+        return self.page("Error", pages.error_page(status, str(exc)), status=status)
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.page("Not found", pages.error_page(404, "There is no such page."), status=404)
+
+    async def not_allowed(self, request: Request, exc: Exception) -> Response:
+        return self.page("Error", pages.error_page(405, "Not allowed here."), status=405)
+
+    def _store(self, request: Request) -> tuple[Store, str]:
+        """The store and note name of a /note/... address; the name through the one validator."""
+        from mdmem.store.paths import check_name
+
+        try:
+            store = self.stores.get(request.path_params["level"])
+        except ValueError:
+            level = str(request.path_params["level"])
+            raise NoteNotFound(level, "a level (project or user)") from None
+        return store, check_name(request.path_params["name"])
+
+    async def form(self, request: Request, *, csrf: bool = True) -> dict[str, str]:
+        """The POSTed form, after the CSRF check unless ``csrf`` is False; line ends as ``\\n``.
+
+        Raises:
+            MdmemError: no CSRF token, a wrong one, or a form too large or unreadable.
+        """
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_FORM_BYTES:
+                raise _Refused(f"the form is larger than {MAX_FORM_BYTES} bytes")
+        if data and kind != "application/x-www-form-urlencoded":
+            raise _Refused("a form must be sent as application/x-www-form-urlencoded")
+        try:
+            text = data.decode("ascii")
+            fields = parse_qs(text, keep_blank_values=True, max_num_fields=32, errors="strict")
+        except (UnicodeDecodeError, ValueError):
+            raise _Refused("the form cannot be read") from None
+        form = {k: v[0].replace("\r\n", "\n").replace("\r", "\n") for k, v in fields.items()}
+        if csrf and not self.csrf_ok(form):
+            raise _Refused("the form's CSRF token is missing or wrong; reload the page", 403)
+        return form
+
+    def csrf_ok(self, form: Mapping[str, str]) -> bool:
+        return _same(form.get("csrf"), self.settings.csrf)
+
+    async def _saving(
+        self, form: Mapping[str, str], save: Callable[[], model.Edited]
+    ) -> model.Edited:
+        """Run ``save`` if the form's CSRF token is right; whatever fails, the typed text stays."""
+        if not self.csrf_ok(form):
+            # A page from before a restart of the server: show the text again, with a
+            # fresh token, instead of throwing it away.
+            return model.Edited(
+                error="the form's CSRF token is missing or wrong; nothing was saved"
+            )
+        try:
+            return await run_in_threadpool(save)
+        except (MdmemError, OSError) as exc:  # deleted meanwhile, locked, a full disk, ...
+            return model.Edited(error=str(exc))
+
+    def _message(self, request: Request) -> Markup | None:
+        q = request.query_params
+        return pages.done_message(
+            # Not "level": that one filters the list.
+            q.get("done", ""),
+            q.get("store", ""),
+            q.get("note", ""),
+            self.settings.csrf,
+        )
+
+    # -- pages
+
+    async def style(self, request: Request) -> Response:
+        css = resources.files("mdmem.ui").joinpath("style.css").read_text(encoding="utf-8")
+        return Response(css, media_type="text/css; charset=utf-8")
+
+    async def icon(self, request: Request) -> Response:
+        svg = resources.files("mdmem.ui").joinpath("icon.svg").read_text(encoding="utf-8")
+        return Response(svg, media_type="image/svg+xml")
+
+    async def home(self, request: Request) -> Response:
+        q = request.query_params
+        query = q.get("q", "").strip()[:500]
+        level = q.get("level", "") if q.get("level") in ("project", "user") else ""
+        note_type = q.get("type", "")
+        sort = q.get("sort", "")
+
+        def build() -> Markup:
+            stores = self.stores.both()
+            if query:
+                found = model.search_rows(query, stores, level=level, note_type=note_type)
+                if sort:
+                    found = model.sort_rows(found, sort)
+            else:
+                found = model.rows(stores, level=level, note_type=note_type, sort=sort)
+            problems = [
+                (s.level, p)
+                for s in stores
+                if not level or s.level.value == level
+                for p in s.problems()
+            ]
+            return pages.list_page(
+                found, query=query, level=level, note_type=note_type, sort=sort, problems=problems
+            )
+
+        body = await run_in_threadpool(build)
+        return self.page("Notes", body, current="notes", message=self._message(request))
+
+    async def overview(self, request: Request) -> Response:
+        view = await run_in_threadpool(model.overview, self.stores)
+        return self.page("Overview", pages.overview_page(view), current="overview")
+
+    async def trash(self, request: Request) -> Response:
+        items = await run_in_threadpool(model.trash_of, self.stores)
+        return self.page(
+            "Trash",
+            pages.trash_page(items, self.settings.csrf),
+            current="trash",
+            message=self._message(request),
+        )
+
+    async def restore(self, request: Request) -> Response:
+        form = await self.form(request)
+        from mdmem.store.paths import check_name
+
+        try:
+            store = self.stores.get(form.get("level", ""))
+        except ValueError:
+            raise NoteNotFound(form.get("level", ""), "a level (project or user)") from None
+        name = check_name(form.get("filename", ""))
+        await run_in_threadpool(store.restore, name)
+        target = pages.note_url(store.level, name) + pages.query_string(done="restored", note=name)
+        return RedirectResponse(target, status_code=303)
+
+    async def note(self, request: Request) -> Response:
+        store, name = self._store(request)
+
+        def build() -> tuple[str, Markup]:
+            try:
+                note = store.read(name)
+            except InvalidNote as exc:
+                try:
+                    text: str | None = store.read_text(name)
+                except InvalidNote:
+                    text = None
+                return name, pages.broken_page(
+                    store.level, name, exc.reason, text, self.settings.csrf
+                )
+            marks = model.markers_of(store, store.notes(), _now()).get(name, {})
+            has_history = callable(getattr(store, "history", None))
+            return note.title, pages.note_page(
+                store.level, note, marks, self.settings.csrf, history=has_history
+            )
+
+        title, body = await run_in_threadpool(build)
+        return self.page(title, body, message=self._message(request))
+
+    async def raw(self, request: Request) -> Response:
+        store, name = self._store(request)
+        text = await run_in_threadpool(store.read_text, name)
+        # text/plain and nosniff: the browser shows the file, never runs it.
+        return PlainTextResponse(text, media_type="text/plain; charset=utf-8")
+
+    async def edit(self, request: Request) -> Response:
+        store, name = self._store(request)
+        if request.method == "GET":
+            text = await run_in_threadpool(store.read_text, name)
+            try:
+                note = await run_in_threadpool(store.read, name)
+            except InvalidNote:
+                return RedirectResponse(pages.note_url(store.level, name, "/source"), 303)
+            body = pages.edit_page(
+                store.level,
+                name,
+                title=note.title,
+                summary=note.summary,
+                type=note.type.value,
+                body=note.body,
+                base=model.digest(text),
+                csrf=self.settings.csrf,
+            )
+            return self.page(f"Edit {name}", body)
+        form = await self.form(request, csrf=False)
+        typed = {k: form.get(k, "") for k in ("title", "summary", "type", "body")}
+        base = form.get("base", "")
+        result = await self._saving(form, lambda: model.save_fields(store, name, base, **typed))
+        if result.ok:
+            return _saved(store.level, name, result.action)
+        body = pages.edit_page(
+            store.level,
+            name,
+            **typed,
+            base=result.base or base,
+            csrf=self.settings.csrf,
+            error=result.error,
+            current=result.current,
+        )
+        return self.page(f"Edit {name}", body, status=409 if result.current else 422)
+
+    async def source(self, request: Request) -> Response:
+        store, name = self._store(request)
+        if request.method == "GET":
+            text = await run_in_threadpool(store.read_text, name)
+            body = pages.source_page(
+                store.level, name, text=text, base=model.digest(text), csrf=self.settings.csrf
+            )
+            return self.page(f"Edit {name}", body)
+        form = await self.form(request, csrf=False)
+        text, base = form.get("text", ""), form.get("base", "")
+        result = await self._saving(form, lambda: model.save_source(store, name, base, text))
+        if result.ok:
+            return _saved(store.level, name, result.action)
+        body = pages.source_page(
+            store.level,
+            name,
+            text=text,
+            base=result.base or base,
+            csrf=self.settings.csrf,
+            error=result.error,
+            current=result.current,
+        )
+        return self.page(f"Edit {name}", body, status=409 if result.current else 422)
+
+    async def delete(self, request: Request) -> Response:
+        store, name = self._store(request)
+        await self.form(request)
+        op = {"action": "delete", "level": store.level.value, "filename": name}
+        result = await run_in_threadpool(store.apply, [op])
+        if result.rejected:
+            raise _Refused(f"{name}: {result.rejected[0].reason}")
+        done = pages.query_string(done="deleted", store=store.level.value, note=name)
+        return RedirectResponse("/" + done, status_code=303)
+
+    async def history(self, request: Request) -> Response:
+        store, name = self._store(request)
+        versions = await run_in_threadpool(model.history_of, store, name)
+        if versions is None:
+            raise NoteNotFound(f"history of {name}", store.path)
+        body = pages.history_page(
+            store.level,
+            name,
+            versions,
+            self.settings.csrf,
+            restore=model.can_restore_version(store),
+        )
+        return self.page(f"History of {name}", body, message=self._message(request))
+
+    async def restore_version(self, request: Request) -> Response:
+        store, name = self._store(request)
+        form = await self.form(request)
+        await run_in_threadpool(model.restore_version, store, name, form.get("version", ""))
+        return _saved(store.level, name, "restored")
+
+    async def review(self, request: Request) -> Response:
+        def build() -> dict[Level, list[dict[str, str]]] | None:
+            found = {s.level: model.proposals_of(s) for s in self.stores.both()}
+            kept = {level: items for level, items in found.items() if items is not None}
+            return kept or None
+
+        proposals = await run_in_threadpool(build)
+        if proposals is None:
+            raise NoteNotFound("review", "this version of mdmem (review mode is not available)")
+        body = pages.review_page(proposals, self.settings.csrf)
+        return self.page("Review", body, current="review", message=self._message(request))
+
+    async def decide(self, request: Request) -> Response:
+        verdict = request.path_params["verdict"]
+        form = await self.form(request)
+        try:
+            store = self.stores.get(form.get("level", ""))
+        except ValueError:
+            raise NoteNotFound(form.get("level", ""), "a level (project or user)") from None
+        await run_in_threadpool(model.decide, store, form.get("id", ""), verdict)
+        done = "accepted" if verdict == "accept" else "rejected"
+        return RedirectResponse("/review" + pages.query_string(done=done), status_code=303)
+
+
+class _Refused(MdmemError):
+    """A request refused by the page itself (a bad form, a missing CSRF token)."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(reason, status)
+        self.reason = reason
+        self.status = status
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def _saved(level: Level, name: str, action: str | None) -> Response:
+    done = (
+        "unchanged" if action == "unchanged" else ("restored" if action == "restored" else "saved")
+    )
+    return RedirectResponse(
+        pages.note_url(level, name) + pages.query_string(done=done, note=name), status_code=303
+    )
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

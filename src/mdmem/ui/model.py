@@ -1,0 +1,444 @@
+"""What the web page shows and does, without any HTTP: rows, markers, the overview, the edits.
+
+Every change goes through the stores' own API (``Store.save``, ``Store.apply``,
+``Store.restore``), exactly as the command line does, so the page validates,
+redacts, locks and journals the same way and keeps no state of its own.
+
+Features that other parts of mdmem may or may not offer yet (a note's history,
+proposals waiting for review, more markers) are looked up with ``getattr`` on
+the store: a section of the page appears only when its API is there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections import Counter
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from mdmem._kinds import Level, NoteType
+from mdmem.errors import InvalidNote, NoteNotFound, StoreError
+from mdmem.extract.turn import estimate_tokens
+from mdmem.store.index import MAX_BYTES, MAX_LINES, merge
+from mdmem.store.note import clean_inline, parse, parse_time, render
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from mdmem.store.note import Note
+    from mdmem.store.results import Problem, TrashItem
+    from mdmem.store.store import Store
+
+__all__ = [
+    "SORTS",
+    "Edited",
+    "Overview",
+    "Row",
+    "Stores",
+    "digest",
+    "history_of",
+    "markers_of",
+    "overview",
+    "proposals_of",
+    "rows",
+    "save_fields",
+    "save_source",
+    "search_rows",
+]
+
+SORTS = {
+    "updated": "newest first",
+    "oldest": "oldest first",
+    "title": "title",
+    "name": "file name",
+}
+_OLDEST = datetime.min.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The workspace and its two stores: everything the page reads and writes."""
+
+    workspace: str
+    project: Store
+    user: Store
+
+    def get(self, level: str) -> Store:
+        """The store of that level.
+
+        Raises:
+            ValueError: not ``project`` or ``user``.
+        """
+        return self.project if Level(level) is Level.PROJECT else self.user
+
+    def both(self) -> tuple[Store, Store]:
+        """The project store, then the user store."""
+        return self.project, self.user
+
+
+@dataclass(frozen=True)
+class Row:
+    """One note as the list shows it."""
+
+    level: Level
+    filename: str
+    type: str
+    title: str
+    summary: str
+    updated: datetime | None
+    markers: Mapping[str, str] = field(default_factory=dict)
+    """Marker name (``superseded``, ``expired``, ...) to the words shown for it."""
+    snippet: str = ""
+    score: int | None = None
+
+
+def digest(text: str) -> str:
+    """The hash a form carries of the file it was opened on, to notice a change meanwhile."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# -- markers -----------------------------------------------------------------------
+
+
+def _names(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, dict[str, str]]:
+    """File name to its markers, from the front matter and from whatever else the store offers.
+
+    ``superseded`` when another note of the store names it in ``supersedes:``;
+    ``expired`` once its ``expires:`` date is past (``expires`` before that).
+    A store with a ``markers()`` method (stale, disputed, proposals waiting,
+    ...) adds its own: a mapping of file name to {marker: words}.
+    """
+    notes = list(notes)
+    out: dict[str, dict[str, str]] = {}
+    for note in notes:
+        for target in _names(note.extra.get("supersedes")):
+            out.setdefault(target, {})["superseded"] = f"superseded by {note.filename}"
+    for note in notes:
+        raw = note.extra.get("expires")
+        if raw is None:
+            continue
+        try:
+            moment = parse_time(raw, "expires", note.filename)
+        except InvalidNote:
+            out.setdefault(note.filename, {})["expires"] = "expires: not a date"
+            continue
+        if moment is None:
+            continue
+        when = moment.date().isoformat()
+        key, words = ("expired", f"expired {when}") if moment <= now else ("expires", when)
+        out.setdefault(note.filename, {})[key] = words
+    extra: Callable[[], Mapping[str, Mapping[str, str]]] | None = getattr(store, "markers", None)
+    if callable(extra):
+        for name, more in extra().items():
+            out.setdefault(name, {}).update({str(k): str(v) for k, v in more.items()})
+    return out
+
+
+# -- listing and searching ---------------------------------------------------------
+
+
+def _row(level: Level, note: Note, markers: Mapping[str, str]) -> Row:
+    return Row(
+        level=level,
+        filename=note.filename,
+        type=note.type.value,
+        title=clean_inline(note.title),
+        summary=clean_inline(note.summary),
+        updated=note.updated,
+        markers=markers,
+    )
+
+
+def rows(
+    stores: Iterable[Store],
+    *,
+    level: str | None = None,
+    note_type: str | None = None,
+    sort: str = "updated",
+    now: datetime | None = None,
+) -> list[Row]:
+    """Every readable note of the stores, filtered by level and type, sorted."""
+    moment = now or datetime.now(timezone.utc)
+    out: list[Row] = []
+    for store in stores:
+        if level and store.level.value != level:
+            continue
+        notes = store.notes()
+        marks = markers_of(store, notes, moment)
+        for note in notes:
+            if note_type and note.type.value != note_type:
+                continue
+            out.append(_row(store.level, note, marks.get(note.filename, {})))
+    return sort_rows(out, sort)
+
+
+def sort_rows(items: list[Row], sort: str) -> list[Row]:
+    """``items`` in the order ``sort`` names (one of :data:`SORTS`; else newest first)."""
+    out = sorted(items, key=lambda r: (r.filename, r.level.value))
+    if sort == "title":
+        out.sort(key=lambda r: r.title.casefold())
+    elif sort == "name":
+        pass
+    elif sort == "oldest":
+        out.sort(key=lambda r: r.updated or _OLDEST)
+    else:
+        out.sort(key=lambda r: r.updated or _OLDEST, reverse=True)
+    return out
+
+
+def search_rows(
+    query: str,
+    stores: Iterable[Store],
+    *,
+    level: str | None = None,
+    note_type: str | None = None,
+    limit: int = 200,
+    now: datetime | None = None,
+) -> list[Row]:
+    """The notes that match ``query``, best first, as rows with their markers and a snippet."""
+    from mdmem.recall.search import search
+
+    moment = now or datetime.now(timezone.utc)
+    chosen = [s for s in stores if not level or s.level.value == level]
+    pairs: list[tuple[Level, Note]] = []
+    marks: dict[tuple[Level, str], Mapping[str, str]] = {}
+    for store in chosen:
+        notes = [n for n in store.notes() if not note_type or n.type.value == note_type]
+        for name, found in markers_of(store, notes, moment).items():
+            marks[(store.level, name)] = found
+        pairs.extend((store.level, note) for note in notes)
+    by_key = {(lvl, note.filename): note for lvl, note in pairs}
+    out = []
+    for hit in search(query, pairs, limit=limit):
+        note = by_key[(hit.level, hit.filename)]
+        base = _row(hit.level, note, marks.get((hit.level, hit.filename), {}))
+        out.append(Row(**{**vars(base), "snippet": clean_inline(hit.snippet), "score": hit.score}))
+    return out
+
+
+# -- the overview ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Counts by level and type, the prompt block as the next session sees it, its size."""
+
+    counts: Mapping[tuple[str, str], int]
+    problems: Mapping[str, list[Problem]]
+    trash: Mapping[str, int]
+    block: str
+    lines: int
+    bytes: int
+    tokens: int
+    max_lines: int = MAX_LINES
+    max_bytes: int = MAX_BYTES
+
+
+def overview(stores: Stores) -> Overview:
+    """The page's overview of both stores."""
+    counts: Counter[tuple[str, str]] = Counter()
+    problems: dict[str, list[Problem]] = {}
+    trash: dict[str, int] = {}
+    for store in stores.both():
+        for entry in store.entries():
+            counts[(store.level.value, entry.type)] += 1
+        problems[store.level.value] = store.problems()
+        trash[store.level.value] = len(store.trash())
+    # The very function the session-start hook and Manager.index use.
+    block = merge(stores.project.load_index(), stores.user.load_index())
+    data = block.encode("utf-8")
+    return Overview(
+        counts=dict(counts),
+        problems=problems,
+        trash=trash,
+        block=block,
+        lines=len(block.splitlines()),
+        bytes=len(data),
+        tokens=estimate_tokens(block),
+    )
+
+
+# -- editing -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edited:
+    """What came of a save: the store's action, or why nothing was written.
+
+    ``current`` is the file's text on disk when the save was refused because
+    it changed since the form was opened; ``base`` the digest a new form should carry.
+    """
+
+    action: str | None = None
+    error: str | None = None
+    current: str | None = None
+    base: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the note was saved (or was already as given)."""
+        return self.action is not None
+
+
+def _conflict(current: str) -> Edited:
+    return Edited(
+        error=(
+            "the note changed on disk since this form was opened; nothing was saved. "
+            "Your text is kept below, and the version on disk is shown under it: "
+            "saving again replaces that version."
+        ),
+        current=current,
+        base=digest(current),
+    )
+
+
+def _save(store: Store, note: Note, current: str) -> Edited:
+    """Save through the store, with the same checks as ``mdmem edit``."""
+    if not note.body:
+        return Edited(error="the body is empty (to remove the note, delete it)")
+    try:
+        action = store.save(note, expect=current)
+    except StoreError:
+        try:
+            again = store.read_text(note.filename)
+        except NoteNotFound:
+            return Edited(error="the note was deleted meanwhile; nothing was saved")
+        return _conflict(again)
+    return Edited(action=action)
+
+
+def _current(store: Store, filename: str, base: str) -> tuple[str, Edited | None]:
+    current = store.read_text(filename)
+    return current, (None if digest(current) == base else _conflict(current))
+
+
+def save_fields(
+    store: Store, filename: str, base: str, *, title: str, summary: str, type: str, body: str
+) -> Edited:
+    """Save a note's title, summary, type and body, keeping the rest of its front matter.
+
+    Nothing is written when ``base`` (the digest of the file the form was opened
+    on) no longer matches the file, or when the result would not be a valid note.
+
+    Raises:
+        InvalidPath: not a note name, or it escapes the store.
+        NoteNotFound: no such note.
+        LockTimeout: the store is locked by someone else.
+    """
+    current, refused = _current(store, filename, base)
+    if refused is not None:
+        return refused
+    try:
+        before = parse(current, filename)
+    except InvalidNote as exc:
+        return Edited(error=f"{exc.reason}; fix the file in the source editor")
+    try:
+        kind = NoteType(type)
+    except ValueError:
+        choices = ", ".join(t.value for t in NoteType)
+        return Edited(error=f"type: {type!r} is not one of {choices}")
+    changed = before.with_changes(
+        title=title.strip(), summary=summary.strip(), type=kind, body=body.strip()
+    )
+    try:
+        # Through the file format and back: the same checks a file saved in an editor gets.
+        note = parse(render(changed), filename)
+    except InvalidNote as exc:
+        return Edited(error=exc.reason)
+    return _save(store, note, current)
+
+
+def save_source(store: Store, filename: str, base: str, text: str) -> Edited:
+    """Save a note's whole file text (front matter included), as ``mdmem edit`` does.
+
+    Raises:
+        InvalidPath: not a note name, or it escapes the store.
+        NoteNotFound: no such note.
+        LockTimeout: the store is locked by someone else.
+    """
+    current, refused = _current(store, filename, base)
+    if refused is not None:
+        return refused
+    try:
+        note = parse(text, filename)
+    except InvalidNote as exc:
+        return Edited(error=exc.reason)
+    return _save(store, note, current)
+
+
+# -- optional features: history and review -----------------------------------------
+
+
+def describe(item: object) -> dict[str, str]:
+    """The public fields of a record (a dataclass, a mapping or an object), as text."""
+    if is_dataclass(item) and not isinstance(item, type):
+        pairs = {f.name: getattr(item, f.name) for f in fields(item)}
+    elif isinstance(item, dict):
+        pairs = dict(item)
+    else:
+        pairs = {k: v for k, v in vars(item).items() if not k.startswith("_")}
+    return {str(k): "" if v is None else str(v) for k, v in pairs.items()}
+
+
+def history_of(store: Store, filename: str) -> list[dict[str, str]] | None:
+    """A note's versions, each described by its fields, newest first; None without history."""
+    history = getattr(store, "history", None)
+    if not callable(history):
+        return None
+    return [describe(version) for version in history(filename)]
+
+
+def can_restore_version(store: Store) -> bool:
+    """Whether the store can bring back one version of a note (``restore(name, version=V)``)."""
+    try:
+        return "version" in inspect.signature(store.restore).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def restore_version(store: Store, filename: str, version: str) -> str:
+    """Bring back one version of a note through the store's own API.
+
+    Raises:
+        NoteNotFound: the store has no such version (or no history at all).
+    """
+    if not can_restore_version(store):
+        raise NoteNotFound(f"{filename} version {version}", store.path)
+    restore: Callable[..., str] = store.restore
+    return restore(filename, version=version)
+
+
+def proposals_of(store: Store) -> list[dict[str, str]] | None:
+    """Proposals waiting for review, each described by its fields; None without review mode."""
+    proposals = getattr(store, "proposals", None)
+    if not callable(proposals):
+        return None
+    return [describe(item) for item in proposals()]
+
+
+def decide(store: Store, proposal: str, verdict: str) -> None:
+    """Accept or reject one proposal through the store's own API.
+
+    Raises:
+        NoteNotFound: the store has no review mode, or no such proposal.
+    """
+    method = getattr(store, "accept" if verdict == "accept" else "reject", None)
+    if not callable(method) or verdict not in ("accept", "reject"):
+        raise NoteNotFound(f"proposal {proposal}", store.path)
+    method([proposal])
+
+
+def trash_of(stores: Stores) -> list[tuple[Level, TrashItem]]:
+    """Both stores' trash, newest first."""
+    items = [(store.level, item) for store in stores.both() for item in store.trash()]
+    return sorted(items, key=lambda pair: pair[1].deleted_at, reverse=True)
