@@ -66,12 +66,21 @@ class Page:
     def user(self) -> Store:
         return self.stores.user
 
-    def get(self, path: str, **kw: object) -> httpx2.Response:
-        return self.client.get(path, **kw)  # type: ignore[arg-type]
+    def get(
+        self, path: str, *, headers: dict[str, str] | None = None, follow_redirects: bool = True
+    ) -> httpx2.Response:
+        return self.client.get(path, headers=headers, follow_redirects=follow_redirects)
 
-    def post(self, path: str, data: dict[str, str], *, csrf: bool = True, **kw: object):  # type: ignore[no-untyped-def]
+    def post(
+        self,
+        path: str,
+        data: dict[str, str],
+        *,
+        csrf: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> httpx2.Response:
         form = {"csrf": self.settings.csrf, **data} if csrf else data
-        return self.client.post(path, data=form, follow_redirects=False, **kw)  # type: ignore[arg-type]
+        return self.client.post(path, data=form, headers=headers, follow_redirects=False)
 
 
 def settings() -> Settings:
@@ -541,6 +550,7 @@ def test_delete_to_the_trash_and_restore(page: Page) -> None:
     assert f"Moved {name} to the trash." in unescape(shown.text) and "Undo" in shown.text
     trash = page.get("/trash")
     assert name in unescape(trash.text) and "Restore" in trash.text
+    assert re.search(r"<td data-label=\"Deleted\">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</td>", trash.text)
     restored = page.post("/trash/restore", {"level": "user", "filename": name})
     assert restored.status_code == 303 and page.user.exists(name)
     assert "Restored" in page.client.get(restored.headers["location"]).text
@@ -664,7 +674,10 @@ class Versioned(Store):
         return filename
 
     def proposals(self) -> list[dict[str, str]]:
-        return [{"id": "p1", "action": "create", "title": "Proposed <b>"}]
+        return [
+            {"id": "p1", "action": "create", "title": "Proposed <b>"},
+            {"id": "p2", "action": "update", "filename": "project_knowledge_build.md"},
+        ]
 
     def accept(self, ids: list[str]) -> None:
         self.decided.append(("accept", ids))
@@ -686,6 +699,7 @@ def test_history_and_review_appear_with_their_api(workspace: Path) -> None:
     assert history.text.count("Restore this version") == 2
     response = page.post(f"/note/project/{name}/history/restore", {"version": "1"})
     assert response.status_code == 303 and project.restored == [(name, "1")]
+    assert "a proposed change waits for review" in page.get("/").text
     review = page.get("/review")
     assert "Proposed &lt;b&gt;" in review.text and "Accept" in review.text
     assert page.post("/review/accept", {"level": "project", "id": "p1"}).status_code == 303
@@ -727,6 +741,27 @@ def test_the_server_serves_on_a_free_loopback_port_and_stops(workspace: Path) ->
         assert str(response.url) == server.base_url + "/"
     with pytest.raises(httpx2.ConnectError):
         httpx2.get(server.base_url + "/", timeout=2)
+
+
+def test_other_cookies_on_localhost_do_not_get_in_the_way(workspace: Path) -> None:
+    ws, project, user = resolve(str(workspace), None)
+    app = create_app(Stores(ws, project, user), settings())
+    client = TestClient(app, base_url=BASE)
+    cookie = client.get(f"/?token={TOKEN}", follow_redirects=False).cookies[f"mdmem-ui-{PORT}"]
+    client.cookies.clear()
+    odd = f'theme="dark; x"; a b=c; {f"mdmem-ui-{PORT}"}={cookie}; other=1'
+    assert client.get("/", headers={"cookie": odd}).status_code == 200
+    assert client.get("/", headers={"cookie": f"mdmem-ui-1={cookie}"}).status_code == 403
+
+
+def test_an_address_for_every_interface_accepts_this_machines_names() -> None:
+    import socket
+
+    from mdmem.ui.server import _host_names
+
+    assert _host_names("127.0.0.1") == {"127.0.0.1", "localhost", "[::1]"}
+    assert socket.gethostname().lower() in _host_names("0.0.0.0")
+    assert "[fe80::1]" in _host_names("fe80::1")
 
 
 def test_two_servers_have_their_own_tokens_and_cookies(workspace: Path) -> None:

@@ -24,13 +24,13 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.cookies import SimpleCookie
 from importlib import resources
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import cookie_parser
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -139,13 +139,8 @@ class Guard:
         return None
 
     def _cookie(self, headers: Mapping[str, str]) -> str | None:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header is no cookie
-            return None
-        morsel = jar.get(self.settings.cookie_name)
-        return morsel.value if morsel is not None else None
+        # Lenient, like browsers: other pages on localhost may have set odd cookies.
+        return cookie_parser(headers.get("cookie", "")).get(self.settings.cookie_name)
 
     def _exchange(self, scope: Scope, query: dict[str, list[str]]) -> Response:
         if not _same(query["token"][0], self.settings.token):
@@ -394,7 +389,7 @@ class _Pages:
                 return name, pages.broken_page(
                     store.level, name, exc.reason, text, self.settings.csrf
                 )
-            marks = model.markers_of(store, store.notes(), _now()).get(name, {})
+            marks = model.markers_of(store, model.marked_notes(store), _now()).get(name, {})
             has_history = callable(getattr(store, "history", None))
             return note.title, pages.note_page(
                 store.level, note, marks, self.settings.csrf, history=has_history

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
-from mdmem.errors import InvalidNote, NoteNotFound, StoreError
+from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound, StoreError
 from mdmem.extract.turn import estimate_tokens
 from mdmem.store.index import MAX_BYTES, MAX_LINES, merge
 from mdmem.store.note import clean_inline, parse, parse_time, render
@@ -39,6 +39,7 @@ __all__ = [
     "Stores",
     "digest",
     "history_of",
+    "marked_notes",
     "markers_of",
     "overview",
     "proposals_of",
@@ -48,6 +49,7 @@ __all__ = [
     "search_rows",
 ]
 
+_MARKER_KEYS = ("supersedes", "expires")
 SORTS = {
     "updated": "newest first",
     "oldest": "oldest first",
@@ -115,8 +117,9 @@ def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, 
 
     ``superseded`` when another note of the store names it in ``supersedes:``;
     ``expired`` once its ``expires:`` date is past (``expires`` before that).
-    A store with a ``markers()`` method (stale, disputed, proposals waiting,
-    ...) adds its own: a mapping of file name to {marker: words}.
+    ``proposal`` when the store's review mode (``proposals()``) holds a change
+    to it. A store with a ``markers()`` method (stale, disputed, ...) adds its
+    own: a mapping of file name to {marker: words}.
     """
     notes = list(notes)
     out: dict[str, dict[str, str]] = {}
@@ -137,6 +140,14 @@ def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, 
         when = moment.date().isoformat()
         key, words = ("expired", f"expired {when}") if moment <= now else ("expires", when)
         out.setdefault(note.filename, {})[key] = words
+    proposals: Callable[[], Iterable[object]] | None = getattr(store, "proposals", None)
+    if callable(proposals):
+        for item in proposals():
+            subject: object = (
+                item.get("filename") if isinstance(item, dict) else getattr(item, "filename", None)
+            )
+            if isinstance(subject, str):
+                out.setdefault(subject, {})["proposal"] = "a proposed change waits for review"
     extra: Callable[[], Mapping[str, Mapping[str, str]]] | None = getattr(store, "markers", None)
     if callable(extra):
         for name, more in extra().items():
@@ -159,6 +170,24 @@ def _row(level: Level, note: Note, markers: Mapping[str, str]) -> Row:
     )
 
 
+def marked_notes(store: Store) -> list[Note]:
+    """The notes whose front matter may hold a marker key, parsed; the others are not.
+
+    A text scan for the keys (``supersedes``, ``expires``) comes first: a key
+    cannot be in the front matter without its name being in the file, and
+    reading a small file is much cheaper than parsing its YAML.
+    """
+    out = []
+    for entry in store.entries():
+        try:
+            text = store.read_text(entry.filename)
+            if any(key in text for key in _MARKER_KEYS):
+                out.append(parse(text, entry.filename))
+        except (NoteNotFound, InvalidNote, InvalidPath):
+            continue  # changed under our feet; the next listing shows it
+    return out
+
+
 def rows(
     stores: Iterable[Store],
     *,
@@ -167,18 +196,35 @@ def rows(
     sort: str = "updated",
     now: datetime | None = None,
 ) -> list[Row]:
-    """Every readable note of the stores, filtered by level and type, sorted."""
+    """Every readable note of the stores, filtered by level and type, sorted.
+
+    The fields come from the store's catalog (no note is parsed for them);
+    only notes that may carry a marker are parsed, for it.
+    """
     moment = now or datetime.now(timezone.utc)
     out: list[Row] = []
     for store in stores:
         if level and store.level.value != level:
             continue
-        notes = store.notes()
-        marks = markers_of(store, notes, moment)
-        for note in notes:
-            if note_type and note.type.value != note_type:
+        marks = markers_of(store, marked_notes(store), moment)
+        for entry in store.entries():
+            if note_type and entry.type != note_type:
                 continue
-            out.append(_row(store.level, note, marks.get(note.filename, {})))
+            try:
+                updated = parse_time(entry.updated, "updated", entry.filename)
+            except InvalidNote:
+                updated = None
+            out.append(
+                Row(
+                    level=store.level,
+                    filename=entry.filename,
+                    type=entry.type,
+                    title=clean_inline(entry.title),
+                    summary=clean_inline(entry.summary),
+                    updated=updated,
+                    markers=marks.get(entry.filename, {}),
+                )
+            )
     return sort_rows(out, sort)
 
 
@@ -214,7 +260,7 @@ def search_rows(
     marks: dict[tuple[Level, str], Mapping[str, str]] = {}
     for store in chosen:
         notes = [n for n in store.notes() if not note_type or n.type.value == note_type]
-        for name, found in markers_of(store, notes, moment).items():
+        for name, found in markers_of(store, marked_notes(store), moment).items():
             marks[(store.level, name)] = found
         pairs.extend((store.level, note) for note in notes)
     by_key = {(lvl, note.filename): note for lvl, note in pairs}

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from mdmem._kinds import Level, NoteType
+from mdmem.errors import InvalidPath
 from mdmem.store.note import KNOWN_KEYS, format_time
+from mdmem.store.paths import check_name
 from mdmem.ui import markdown
 from mdmem.ui.html import Markup, attrs, fill, join
 from mdmem.ui.model import SORTS
@@ -244,9 +246,6 @@ def _problems(problems: Sequence[tuple[Level, Problem]]) -> Markup:
 
 
 def _linkable(problem: Problem) -> bool:
-    from mdmem.errors import InvalidPath
-    from mdmem.store.paths import check_name
-
     try:
         check_name(problem.filename)
     except InvalidPath:
@@ -455,6 +454,15 @@ def source_page(
 # -- the trash, the overview, history, review --------------------------------------
 
 
+def _stamp(stamp: str) -> str:
+    """A trash entry's time, ``20261201T094515Z`` (maybe ``-002`` after), readable."""
+    digits = stamp[:16]
+    if len(digits) == 16 and digits[8] == "T" and digits[15] == "Z":
+        d = digits
+        return f"{d[0:4]}-{d[4:6]}-{d[6:8]} {d[9:11]}:{d[11:13]}:{d[13:15]}"
+    return stamp
+
+
 def trash_page(items: Sequence[tuple[Level, TrashItem]], csrf: str) -> Markup:
     """Deleted notes, newest first, each with a button to restore it."""
     if not items:
@@ -465,7 +473,7 @@ def trash_page(items: Sequence[tuple[Level, TrashItem]], csrf: str) -> Markup:
             '<td data-label="Deleted">{when}</td><td>{button}</td></tr>\n',
             name=item.filename,
             level=level.value,
-            when=item.deleted_at,
+            when=_stamp(item.deleted_at),
             button=button_form(
                 "/trash/restore", "Restore", csrf, level=level.value, filename=item.filename
             ),

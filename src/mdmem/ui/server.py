@@ -63,6 +63,21 @@ def _url_host(host: str) -> str:
     return f"[{host.strip('[]')}]" if ":" in host else host
 
 
+def _host_names(bound: str) -> set[str]:
+    """The names a Host header may give for a server bound to ``bound`` (without the port)."""
+    names = {"127.0.0.1", "localhost", "[::1]", _url_host(bound).lower()}
+    if bound in ("0.0.0.0", "::"):
+        # Every address: the names this machine goes by, as best they can be known.
+        hostname = socket.gethostname()
+        names |= {hostname.lower(), socket.getfqdn().lower()}
+        try:
+            infos = socket.getaddrinfo(hostname, None)
+        except OSError:
+            infos = []
+        names |= {_url_host(str(info[4][0])).lower() for info in infos}
+    return names
+
+
 class Server:
     """The web page on one socket; see the module docstring.
 
@@ -96,8 +111,7 @@ class Server:
         self._socket = sock
         self.host = bare
         self.port: int = sock.getsockname()[1]
-        names = {f"127.0.0.1:{self.port}", f"localhost:{self.port}", f"[::1]:{self.port}"}
-        names.add(f"{_url_host(bare).lower()}:{self.port}")
+        names = {f"{name}:{self.port}" for name in _host_names(bare)}
         self.token = secrets.token_urlsafe(32)
         self.settings = Settings(
             token=self.token,
@@ -111,7 +125,8 @@ class Server:
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT``, without the token."""
-        return f"http://{_url_host(self.host)}:{self.port}"
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://{_url_host(host)}:{self.port}"
 
     @property
     def url(self) -> str:
