@@ -539,6 +539,32 @@ def test_secrets_are_redacted_on_save(page: Page) -> None:
     assert key not in page.project.load_index()
 
 
+def test_mark_expired_keeps_the_note_and_shows_the_marker(page: Page) -> None:
+    name = write(page.project, "Old build", "Use make 3.", mine="kept")
+    shown = page.get(f"/note/project/{name}").text
+    assert "Mark expired" in shown
+    response = page.post(f"/note/project/{name}/expire", {"base": form_value(shown, "base")})
+    assert response.status_code == 303
+    note = page.project.read(name)
+    assert note.extra["mine"] == "kept" and note.body == "Use make 3."
+    assert "Marked" in page.client.get(response.headers["location"]).text
+    assert "marker-expired" in page.get("/").text
+    assert "Mark expired" not in page.get(f"/note/project/{name}").text
+
+
+def test_mark_expired_refuses_a_note_changed_meanwhile(page: Page) -> None:
+    name = create(page.project, "Build")
+    shown = page.get(f"/note/project/{name}").text
+    path = page.project.root / name
+    path.write_text(path.read_text(encoding="utf-8") + "\nMore.\n", encoding="utf-8")
+    before = path.read_text(encoding="utf-8")
+    response = page.post(f"/note/project/{name}/expire", {"base": form_value(shown, "base")})
+    assert response.status_code == 409 and "changed on disk" in response.text
+    assert path.read_text(encoding="utf-8") == before
+    no_csrf = page.post(f"/note/project/{name}/expire", {"base": "x"}, csrf=False)
+    assert no_csrf.status_code == 403
+
+
 # -- trash -------------------------------------------------------------------------------
 
 

@@ -183,6 +183,7 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/note/{level}/{name}/edit", ui.edit, methods=["GET", "POST"]),
         Route("/note/{level}/{name}/source", ui.source, methods=["GET", "POST"]),
         Route("/note/{level}/{name}/delete", ui.delete, methods=["POST"]),
+        Route("/note/{level}/{name}/expire", ui.expire, methods=["POST"]),
         Route("/note/{level}/{name}/history", ui.history),
         Route("/note/{level}/{name}/history/restore", ui.restore_version, methods=["POST"]),
     ]
@@ -380,19 +381,25 @@ class _Pages:
 
         def build() -> tuple[str, Markup]:
             try:
+                text = store.read_text(name)
                 note = store.read(name)
             except InvalidNote as exc:
                 try:
-                    text: str | None = store.read_text(name)
+                    raw: str | None = store.read_text(name)
                 except InvalidNote:
-                    text = None
+                    raw = None
                 return name, pages.broken_page(
-                    store.level, name, exc.reason, text, self.settings.csrf
+                    store.level, name, exc.reason, raw, self.settings.csrf
                 )
             marks = model.markers_of(store, model.marked_notes(store), _now()).get(name, {})
             has_history = callable(getattr(store, "history", None))
             return note.title, pages.note_page(
-                store.level, note, marks, self.settings.csrf, history=has_history
+                store.level,
+                note,
+                marks,
+                self.settings.csrf,
+                base=model.digest(text),
+                history=has_history,
             )
 
         title, body = await run_in_threadpool(build)
@@ -464,6 +471,14 @@ class _Pages:
         )
         return self.page(f"Edit {name}", body, status=409 if result.current else 422)
 
+    async def expire(self, request: Request) -> Response:
+        store, name = self._store(request)
+        form = await self.form(request)
+        result = await run_in_threadpool(model.expire, store, name, form.get("base", ""))
+        if not result.ok:
+            raise _Refused(f"{name}: {result.error}", 409 if result.current else 400)
+        return _saved(store.level, name, "expired")
+
     async def delete(self, request: Request) -> Response:
         store, name = self._store(request)
         await self.form(request)
@@ -531,9 +546,7 @@ class _Refused(MdmemError):
 
 
 def _saved(level: Level, name: str, action: str | None) -> Response:
-    done = (
-        "unchanged" if action == "unchanged" else ("restored" if action == "restored" else "saved")
-    )
+    done = action if action in ("unchanged", "restored", "expired") else "saved"
     return RedirectResponse(
         pages.note_url(level, name) + pages.query_string(done=done, note=name), status_code=303
     )

@@ -38,6 +38,7 @@ __all__ = [
     "Row",
     "Stores",
     "digest",
+    "expire",
     "history_of",
     "marked_notes",
     "markers_of",
@@ -402,6 +403,28 @@ def save_fields(
     except InvalidNote as exc:
         return Edited(error=exc.reason)
     return _save(store, note, current)
+
+
+def expire(store: Store, filename: str, base: str, now: datetime | None = None) -> Edited:
+    """Mark a note expired as of now (``expires:`` in its front matter), keeping the rest.
+
+    From then on it is left out of the prompt block and of recall, and
+    ``mdmem prune`` moves it to the trash; removing the key brings it back.
+
+    Raises:
+        InvalidPath: not a note name, or it escapes the store.
+        NoteNotFound: no such note.
+        LockTimeout: the store is locked by someone else.
+    """
+    current, refused = _current(store, filename, base)
+    if refused is not None:
+        return refused
+    try:
+        note = parse(current, filename)
+    except InvalidNote as exc:
+        return Edited(error=f"{exc.reason}; fix the file in the source editor")
+    moment = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    return _save(store, note.with_changes(extra={**note.extra, "expires": moment}), current)
 
 
 def save_source(store: Store, filename: str, base: str, text: str) -> Edited:

@@ -308,9 +308,14 @@ def note_page(
     markers: Mapping[str, str],
     csrf: str,
     *,
+    base: str,
     history: bool,
 ) -> Markup:
-    """A note rendered as Markdown, its front matter, and what can be done with it."""
+    """A note rendered as Markdown, its front matter, and what can be done with it.
+
+    ``base`` is the digest of the file as shown, so that marking it expired
+    never overwrites a change made meanwhile.
+    """
     links = [
         fill('<a class="button" href="{h}">Edit</a>', h=note_url(level, note.filename, "/edit")),
         fill(
@@ -322,6 +327,10 @@ def note_page(
     if history:
         links.append(
             fill('<a href="{h}">History</a>', h=note_url(level, note.filename, "/history"))
+        )
+    if "expired" not in markers:
+        links.append(
+            button_form(note_url(level, note.filename, "/expire"), "Mark expired", csrf, base=base)
         )
     links.append(
         button_form(note_url(level, note.filename, "/delete"), "Delete", csrf, css="danger")
@@ -633,6 +642,7 @@ def done_message(done: str, level: str, filename: str, csrf: str) -> Markup | No
         "saved": f"Saved {filename}.",
         "unchanged": f"No changes to {filename}.",
         "restored": f"Restored {filename}.",
+        "expired": f"Marked {filename} expired: it is left out of the prompt block from now on.",
         "accepted": "Accepted the proposal.",
         "rejected": "Rejected the proposal.",
     }
