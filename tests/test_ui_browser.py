@@ -284,3 +284,14 @@ def test_keyboard_and_a_narrow_window(
     assert "WenQuanYi Micro Hei" in font and "Noto Sans CJK SC" in font
     page.screenshot(path=str(shots / "narrow.png"), full_page=True)
     context.close()
+
+
+def test_the_install_script_does_nothing_when_the_browser_is_there(chromium: str) -> None:
+    proc = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "install-browser.sh")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
