@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import tempfile
+import time
 from typing import TYPE_CHECKING
 
 from _util import Summary, fmt_ms, interleaved, machine_rows, table, timed
@@ -28,6 +29,8 @@ from mdmem.ui.model import Stores
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from starlette.testclient import TestClient
 
 PORT = 8765
 
@@ -52,14 +55,44 @@ def build(folder: str, count: int) -> tuple[Stores, str]:
     return Stores(folder, project, user), project.entries()[0].filename
 
 
+def _cases(client: TestClient, note: str, csrf: str) -> dict[str, Callable[[], float]]:
+    """The timed cases over one app: each returns the seconds of one request."""
+
+    def page(path: str) -> Callable[[], float]:
+        def run() -> float:
+            return timed(lambda: client.get(path).raise_for_status())
+
+        return run
+
+    def save() -> float:
+        found = re.search(r'name="base" value="([^"]+)"', client.get(note + "/edit").text)
+        assert found is not None
+        form = {
+            "csrf": csrf,
+            "base": found.group(1),
+            "title": "Edited",
+            "summary": "",
+            "type": "project_knowledge",
+            "body": f"Body {time.perf_counter()}",  # a change every time
+        }
+        return timed(lambda: client.post(note + "/edit", data=form))
+
+    return {
+        "list (GET /)": page("/"),
+        "search (GET /?q=step)": page("/?q=step"),
+        "note (GET /note/…)": page(note),
+        "overview": page("/overview"),
+        "edit form": page(note + "/edit"),
+        "save an edit (POST)": save,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100 notes, fewer rounds")
     args = parser.parse_args()
     sizes = [100] if args.quick else [100, 1000]
     repeat = 5 if args.quick else 15
-
-    from starlette.testclient import TestClient
 
     rows: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="mdmem-bench-ui-") as tmp:
@@ -68,41 +101,14 @@ def main() -> None:
             stores, name = build(os.path.join(tmp, f"ws{size}"), size)
             hosts = frozenset({f"127.0.0.1:{PORT}"})
             settings = Settings(token="t", allowed_hosts=hosts)
+            from starlette.testclient import TestClient
+
             client = TestClient(create_app(stores, settings), base_url=f"http://127.0.0.1:{PORT}")
             client.get("/?token=t")
             stores.project.load_index()  # settle the catalog first
             note = f"/note/project/{name}"
-            base = re.search(r'name="base" value="([^"]+)"', client.get(note + "/edit").text)
-            assert base is not None
 
-            def page(path: str) -> Callable[[], float]:
-                def run() -> float:
-                    return timed(lambda: client.get(path).raise_for_status())
-
-                return run
-
-            def save() -> float:
-                text = client.get(note + "/edit").text
-                found = re.search(r'name="base" value="([^"]+)"', text)
-                assert found is not None
-                form = {
-                    "csrf": settings.csrf,
-                    "base": found.group(1),
-                    "title": "Edited",
-                    "summary": "",
-                    "type": "project_knowledge",
-                    "body": f"Body {timed(lambda: None)}",
-                }
-                return timed(lambda: client.post(note + "/edit", data=form))
-
-            cases = {
-                "list (GET /)": page("/"),
-                "search (GET /?q=step)": page("/?q=step"),
-                "note (GET /note/…)": page(note),
-                "overview": page("/overview"),
-                "edit form": page(note + "/edit"),
-                "save an edit (POST)": save,
-            }
+            cases = _cases(client, note, settings.csrf)
             samples = interleaved(cases, repeat, label=f"{size} notes")
             for case, values in samples.items():
                 s = Summary.of(values)
