@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from html import unescape
 from pathlib import Path
 from urllib.parse import quote
@@ -678,7 +679,20 @@ def test_a_huge_or_odd_form_is_refused(page: Page) -> None:
 # -- history and review: shown only where the API exists ---------------------------------
 
 
-def test_history_and_review_are_hidden_without_their_api(page: Page) -> None:
+class Plain(Store):
+    """A store without history (whether or not this mdmem's Store has it)."""
+
+    history = None
+    restore_version = None
+
+
+def test_history_and_review_are_hidden_without_their_api(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mdmem.manager.review", None)
+    ws, _, user = resolve(str(workspace), None)
+    project = Plain(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+    page = Page(Stores(ws, project, user), settings())
     name = create(page.project, "Build")
     note = page.get(f"/note/project/{name}").text
     assert "/history" not in note and 'href="/review"' not in note
@@ -712,7 +726,10 @@ class Versioned(Store):
         self.decided.append(("reject", ids))
 
 
-def test_history_and_review_appear_with_their_api(workspace: Path) -> None:
+def test_history_and_review_appear_with_their_api(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mdmem.manager.review", None)  # the store's own methods
     ws, _, user = resolve(str(workspace), None)
     project = Versioned(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     project.restored, project.decided = [], []

@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from mdmem._kinds import Level
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteExists, NoteNotFound
-from mdmem.ui import model, pages
+from mdmem.ui import features, model, pages
 from mdmem.ui.html import Markup
 
 if TYPE_CHECKING:
@@ -175,6 +175,7 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/trash", ui.trash),
         Route("/trash/restore", ui.restore, methods=["POST"]),
         Route("/review", ui.review),
+        Route("/review/edit", ui.edit_proposal, methods=["GET", "POST"]),
         Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
         Route("/static/style.css", ui.style),
         Route("/static/icon.svg", ui.icon),
@@ -212,7 +213,7 @@ class _Pages:
     # -- helpers
 
     def _review(self) -> bool:
-        return any(callable(getattr(s, "proposals", None)) for s in self.stores.both())
+        return any(features.has_review(s) for s in self.stores.both())
 
     def page(
         self,
@@ -392,7 +393,7 @@ class _Pages:
                     store.level, name, exc.reason, raw, self.settings.csrf
                 )
             marks = model.markers_of(store, model.marked_notes(store), _now()).get(name, {})
-            has_history = callable(getattr(store, "history", None))
+            has_history = features.has_history(store)
             return note.title, pages.note_page(
                 store.level,
                 note,
@@ -491,7 +492,7 @@ class _Pages:
 
     async def history(self, request: Request) -> Response:
         store, name = self._store(request)
-        versions = await run_in_threadpool(model.history_of, store, name)
+        versions = await run_in_threadpool(features.history_of, store, name)
         if versions is None:
             raise NoteNotFound(f"history of {name}", store.path)
         body = pages.history_page(
@@ -499,27 +500,65 @@ class _Pages:
             name,
             versions,
             self.settings.csrf,
-            restore=model.can_restore_version(store),
+            restore=features.restorable(store),
         )
         return self.page(f"History of {name}", body, message=self._message(request))
 
     async def restore_version(self, request: Request) -> Response:
         store, name = self._store(request)
         form = await self.form(request)
-        await run_in_threadpool(model.restore_version, store, name, form.get("version", ""))
+        await run_in_threadpool(features.restore_version, store, name, form.get("version", ""))
         return _saved(store.level, name, "restored")
 
     async def review(self, request: Request) -> Response:
         def build() -> dict[Level, list[dict[str, str]]] | None:
-            found = {s.level: model.proposals_of(s) for s in self.stores.both()}
+            found = {s.level: features.proposals_of(s) for s in self.stores.both()}
             kept = {level: items for level, items in found.items() if items is not None}
             return kept or None
 
         proposals = await run_in_threadpool(build)
         if proposals is None:
             raise NoteNotFound("review", "this version of mdmem (review mode is not available)")
-        body = pages.review_page(proposals, self.settings.csrf)
+        editable = features.can_edit_proposals()
+        body = pages.review_page(proposals, self.settings.csrf, editable=editable)
         return self.page("Review", body, current="review", message=self._message(request))
+
+    def _level(self, value: str) -> Store:
+        try:
+            return self.stores.get(value)
+        except ValueError:
+            raise NoteNotFound(value, "a level (project or user)") from None
+
+    async def edit_proposal(self, request: Request) -> Response:
+        if not features.can_edit_proposals():
+            raise NoteNotFound("review", "this version of mdmem (proposals cannot be edited)")
+        if request.method == "GET":
+            store = self._level(request.query_params.get("level", ""))
+            ident = request.query_params.get("id", "")
+            op = await run_in_threadpool(features.proposal_op, store, ident)
+            typed = {k: str(op.get(k) or "") for k in ("title", "summary", "type", "content")}
+            body = pages.proposal_page(store.level, ident, **typed, csrf=self.settings.csrf)
+            return self.page("Edit a proposal", body, current="review")
+        form = await self.form(request, csrf=False)
+        store = self._level(form.get("level", ""))
+        ident = form.get("id", "")
+        typed = {k: form.get(k, "") for k in ("title", "summary", "type", "content")}
+
+        def accept() -> model.Edited:
+            op = {**features.proposal_op(store, ident), **typed}
+            result = features.decide(store, ident, "accept", op)
+            rejected = getattr(result, "rejected", ())
+            if rejected:
+                return model.Edited(error=str(getattr(rejected[0], "reason", rejected[0])))
+            return model.Edited(action="accepted")
+
+        result = await self._saving(form, accept)
+        if result.ok:
+            return RedirectResponse("/review" + pages.query_string(done="accepted"), 303)
+        body = pages.proposal_page(
+            store.level, ident, **typed, csrf=self.settings.csrf, error=result.error
+        )
+        return self.page("Edit a proposal", body, current="review", status=422)
 
     async def decide(self, request: Request) -> Response:
         verdict = request.path_params["verdict"]
@@ -528,7 +567,7 @@ class _Pages:
             store = self.stores.get(form.get("level", ""))
         except ValueError:
             raise NoteNotFound(form.get("level", ""), "a level (project or user)") from None
-        await run_in_threadpool(model.decide, store, form.get("id", ""), verdict)
+        await run_in_threadpool(features.decide, store, form.get("id", ""), verdict)
         done = "accepted" if verdict == "accept" else "rejected"
         return RedirectResponse("/review" + pages.query_string(done=done), status_code=303)
 

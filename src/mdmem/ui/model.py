@@ -12,20 +12,20 @@ the store: a section of the page appears only when its API is there.
 from __future__ import annotations
 
 import hashlib
-import inspect
 from collections import Counter
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound, StoreError
 from mdmem.extract.turn import estimate_tokens
-from mdmem.store.index import MAX_BYTES, MAX_LINES, merge
+from mdmem.store.index import MAX_BYTES, MAX_LINES, prompt_block
 from mdmem.store.note import clean_inline, parse, parse_time, render
+from mdmem.ui import features
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Iterable, Mapping
 
     from mdmem.store.note import Note
     from mdmem.store.results import Problem, TrashItem
@@ -39,15 +39,14 @@ __all__ = [
     "Stores",
     "digest",
     "expire",
-    "history_of",
     "marked_notes",
     "markers_of",
     "overview",
-    "proposals_of",
     "rows",
     "save_fields",
     "save_source",
     "search_rows",
+    "trash_of",
 ]
 
 _MARKER_KEYS = ("supersedes", "expires")
@@ -118,9 +117,8 @@ def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, 
 
     ``superseded`` when another note of the store names it in ``supersedes:``;
     ``expired`` once its ``expires:`` date is past (``expires`` before that).
-    ``proposal`` when the store's review mode (``proposals()``) holds a change
-    to it. A store with a ``markers()`` method (stale, disputed, ...) adds its
-    own: a mapping of file name to {marker: words}.
+    Then whatever else mdmem keeps about notes (stale, disputed, a proposal
+    waiting): see :func:`mdmem.ui.features.markers`.
     """
     notes = list(notes)
     out: dict[str, dict[str, str]] = {}
@@ -141,18 +139,8 @@ def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, 
         when = moment.date().isoformat()
         key, words = ("expired", f"expired {when}") if moment <= now else ("expires", when)
         out.setdefault(note.filename, {})[key] = words
-    proposals: Callable[[], Iterable[object]] | None = getattr(store, "proposals", None)
-    if callable(proposals):
-        for item in proposals():
-            subject: object = (
-                item.get("filename") if isinstance(item, dict) else getattr(item, "filename", None)
-            )
-            if isinstance(subject, str):
-                out.setdefault(subject, {})["proposal"] = "a proposed change waits for review"
-    extra: Callable[[], Mapping[str, Mapping[str, str]]] | None = getattr(store, "markers", None)
-    if callable(extra):
-        for name, more in extra().items():
-            out.setdefault(name, {}).update({str(k): str(v) for k, v in more.items()})
+    for name, more in features.markers(store).items():
+        out.setdefault(name, {}).update(more)
     return out
 
 
@@ -301,8 +289,8 @@ def overview(stores: Stores) -> Overview:
             counts[(store.level.value, entry.type)] += 1
         problems[store.level.value] = store.problems()
         trash[store.level.value] = len(store.trash())
-    # The very function the session-start hook and Manager.index use.
-    block = merge(stores.project.load_index(), stores.user.load_index())
+    # The very function Manager.index uses.
+    block = prompt_block(stores.project, stores.user)
     data = block.encode("utf-8")
     return Overview(
         counts=dict(counts),
@@ -445,66 +433,7 @@ def save_source(store: Store, filename: str, base: str, text: str) -> Edited:
     return _save(store, note, current)
 
 
-# -- optional features: history and review -----------------------------------------
-
-
-def describe(item: object) -> dict[str, str]:
-    """The public fields of a record (a dataclass, a mapping or an object), as text."""
-    if is_dataclass(item) and not isinstance(item, type):
-        pairs = {f.name: getattr(item, f.name) for f in fields(item)}
-    elif isinstance(item, dict):
-        pairs = dict(item)
-    else:
-        pairs = {k: v for k, v in vars(item).items() if not k.startswith("_")}
-    return {str(k): "" if v is None else str(v) for k, v in pairs.items()}
-
-
-def history_of(store: Store, filename: str) -> list[dict[str, str]] | None:
-    """A note's versions, each described by its fields, newest first; None without history."""
-    history = getattr(store, "history", None)
-    if not callable(history):
-        return None
-    return [describe(version) for version in history(filename)]
-
-
-def can_restore_version(store: Store) -> bool:
-    """Whether the store can bring back one version of a note (``restore(name, version=V)``)."""
-    try:
-        return "version" in inspect.signature(store.restore).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def restore_version(store: Store, filename: str, version: str) -> str:
-    """Bring back one version of a note through the store's own API.
-
-    Raises:
-        NoteNotFound: the store has no such version (or no history at all).
-    """
-    if not can_restore_version(store):
-        raise NoteNotFound(f"{filename} version {version}", store.path)
-    restore: Callable[..., str] = store.restore
-    return restore(filename, version=version)
-
-
-def proposals_of(store: Store) -> list[dict[str, str]] | None:
-    """Proposals waiting for review, each described by its fields; None without review mode."""
-    proposals = getattr(store, "proposals", None)
-    if not callable(proposals):
-        return None
-    return [describe(item) for item in proposals()]
-
-
-def decide(store: Store, proposal: str, verdict: str) -> None:
-    """Accept or reject one proposal through the store's own API.
-
-    Raises:
-        NoteNotFound: the store has no review mode, or no such proposal.
-    """
-    method = getattr(store, "accept" if verdict == "accept" else "reject", None)
-    if not callable(method) or verdict not in ("accept", "reject"):
-        raise NoteNotFound(f"proposal {proposal}", store.path)
-    method([proposal])
+# -- the trash --------------------------------------------------------------------
 
 
 def trash_of(stores: Stores) -> list[tuple[Level, TrashItem]]:

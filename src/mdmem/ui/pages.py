@@ -599,8 +599,10 @@ def history_page(
     return fill("<h1>History of {f}</h1>\n{rows}", f=filename, rows=join(rows, "\n"))
 
 
-def review_page(proposals: Mapping[Level, Sequence[Mapping[str, str]]], csrf: str) -> Markup:
-    """Proposals waiting for review, each with accept and reject buttons."""
+def review_page(
+    proposals: Mapping[Level, Sequence[Mapping[str, str]]], csrf: str, *, editable: bool = False
+) -> Markup:
+    """Proposals waiting for review, each with accept and reject buttons (and edit, if it can)."""
     sections = []
     for level, items in proposals.items():
         if not items:
@@ -618,9 +620,49 @@ def review_page(proposals: Mapping[Level, Sequence[Mapping[str, str]]], csrf: st
                 ],
                 " ",
             )
+            if editable:
+                href = "/review/edit" + query_string(level=level.value, id=ident)
+                buttons = fill('{b} <a href="{h}">Edit, then accept</a>', b=buttons, h=href)
             tables.append(_record_table([item], fill("<td>{b}</td>", b=buttons)))
         sections.append(fill("<h2>{l}</h2>{t}", l=level.value, t=join(tables, "\n")))
     return fill("<h1>Review</h1>\n{s}", s=join(sections, "\n"))
+
+
+def proposal_page(
+    level: Level,
+    ident: str,
+    *,
+    title: str,
+    summary: str,
+    type: str,
+    content: str,
+    csrf: str,
+    error: str | None = None,
+) -> Markup:
+    """The form to change a proposal before accepting it; on an error, the typed text."""
+    types = [(t.value, t.value) for t in NoteType]
+    return fill(
+        """<h1>Edit the proposal {ident}</h1>
+{error}<form class="edit" method="post" action="/review/edit">
+{csrf}<input type="hidden" name="level" value="{level}">
+<input type="hidden" name="id" value="{ident}">
+<p><label for="title">Title</label> <input id="title" name="title" value="{title}"></p>
+<p><label for="summary">Summary</label> <input id="summary" name="summary" value="{summary}"></p>
+<p><label for="type">Type</label> <select id="type" name="type">{types}</select></p>
+<p><label for="content">Content <span class="hint">(Markdown)</span></label>
+<textarea id="content" name="content" rows="14">{content}</textarea></p>
+<p><button type="submit">Accept as edited</button> <a href="/review">Cancel</a></p>
+</form>
+""",
+        ident=ident,
+        error=notice(error, error=True) if error else "",
+        csrf=csrf_field(csrf),
+        level=level.value,
+        title=title,
+        summary=summary,
+        types=_options(types, type),
+        content="\n" + content,
+    )
 
 
 def error_page(status: int, text: str) -> Markup:
