@@ -221,3 +221,33 @@ def test_without_the_modules_nothing_is_offered(
     assert features.markers(project) == {}
     with pytest.raises(NoteNotFound):
         features.decide(project, "p1", "accept")
+
+
+def test_search_goes_through_the_recall_engine_where_there_is_one(
+    page: Page, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mdmem.recall
+
+    @dataclass(frozen=True)
+    class Hit:
+        filename: str
+        level: Level
+        title: str
+        summary: str
+        score: float
+        snippet: str
+        updated: None = None
+
+    name = create(page.project, "Build", "Run make.")
+    calls: list[tuple[list[str], str, int, list[str] | None]] = []
+
+    def engine(
+        stores: list[Store], query: str, *, limit: int = 10, types: list[str] | None = None
+    ) -> list[Hit]:
+        calls.append(([s.level.value for s in stores], query, limit, types))
+        return [Hit(name, Level.PROJECT, "Build", "", 1, "…ranked by the engine…")]
+
+    monkeypatch.setattr(mdmem.recall, "search", engine, raising=False)
+    html = page.get("/?q=anything&type=project_knowledge").text
+    assert "ranked by the engine" in html and "project_knowledge" in html
+    assert calls == [(["project", "user"], "anything", 200, ["project_knowledge"])]

@@ -11,7 +11,9 @@ feature arrives, and shows no empty section before:
   store's own ``proposals()``, ``accept([id])``, ``reject([id])``);
 - stale notes: ``mdmem.store.stale.cached_marks(root)``, name -> reason;
 - disputed notes: ``mdmem.recall.disputes.disputed(store)``, name -> details;
-- any other marker: ``store.markers()``, name -> {marker: words}.
+- any other marker: ``store.markers()``, name -> {marker: words};
+- search: the recall engine, ``mdmem.recall.search(stores, query, ...)``, else
+  the keyword search of ``mdmem.recall.search``.
 """
 
 from __future__ import annotations
@@ -19,16 +21,19 @@ from __future__ import annotations
 import importlib
 import inspect
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import NoteNotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime
 
+    from mdmem._kinds import Level
     from mdmem.store.store import Store
 
 __all__ = [
+    "Hit",
     "can_edit_proposals",
     "decide",
     "describe",
@@ -41,6 +46,7 @@ __all__ = [
     "proposals_of",
     "restorable",
     "restore_version",
+    "search",
 ]
 
 _REVIEW = "mdmem.manager.review"
@@ -79,6 +85,55 @@ def describe(item: object) -> dict[str, str]:
         else:
             out[str(key)] = "" if value is None else str(value)
     return out
+
+
+# -- search ----------------------------------------------------------------------------
+
+
+class Hit(Protocol):
+    """What the page reads of a search hit (both search functions' hits have it)."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def level(self) -> Level | str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def updated(self) -> datetime | None: ...
+    @property
+    def snippet(self) -> str: ...
+
+
+def search(
+    query: str, stores: Sequence[Store], *, note_type: str | None = None, limit: int = 200
+) -> list[Hit]:
+    """The notes of ``stores`` that best match ``query``, best first.
+
+    With the recall engine (``mdmem.recall.search(stores, query, limit=, types=)``)
+    where this mdmem has it, else the keyword search of
+    ``mdmem.recall.search.search(query, notes, limit=)``.
+    """
+    engine = _optional("mdmem.recall", "search")
+    if engine is not None:
+        types = [note_type] if note_type else None
+        found = engine(list(stores), query, limit=limit, types=types)
+        return list(found) if isinstance(found, list) else []
+    keyword = _optional("mdmem.recall.search", "search")
+    if keyword is None:
+        return []
+    pairs = [
+        (store.level, note)
+        for store in stores
+        for note in store.notes()
+        if not note_type or note.type.value == note_type
+    ]
+    found = keyword(query, pairs, limit=limit)
+    return list(found) if isinstance(found, list) else []
 
 
 # -- markers -----------------------------------------------------------------------------

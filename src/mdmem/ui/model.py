@@ -27,7 +27,7 @@ from mdmem.ui import features
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from mdmem.store.note import Note
+    from mdmem.store.note import IndexEntry, Note
     from mdmem.store.results import Problem, TrashItem
     from mdmem.store.store import Store
 
@@ -93,7 +93,7 @@ class Row:
     markers: Mapping[str, str] = field(default_factory=dict)
     """Marker name (``superseded``, ``expired``, ...) to the words shown for it."""
     snippet: str = ""
-    score: int | None = None
+    score: float | None = None
 
 
 def digest(text: str) -> str:
@@ -145,18 +145,6 @@ def markers_of(store: Store, notes: Iterable[Note], now: datetime) -> dict[str, 
 
 
 # -- listing and searching ---------------------------------------------------------
-
-
-def _row(level: Level, note: Note, markers: Mapping[str, str]) -> Row:
-    return Row(
-        level=level,
-        filename=note.filename,
-        type=note.type.value,
-        title=clean_inline(note.title),
-        summary=clean_inline(note.summary),
-        updated=note.updated,
-        markers=markers,
-    )
 
 
 def marked_notes(store: Store) -> list[Note]:
@@ -240,24 +228,39 @@ def search_rows(
     limit: int = 200,
     now: datetime | None = None,
 ) -> list[Row]:
-    """The notes that match ``query``, best first, as rows with their markers and a snippet."""
-    from mdmem.recall.search import search
+    """The notes that match ``query``, best first, as rows with their markers and a snippet.
 
+    Ranked by the recall engine where this mdmem has one (which leaves out
+    superseded and expired notes, as recall does), else by keyword search.
+    """
     moment = now or datetime.now(timezone.utc)
     chosen = [s for s in stores if not level or s.level.value == level]
-    pairs: list[tuple[Level, Note]] = []
     marks: dict[tuple[Level, str], Mapping[str, str]] = {}
+    entries: dict[tuple[Level, str], IndexEntry] = {}
     for store in chosen:
-        notes = [n for n in store.notes() if not note_type or n.type.value == note_type]
         for name, found in markers_of(store, marked_notes(store), moment).items():
             marks[(store.level, name)] = found
-        pairs.extend((store.level, note) for note in notes)
-    by_key = {(lvl, note.filename): note for lvl, note in pairs}
+        entries.update({(store.level, e.filename): e for e in store.entries()})
     out = []
-    for hit in search(query, pairs, limit=limit):
-        note = by_key[(hit.level, hit.filename)]
-        base = _row(hit.level, note, marks.get((hit.level, hit.filename), {}))
-        out.append(Row(**{**vars(base), "snippet": clean_inline(hit.snippet), "score": hit.score}))
+    for hit in features.search(query, chosen, note_type=note_type, limit=limit):
+        key = (Level(hit.level), hit.filename)
+        entry = entries.get(key)
+        kind = entry.type if entry is not None else str(getattr(hit, "type", ""))
+        if note_type and kind != note_type:
+            continue
+        out.append(
+            Row(
+                level=key[0],
+                filename=hit.filename,
+                type=kind,
+                title=clean_inline(hit.title),
+                summary=clean_inline(hit.summary),
+                updated=hit.updated,
+                markers=marks.get(key, {}),
+                snippet=clean_inline(hit.snippet),
+                score=hit.score,
+            )
+        )
     return out
 
 
