@@ -701,7 +701,9 @@ def test_history_and_review_are_hidden_without_their_api(
 
 
 class Versioned(Store):
-    """A store with the history and review API the page looks for."""
+    """A store with the history and review API the page looks for (restore with a version)."""
+
+    restore_version = None  # whether or not this mdmem's Store has it: use restore(version=)
 
     restored: list[tuple[str, str | None]]
     decided: list[tuple[str, list[str]]]

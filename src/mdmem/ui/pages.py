@@ -555,24 +555,29 @@ def overview_page(view: Overview) -> Markup:
     )
 
 
-def _record_table(records: Sequence[Mapping[str, str]], action: Markup | None = None) -> Markup:
+def _record_table(
+    records: Sequence[Mapping[str, str]], actions: Sequence[Markup], caption: str
+) -> Markup:
+    """Records as one table, a column per field, the ``actions`` (one per record) last."""
     keys: list[str] = []
     for record in records:
         keys.extend(k for k in record if k not in keys)
     head = join(fill('<th scope="col">{k}</th>', k=k) for k in keys)
     return fill(
-        "<table><thead><tr>{head}{extra}</tr></thead><tbody>{rows}</tbody></table>",
+        "<table><caption>{caption}</caption><thead><tr>{head}"
+        '<th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>'
+        "<tbody>{rows}</tbody></table>",
+        caption=caption,
         head=head,
-        extra=Markup('<th scope="col"><span class="visually-hidden">Action</span></th>')
-        if action is not None
-        else "",
         rows=join(
             fill(
-                "<tr>{cells}{action}</tr>",
-                cells=join(fill("<td>{v}</td>", v=record.get(k, "")) for k in keys),
-                action=action or "",
+                "<tr>{cells}<td>{action}</td></tr>\n",
+                cells=join(
+                    fill('<td data-label="{k}">{v}</td>', k=k, v=record.get(k, "")) for k in keys
+                ),
+                action=action,
             )
-            for record in records
+            for record, action in zip(records, actions, strict=True)
         ),
     )
 
@@ -580,23 +585,38 @@ def _record_table(records: Sequence[Mapping[str, str]], action: Markup | None = 
 def history_page(
     level: Level, filename: str, versions: Sequence[Mapping[str, str]], csrf: str, *, restore: bool
 ) -> Markup:
-    """A note's versions, each with a button to bring it back when the store can."""
+    """A note's versions, newest first, each with a button to bring it back when the store can."""
     if not versions:
         return fill('<h1>History of {f}</h1><p class="empty">No versions kept.</p>', f=filename)
-    rows = []
-    for version in versions:
-        button = (
-            button_form(
-                note_url(level, filename, "/history/restore"),
-                "Restore this version",
-                csrf,
-                version=version.get("version", ""),
-            )
-            if restore and version.get("version")
-            else Markup("")
+    buttons = [
+        button_form(
+            note_url(level, filename, "/history/restore"),
+            "Restore this version",
+            csrf,
+            version=version.get("version", ""),
         )
-        rows.append(_record_table([version], button))
-    return fill("<h1>History of {f}</h1>\n{rows}", f=filename, rows=join(rows, "\n"))
+        if restore and version.get("version")
+        else Markup("")
+        for version in versions
+    ]
+    table = _record_table(versions, buttons, "Versions, newest first")
+    return fill(
+        '<h1>History of {f}</h1>\n<p><a href="{back}">Back to the note</a></p>\n{t}',
+        f=filename,
+        back=note_url(level, filename),
+        t=table,
+    )
+
+
+def _card(record: Mapping[str, str], actions: Markup) -> Markup:
+    """One record as a list of its fields, with its actions."""
+    pairs = join(fill("<dt>{k}</dt><dd>{v}</dd>", k=k, v=v) for k, v in record.items() if v)
+    return fill(
+        '<article class="card"><dl class="meta">{pairs}</dl>'
+        '<div class="actions">{actions}</div></article>\n',
+        pairs=pairs,
+        actions=actions,
+    )
 
 
 def review_page(
@@ -608,7 +628,7 @@ def review_page(
         if not items:
             sections.append(fill('<h2>{l}</h2><p class="empty">Nothing waiting.</p>', l=level))
             continue
-        tables = []
+        cards = []
         for item in items:
             ident = item.get("id", "")
             buttons = join(
@@ -623,8 +643,8 @@ def review_page(
             if editable:
                 href = "/review/edit" + query_string(level=level.value, id=ident)
                 buttons = fill('{b} <a href="{h}">Edit, then accept</a>', b=buttons, h=href)
-            tables.append(_record_table([item], fill("<td>{b}</td>", b=buttons)))
-        sections.append(fill("<h2>{l}</h2>{t}", l=level.value, t=join(tables, "\n")))
+            cards.append(_card(item, buttons))
+        sections.append(fill("<h2>{l}</h2>{t}", l=level.value, t=join(cards)))
     return fill("<h1>Review</h1>\n{s}", s=join(sections, "\n"))
 
 
