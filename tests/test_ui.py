@@ -869,3 +869,37 @@ def test_mdmem_ui_prints_the_url_serves_and_stops_on_ctrl_c(workspace: Path) -> 
     assert proc.returncode == 0, err
     assert "stopped" in err and "Traceback" not in err
     assert url.split("token=")[1] not in err  # no access log writes the token down
+
+
+def test_mdmem_ui_says_when_the_port_is_taken(workspace: Path) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            app, ["--workspace", str(workspace), "ui", "--no-browser", "--port", str(port)]
+        )
+    assert result.exit_code == 1
+    assert "mdmem: error: " in result.output and "in use" in result.output
+
+
+def test_mdmem_ui_without_the_extra_says_how_to_get_it(workspace: Path) -> None:
+    code = (
+        "import sys; sys.modules['starlette'] = None; sys.modules['uvicorn'] = None\n"
+        "from mdmem.cli import run; sys.exit(run(sys.argv[1:]))"
+    )
+    proc = subprocess.run(
+        [PYTHON, "-c", code, "--workspace", str(workspace), "ui", "--no-browser"],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "pip install 'mdmem[ui]'" in proc.stderr and proc.stdout == ""
