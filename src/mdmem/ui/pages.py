@@ -8,6 +8,7 @@ elements, so the page works from the keyboard and without scripts.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
@@ -69,7 +70,7 @@ _LAYOUT = """<!doctype html>
 <header class="top">
 <a class="brand" href="/">mdmem</a>
 <nav aria-label="Main">{nav}</nav>
-<p class="where" title="{workspace}">{workspace}</p>
+<p class="where" title="{workspace}">{folder}</p>
 </header>
 <main id="main" tabindex="-1">
 {message}{body}
@@ -110,6 +111,7 @@ def layout(
         title=title,
         nav=nav,
         workspace=workspace,
+        folder=os.path.basename(workspace.rstrip("/")) or workspace,
         message=message or Markup(""),
         body=body,
     )
