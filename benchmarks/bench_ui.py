@@ -24,7 +24,8 @@ from _util import Summary, fmt_ms, interleaved, machine_rows, table, timed
 from mdmem._kinds import Level
 from mdmem.store.paths import project_root
 from mdmem.store.store import Store
-from mdmem.ui.app import Settings, create_app
+from mdmem.ui.app import create_app
+from mdmem.ui.guard import Settings
 from mdmem.ui.model import Stores
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ ALLOWED = {
     "frontmatter": {"store/note.py"},
     "yaml": {"store/note.py"},
     "filelock": {"store/store.py"},
-    "starlette": {"ui/app.py"},
+    "starlette": {"ui/app.py", "ui/guard.py"},
     "uvicorn": {"ui/server.py"},
 }
 CLI_ONLY = {"__main__.py"} | {

@@ -20,7 +20,8 @@ from mdmem import Level, NoteType, Store
 from mdmem.errors import InvalidOperation
 from mdmem.store.index import merge
 from mdmem.store.workspace import resolve
-from mdmem.ui.app import CSP, Settings, create_app
+from mdmem.ui.app import create_app
+from mdmem.ui.guard import CSP, Settings
 from mdmem.ui.model import Stores, digest
 from mdmem.ui.server import Server, check_host, is_loopback
 

@@ -1,166 +1,42 @@
-"""The web page as an ASGI application (Starlette), with its guard in front.
+"""The web page as an ASGI application (Starlette): its routes and pages, behind the guard.
 
-The guard, on every request, before any page is built:
-
-- the ``Host`` header must name this server on a loopback address
-  (``127.0.0.1:PORT``, ``localhost:PORT``, ``[::1]:PORT``), so a web site
-  that rebinds its DNS name to 127.0.0.1 cannot reach the page;
-- the token from the URL ``mdmem ui`` printed is exchanged once for an
-  ``HttpOnly``, ``SameSite=Strict`` cookie, and the browser is sent to the
-  same address without the token; anything without the cookie is refused;
-- every POST carries the run's CSRF token and, when the browser says where
-  it comes from (``Origin``, ``Sec-Fetch-Site``), comes from this page;
-- only GET, HEAD and POST are served, with no CORS headers at all, and a
-  Content-Security-Policy that allows no script, no frame and no foreign
-  resource.
-
-The pages read and write through :mod:`mdmem.ui.model`, which calls the
-stores' API; nothing is kept between requests but the run's secrets.
+Every request passes :class:`mdmem.ui.guard.Guard` first (Host, token and
+cookie, origin, methods, security headers); every form that changes something
+carries the run's CSRF token, checked here. The pages read and write through
+:mod:`mdmem.ui.model` and :mod:`mdmem.ui.features`, which call the stores' API;
+nothing is kept between requests but the run's secrets.
 """
 
 from __future__ import annotations
 
-import hmac
-import secrets
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import cookie_parser
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from mdmem._kinds import Level
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteExists, NoteNotFound
-from mdmem.ui import features, model, pages
+from mdmem.ui import features, layout, model, pages
+from mdmem.ui.guard import Guard, Settings, same
 from mdmem.ui.html import Markup
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from starlette.requests import Request
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp
 
     from mdmem.store.store import Store
 
-__all__ = ["CSP", "MAX_FORM_BYTES", "Settings", "create_app"]
+__all__ = ["MAX_FORM_BYTES", "create_app"]
 
-CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
-)
-SECURITY_HEADERS = {
-    "content-security-policy": CSP,
-    "x-content-type-options": "nosniff",
-    # Not no-referrer: with it, a browser sends "Origin: null" on the page's own forms.
-    "referrer-policy": "same-origin",
-    "x-frame-options": "DENY",
-    "cache-control": "no-store",
-    "cross-origin-opener-policy": "same-origin",
-    "cross-origin-resource-policy": "same-origin",
-}
 # A note is at most 256 KiB; percent-encoding can triple that.
 MAX_FORM_BYTES = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Settings:
-    """One run's secrets and where it may be reached; nothing else lives in the app."""
-
-    token: str
-    allowed_hosts: frozenset[str]
-    cookie_name: str = "mdmem-ui"
-    session: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-
-
-def _same(given: str | None, expected: str) -> bool:
-    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
-
-
-class Guard:
-    """The checks every request passes before it reaches a page (see the module docstring)."""
-
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
-        self.app = app
-        self.settings = settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return  # no websockets, and the lifespan has nothing to start
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-
-        async def secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                raw = [
-                    (k, v) for k, v in message.get("headers", []) if not k.startswith(b"access-")
-                ]
-                raw += [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-                message = {**message, "headers": raw}
-            await send(message)
-
-        refusal = self._refuse(scope, headers)
-        if refusal is not None:
-            await refusal(scope, receive, secured)
-            return
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        if "token" in query:
-            await self._exchange(scope, query)(scope, receive, secured)
-            return
-        if not _same(self._cookie(headers), self.settings.session):
-            if scope["path"] in ("/static/style.css", "/static/icon.svg"):
-                await self.app(scope, receive, secured)  # the error page may be styled
-                return
-            await _plain_error(
-                403,
-                "Open this page with the address `mdmem ui` printed: it carries this run's token.",
-            )(scope, receive, secured)
-            return
-        await self.app(scope, receive, secured)
-
-    def _refuse(self, scope: Scope, headers: Mapping[str, str]) -> Response | None:
-        host = headers.get("host", "").lower()
-        if host not in self.settings.allowed_hosts:
-            # DNS rebinding: a foreign name that resolves to this machine.
-            return _plain_error(421, "This server answers only to its own loopback address.")
-        if scope["method"] not in ("GET", "HEAD", "POST"):
-            return _plain_error(405, "Only GET and POST are served here.")
-        if scope["method"] == "POST":
-            origin = headers.get("origin")
-            if origin is not None and origin.lower() != f"http://{host}":
-                return _plain_error(403, "A form from another site was refused.")
-            site = headers.get("sec-fetch-site")
-            if site is not None and site not in ("same-origin", "none"):
-                return _plain_error(403, "A request from another site was refused.")
-        return None
-
-    def _cookie(self, headers: Mapping[str, str]) -> str | None:
-        # Lenient, like browsers: other pages on localhost may have set odd cookies.
-        return cookie_parser(headers.get("cookie", "")).get(self.settings.cookie_name)
-
-    def _exchange(self, scope: Scope, query: dict[str, list[str]]) -> Response:
-        if not _same(query["token"][0], self.settings.token):
-            return _plain_error(403, "This token is not the one of this run of `mdmem ui`.")
-        rest = {k: v for k, v in query.items() if k != "token"}
-        target = scope["path"] + ("?" + urlencode(rest, doseq=True) if rest else "")
-        response = RedirectResponse(target, status_code=303)
-        response.set_cookie(
-            self.settings.cookie_name,
-            self.settings.session,
-            httponly=True,
-            samesite="strict",
-            path="/",
-        )
-        return response
-
-
-def _plain_error(status: int, text: str) -> Response:
-    body = pages.layout("Error", pages.error_page(status, text), workspace="")
-    return HTMLResponse(body, status_code=status)
 
 
 # -- the application -----------------------------------------------------------------
@@ -224,7 +100,7 @@ class _Pages:
         status: int = 200,
         message: Markup | None = None,
     ) -> HTMLResponse:
-        html = pages.layout(
+        html = layout.layout(
             title,
             body,
             workspace=self.stores.workspace,
@@ -236,19 +112,19 @@ class _Pages:
 
     def failed(self, status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
         async def handler(request: Request, exc: Exception) -> Response:
-            return self.page("Error", pages.error_page(status, str(exc)), status=status)
+            return self.page("Error", layout.error_page(status, str(exc)), status=status)
 
         return handler
 
     async def refused(self, request: Request, exc: Exception) -> Response:
         status = exc.status if isinstance(exc, _Refused) else 400
-        return self.page("Error", pages.error_page(status, str(exc)), status=status)
+        return self.page("Error", layout.error_page(status, str(exc)), status=status)
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
-        return self.page("Not found", pages.error_page(404, "There is no such page."), status=404)
+        return self.page("Not found", layout.error_page(404, "There is no such page."), status=404)
 
     async def not_allowed(self, request: Request, exc: Exception) -> Response:
-        return self.page("Error", pages.error_page(405, "Not allowed here."), status=405)
+        return self.page("Error", layout.error_page(405, "Not allowed here."), status=405)
 
     def _store(self, request: Request) -> tuple[Store, str]:
         """The store and note name of a /note/... address; the name through the one validator."""
@@ -286,7 +162,7 @@ class _Pages:
         return form
 
     def csrf_ok(self, form: Mapping[str, str]) -> bool:
-        return _same(form.get("csrf"), self.settings.csrf)
+        return same(form.get("csrf"), self.settings.csrf)
 
     async def _saving(
         self, form: Mapping[str, str], save: Callable[[], model.Edited]
@@ -305,7 +181,7 @@ class _Pages:
 
     def _message(self, request: Request) -> Markup | None:
         q = request.query_params
-        return pages.done_message(
+        return layout.done_message(
             # Not "level": that one filters the list.
             q.get("done", ""),
             q.get("store", ""),
@@ -374,7 +250,9 @@ class _Pages:
             raise NoteNotFound(form.get("level", ""), "a level (project or user)") from None
         name = check_name(form.get("filename", ""))
         await run_in_threadpool(store.restore, name)
-        target = pages.note_url(store.level, name) + pages.query_string(done="restored", note=name)
+        target = layout.note_url(store.level, name) + layout.query_string(
+            done="restored", note=name
+        )
         return RedirectResponse(target, status_code=303)
 
     async def note(self, request: Request) -> Response:
@@ -419,7 +297,7 @@ class _Pages:
             try:
                 note = await run_in_threadpool(store.read, name)
             except InvalidNote:
-                return RedirectResponse(pages.note_url(store.level, name, "/source"), 303)
+                return RedirectResponse(layout.note_url(store.level, name, "/source"), 303)
             body = pages.edit_page(
                 store.level,
                 name,
@@ -487,7 +365,7 @@ class _Pages:
         result = await run_in_threadpool(store.apply, [op])
         if result.rejected:
             raise _Refused(f"{name}: {result.rejected[0].reason}")
-        done = pages.query_string(done="deleted", store=store.level.value, note=name)
+        done = layout.query_string(done="deleted", store=store.level.value, note=name)
         return RedirectResponse("/" + done, status_code=303)
 
     async def history(self, request: Request) -> Response:
@@ -554,7 +432,7 @@ class _Pages:
 
         result = await self._saving(form, accept)
         if result.ok:
-            return RedirectResponse("/review" + pages.query_string(done="accepted"), 303)
+            return RedirectResponse("/review" + layout.query_string(done="accepted"), 303)
         body = pages.proposal_page(
             store.level, ident, **typed, csrf=self.settings.csrf, error=result.error
         )
@@ -569,7 +447,7 @@ class _Pages:
             raise NoteNotFound(form.get("level", ""), "a level (project or user)") from None
         await run_in_threadpool(features.decide, store, form.get("id", ""), verdict)
         done = "accepted" if verdict == "accept" else "rejected"
-        return RedirectResponse("/review" + pages.query_string(done=done), status_code=303)
+        return RedirectResponse("/review" + layout.query_string(done=done), status_code=303)
 
 
 class _Refused(MdmemError):
@@ -587,7 +465,7 @@ class _Refused(MdmemError):
 def _saved(level: Level, name: str, action: str | None) -> Response:
     done = action if action in ("unchanged", "restored", "expired") else "saved"
     return RedirectResponse(
-        pages.note_url(level, name) + pages.query_string(done=done, note=name), status_code=303
+        layout.note_url(level, name) + layout.query_string(done=done, note=name), status_code=303
     )
 
 

@@ -15,7 +15,8 @@ import threading
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidOperation
-from mdmem.ui.app import Settings, create_app
+from mdmem.ui.app import create_app
+from mdmem.ui.guard import Settings
 
 if TYPE_CHECKING:
     from types import TracebackType
