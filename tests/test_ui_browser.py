@@ -74,6 +74,12 @@ def browser(chromium: str) -> Iterator[playwright_api.Browser]:
             launched.close()
 
 
+def go(page: playwright_api.Page, target: playwright_api.Locator) -> None:
+    """Click a link or a button and wait for the page it leads to."""
+    with page.expect_navigation():
+        target.click()
+
+
 @pytest.fixture
 def shots(tmp_path: Path) -> Path:
     """Where the screenshots of a test go (the test's own output folder)."""
@@ -148,19 +154,19 @@ def test_list_search_open_edit_delete_restore(
 
     # Search, then filter.
     page.get_by_label("Search").fill("make")
-    page.get_by_role("button", name="Show").click()
+    go(page, page.get_by_role("button", name="Show"))
     assert rows.count() == 1 and "Build and test" in rows.first.inner_text()
     page.screenshot(path=str(shots / "search.png"), full_page=True)
     page.goto(server.base_url + "/")
     page.get_by_label("Level").select_option("user")
-    page.get_by_role("button", name="Show").click()
+    go(page, page.get_by_role("button", name="Show"))
     assert rows.count() == 2
 
     # Open a note: rendered Markdown.
-    page.get_by_role("link", name="回答用中文").click()
+    go(page, page.get_by_role("link", name="回答用中文"))
     assert page.locator("h1").inner_text() == "回答用中文"
     page.goto(server.base_url + "/")
-    page.get_by_role("link", name="Build and test").click()
+    go(page, page.get_by_role("link", name="Build and test"))
     assert page.locator(".body code").first.inner_text() == "make test"
     assert page.locator(".body li strong").inner_text() == "ruff"
     assert page.get_by_role("link", name="the docs").get_attribute("href") == (
@@ -169,35 +175,35 @@ def test_list_search_open_edit_delete_restore(
     page.screenshot(path=str(shots / "note.png"), full_page=True)
 
     # Edit and save.
-    page.get_by_role("link", name="Edit", exact=True).click()
+    go(page, page.get_by_role("link", name="Edit", exact=True))
     page.get_by_label("Summary").fill("make test, ruff, then push.")
     body = page.get_by_label("Body")
     body.fill(body.input_value() + "\n\n补充：先运行 `make lint`。")
     page.screenshot(path=str(shots / "edit.png"), full_page=True)
-    page.get_by_role("button", name="Save").click()
+    go(page, page.get_by_role("button", name="Save"))
     assert page.get_by_role("status").inner_text().startswith("Saved")
     note = stores.project.read("project_knowledge_build-and-test.md")
     assert note.summary == "make test, ruff, then push." and "补充：先运行" in note.body
     assert "先运行 make lint" in page.locator(".body").inner_text()
 
     # Delete, then restore from the trash.
-    page.get_by_role("button", name="Delete").click()
+    go(page, page.get_by_role("button", name="Delete"))
     assert (
         "Moved project_knowledge_build-and-test.md to the trash."
         in page.get_by_role("status").inner_text()
     )
     assert not stores.project.exists("project_knowledge_build-and-test.md")
     assert rows.count() == 4, page.content()
-    page.get_by_role("link", name="Trash").click()
+    go(page, page.get_by_role("link", name="Trash"))
     page.screenshot(path=str(shots / "trash.png"), full_page=True)
-    page.get_by_role("button", name="Restore").click()
+    go(page, page.get_by_role("button", name="Restore"))
     assert page.locator("h1").inner_text() == "Build and test"
     assert stores.project.read("project_knowledge_build-and-test.md").summary == (
         "make test, ruff, then push."
     )
 
     # The overview shows the prompt block.
-    page.get_by_role("link", name="Overview").click()
+    go(page, page.get_by_role("link", name="Overview"))
     assert "## Project Memory" in page.locator("pre.block").inner_text()
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
@@ -214,14 +220,14 @@ def test_a_failed_save_keeps_the_typed_text(
     context = browser.new_context()
     page = context.new_page()
     page.goto(server.url)
-    page.get_by_role("link", name="Prefers short answers").click()
-    page.get_by_role("link", name="Edit the file").click()
+    go(page, page.get_by_role("link", name="Prefers short answers"))
+    go(page, page.get_by_role("link", name="Edit the file"))
     text = page.get_by_label("The file, front matter included")
     typed = (
         text.input_value().replace("title: Prefers", "title: [Prefers") + "\nA long paragraph.\n"
     )
     text.fill(typed)
-    page.get_by_role("button", name="Save").click()
+    go(page, page.get_by_role("button", name="Save"))
     assert "bad YAML" in page.get_by_role("alert").inner_text()
     assert text.input_value().strip() == typed.strip()
     note = [n for n in stores.user.notes() if n.title == "Prefers short answers"]
@@ -239,9 +245,10 @@ def test_browsing_works_without_javascript(
     rows = page.locator("table.notes tbody tr")
     assert rows.count() == 5
     page.get_by_label("Search").fill("中文")
-    page.get_by_label("Search").press("Enter")
+    with page.expect_navigation():
+        page.get_by_label("Search").press("Enter")
     assert rows.count() == 1 and "回答用中文" in rows.first.inner_text()
-    page.get_by_role("link", name="回答用中文").click()
+    go(page, page.get_by_role("link", name="回答用中文"))
     assert "请用中文回答" in page.locator(".body").inner_text()
     context.close()
 
