@@ -7,6 +7,7 @@ put in ``sys.modules`` under the names the page looks up.
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -194,13 +195,13 @@ def test_stale_and_disputed_marks_from_their_modules(
     page: Page, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = create(page.project, "Build")
-    stale = types.ModuleType("mdmem.store.stale")
-    stale.cached_marks = lambda root: {name: "path gone: src/old.py"}  # type: ignore[attr-defined]
+    from mdmem.store import marks
+
+    monkeypatch.setattr(marks, "cached_marks", lambda root: {name: "path gone: src/old.py"})
     disputes = types.ModuleType("mdmem.recall.disputes")
     disputes.disputed = lambda store: {  # type: ignore[attr-defined]
         name: {"at": "2026-12-01", "count": 1, "reason": "the user said <no>"}
     }
-    monkeypatch.setitem(sys.modules, "mdmem.store.stale", stale)
     monkeypatch.setitem(sys.modules, "mdmem.recall.disputes", disputes)
     html = page.get("/").text
     assert "stale: path gone: src/old.py" in html
@@ -211,14 +212,14 @@ def test_stale_and_disputed_marks_from_their_modules(
 def test_without_the_modules_nothing_is_offered(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for module in ("mdmem.manager.review", "mdmem.store.stale", "mdmem.recall.disputes"):
+    for module in ("mdmem.manager.review", "mdmem.recall.disputes"):
         monkeypatch.setitem(sys.modules, module, None)  # as if this mdmem had none of them
     _, project, _ = resolve(str(workspace), None)
     create(project, "Build")
     assert not features.has_review(project)
     assert features.proposals_of(project) is None
     assert not features.can_edit_proposals()
-    assert features.markers(project) == {}
+    assert features.markers(project) == {}  # and no staleness check has run
     with pytest.raises(NoteNotFound):
         features.decide(project, "p1", "accept")
 
@@ -251,3 +252,19 @@ def test_search_goes_through_the_recall_engine_where_there_is_one(
     html = page.get("/?q=anything&type=project_knowledge").text
     assert "ranked by the engine" in html and "project_knowledge" in html
     assert calls == [(["project", "user"], "anything", 200, ["project_knowledge"])]
+
+
+def test_the_history_of_a_real_store(page: Page) -> None:
+    """Store.history and Store.restore_version, end to end through the page."""
+    name = create(page.project, "Build", "First version.")
+    page.project.apply(
+        [{"action": "update", "level": "project", "filename": name, "content": "Second."}]
+    )
+    assert page.project.read(name).body == "Second."
+    html = page.get(f"/note/project/{name}/history").text
+    versions = re.findall(r'name="version" value="([^"]+)"', html)
+    assert len(versions) >= 2 and versions == sorted(versions, key=int, reverse=True)
+    response = page.post(f"/note/project/{name}/history/restore", {"version": versions[-1]})
+    assert response.status_code == 303
+    assert page.project.read(name).body == "First version."
+    assert page.post(f"/note/project/{name}/history/restore", {"version": "999"}).status_code == 404

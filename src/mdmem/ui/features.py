@@ -9,7 +9,7 @@ feature arrives, and shows no empty section before:
 - proposals waiting for review: ``pending(store)``, ``accept(store, id,
   op=None)`` and ``reject(store, id)`` of ``mdmem.manager.review`` (else the
   store's own ``proposals()``, ``accept([id])``, ``reject([id])``);
-- stale notes: ``mdmem.store.stale.cached_marks(root)``, name -> reason;
+- stale notes: ``mdmem.store.marks.cached_marks(root)`` (always there), name -> reason;
 - disputed notes: ``mdmem.recall.disputes.disputed(store)``, name -> details;
 - any other marker: ``store.markers()``, name -> {marker: words};
 - search: the recall engine, ``mdmem.recall.search(stores, query, ...)``, else
@@ -24,6 +24,7 @@ from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import NoteNotFound
+from mdmem.store import marks as store_marks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -142,12 +143,9 @@ def search(
 def markers(store: Store) -> dict[str, dict[str, str]]:
     """Markers other parts of mdmem keep about notes: stale, disputed, proposals waiting, ..."""
     out: dict[str, dict[str, str]] = {}
-    stale = _optional("mdmem.store.stale", "cached_marks")
-    if stale is not None:
-        found = stale(store.path)
-        if isinstance(found, dict):
-            for name, reason in found.items():
-                out.setdefault(str(name), {})["stale"] = f"stale: {reason}"
+    # What the last staleness check found, while the tree is still as it was then.
+    for note, why in store_marks.cached_marks(store.path).items():
+        out.setdefault(note, {})["stale"] = f"stale: {why}"
     disputed = _optional("mdmem.recall.disputes", "disputed")
     if disputed is not None:
         found = disputed(store)
