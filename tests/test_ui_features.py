@@ -268,3 +268,42 @@ def test_the_history_of_a_real_store(page: Page) -> None:
     assert response.status_code == 303
     assert page.project.read(name).body == "First version."
     assert page.post(f"/note/project/{name}/history/restore", {"version": "999"}).status_code == 404
+
+
+def test_review_and_disputes_of_the_real_modules(page: Page) -> None:
+    """mdmem.manager.review and mdmem.recall.disputes, end to end through the page."""
+    from mdmem.manager import review as real_review
+    from mdmem.recall import disputes
+
+    name = create(page.project, "Build", "Run make.")
+    disputes.mark(page.project, [name], turn="t0", at="2026-12-01", reason="the user said no")
+    ops = [
+        {
+            "action": "create",
+            "level": "project",
+            "type": "project_knowledge",
+            "title": t,
+            "content": f"About {t}.",
+        }
+        for t in ("Lint", "Deploy")
+    ]
+    ids, _ = real_review.propose(page.project, ops, turn="t1")
+    listing = page.get("/").text
+    assert "disputed: the user said no" in listing and 'href="/review"' in listing
+    html = page.get("/review").text
+    assert all(i in html for i in ids) and "Edit, then accept" in html
+    edited = {
+        "level": "project",
+        "id": ids[0],
+        "title": "Lint first",
+        "summary": "",
+        "type": "project_knowledge",
+        "content": "Run ruff before make.",
+    }
+    assert page.post("/review/edit", edited).status_code == 303
+    assert page.post("/review/reject", {"level": "project", "id": ids[1]}).status_code == 303
+    titles = {e.title for e in page.project.entries()}
+    assert "Lint first" in titles and "Deploy" not in titles
+    assert real_review.pending(page.project) == []
+    again = page.post("/review/accept", {"level": "project", "id": ids[0]})
+    assert again.status_code in (400, 404) and "no waiting proposal" in again.text
