@@ -10,6 +10,7 @@ from mdmem.cli import agents  # noqa: F401
 from mdmem.cli import stats  # noqa: F401
 from mdmem.cli import truth  # noqa: F401
 from mdmem.cli import review  # noqa: F401
+from mdmem.cli import ui  # noqa: F401
 
 # isort: on
 from mdmem.cli._base import app, run

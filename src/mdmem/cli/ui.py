@@ -1,0 +1,62 @@
+"""``mdmem ui``: the local web page, served until Ctrl-C."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mdmem.cli._base import app, options_of
+
+
+@app.command()
+def ui(
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option(help="The address to listen on: a loopback one unless --allow-remote.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port; 0 picks a free one.")] = 0,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the address, do not open a browser.")
+    ] = False,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote", help="Allow a --host that is not a loopback address (plain HTTP)."
+        ),
+    ] = False,
+) -> None:
+    """Browse, search, edit, delete and restore notes in a local web page.
+
+    Serves both stores of the workspace on 127.0.0.1 and prints the address,
+    which carries a token for this run only; opens it in the browser unless
+    --no-browser. Ctrl-C stops the server. Needs the ui extra: pip install
+    'mdmem[ui]'.
+
+    Example: mdmem ui --no-browser --port 8765
+    """
+    try:
+        from mdmem.ui.model import Stores
+        from mdmem.ui.server import Server
+    except ImportError as exc:
+        typer.echo(
+            f"mdmem: error: mdmem ui needs the ui extra ({exc.name} is missing): "
+            "pip install 'mdmem[ui]'",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+
+    workspace, project, user = options_of(ctx).stores()
+    server = Server(
+        Stores(workspace, project, user), host=host, port=port, allow_remote=allow_remote
+    )
+    if server.warning:
+        typer.echo(f"mdmem: warning: {server.warning}", err=True)
+    typer.echo(server.url)
+    typer.echo("mdmem: serving the notes of this workspace; Ctrl-C stops", err=True)
+    if not no_browser:
+        import webbrowser
+
+        webbrowser.open(server.url)
+    server.run()
+    typer.echo("mdmem: stopped", err=True)

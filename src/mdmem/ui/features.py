@@ -1,0 +1,303 @@
+"""Features the page shows only where this mdmem has them: history, review, more markers.
+
+Each is looked up when it is used, by name (``getattr`` on the store, or on an
+optional module of a lower floor), so the page needs no change the day a
+feature arrives, and shows no empty section before:
+
+- a note's versions: ``store.history(name)`` and ``store.restore_version(name,
+  version)`` (else ``store.restore(name, version=...)``);
+- proposals waiting for review: ``pending(store)``, ``accept(store, id,
+  op=None)`` and ``reject(store, id)`` of ``mdmem.manager.review`` (else the
+  store's own ``proposals()``, ``accept([id])``, ``reject([id])``);
+- stale notes: ``mdmem.store.marks.cached_marks(root)`` (always there), name -> reason;
+- disputed notes: ``mdmem.recall.disputes.disputed(store)``, name -> details;
+- any other marker: ``store.markers()``, name -> {marker: words};
+- search: the recall engine, ``mdmem.recall.search(stores, query, ...)``, else
+  the keyword search of ``mdmem.recall.search``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import fields, is_dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from mdmem.errors import NoteNotFound
+from mdmem.store import marks as store_marks
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime
+
+    from mdmem._kinds import Level
+    from mdmem.store.store import Store
+
+__all__ = [
+    "Hit",
+    "can_edit_proposals",
+    "decide",
+    "describe",
+    "has_history",
+    "has_review",
+    "history_of",
+    "markers",
+    "proposal",
+    "proposal_op",
+    "proposals_of",
+    "restorable",
+    "restore_version",
+    "search",
+]
+
+_REVIEW = "mdmem.manager.review"
+
+
+def _optional(module: str, name: str) -> Callable[..., object] | None:
+    """``module.name`` if that module exists in this mdmem and has it, else None."""
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return None
+    value = getattr(found, name, None)
+    return value if callable(value) else None
+
+
+def _method(store: Store, name: str) -> Callable[..., object] | None:
+    value = getattr(store, name, None)
+    return value if callable(value) else None
+
+
+def describe(item: object) -> dict[str, str]:
+    """The public fields of a record (a dataclass, a mapping or an object), as text.
+
+    A nested mapping (a proposal's operation) is flattened into the record.
+    """
+    if is_dataclass(item) and not isinstance(item, type):
+        pairs = {f.name: getattr(item, f.name) for f in fields(item)}
+    elif isinstance(item, dict):
+        pairs = dict(item)
+    else:
+        pairs = {k: v for k, v in vars(item).items() if not k.startswith("_")}
+    out: dict[str, str] = {}
+    for key, value in pairs.items():
+        if isinstance(value, dict):
+            out.update({str(k): "" if v is None else str(v) for k, v in value.items()})
+        else:
+            out[str(key)] = "" if value is None else str(value)
+    return out
+
+
+# -- search ----------------------------------------------------------------------------
+
+
+class Hit(Protocol):
+    """What the page reads of a search hit (both search functions' hits have it)."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def level(self) -> Level | str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def updated(self) -> datetime | None: ...
+    @property
+    def snippet(self) -> str: ...
+
+
+def search(
+    query: str, stores: Sequence[Store], *, note_type: str | None = None, limit: int = 200
+) -> list[Hit]:
+    """The notes of ``stores`` that best match ``query``, best first.
+
+    With the recall engine (``mdmem.recall.search(stores, query, limit=, types=)``)
+    where this mdmem has it, else the keyword search of
+    ``mdmem.recall.search.search(query, notes, limit=)``.
+    """
+    engine = _optional("mdmem.recall", "search")
+    if engine is not None:
+        types = [note_type] if note_type else None
+        found = engine(list(stores), query, limit=limit, types=types)
+        return list(found) if isinstance(found, list) else []
+    keyword = _optional("mdmem.recall.search", "search")
+    if keyword is None:
+        return []
+    pairs = [
+        (store.level, note)
+        for store in stores
+        for note in store.notes()
+        if not note_type or note.type.value == note_type
+    ]
+    found = keyword(query, pairs, limit=limit)
+    return list(found) if isinstance(found, list) else []
+
+
+# -- markers -----------------------------------------------------------------------------
+
+
+def markers(store: Store) -> dict[str, dict[str, str]]:
+    """Markers other parts of mdmem keep about notes: stale, disputed, proposals waiting, ..."""
+    out: dict[str, dict[str, str]] = {}
+    # What the last staleness check found, while the tree is still as it was then.
+    for note, why in store_marks.cached_marks(store.path).items():
+        out.setdefault(note, {})["stale"] = f"stale: {why}"
+    disputed = _optional("mdmem.recall.disputes", "disputed")
+    if disputed is not None:
+        found = disputed(store)
+        if isinstance(found, dict):
+            for name, details in found.items():
+                reason = details.get("reason") if isinstance(details, dict) else None
+                words = f"disputed: {reason}" if reason else "disputed"
+                out.setdefault(str(name), {})["disputed"] = words
+    for item in proposals_of(store) or []:
+        target = item.get("filename")
+        if target:
+            out.setdefault(target, {})["proposal"] = "a proposed change waits for review"
+    more = _method(store, "markers")
+    if more is not None:
+        found = more()
+        if isinstance(found, dict):
+            for name, marks in found.items():
+                if isinstance(marks, dict):
+                    out.setdefault(str(name), {}).update({str(k): str(v) for k, v in marks.items()})
+    return out
+
+
+# -- history -----------------------------------------------------------------------------
+
+
+def has_history(store: Store) -> bool:
+    """Whether the store keeps the versions of its notes."""
+    return _method(store, "history") is not None
+
+
+def history_of(store: Store, filename: str) -> list[dict[str, str]] | None:
+    """A note's versions, newest first, each described by its fields; None without history."""
+    history = _method(store, "history")
+    if history is None:
+        return None
+    found = history(filename)
+    versions = [describe(v) for v in found] if isinstance(found, (list, tuple)) else []
+
+    def number(record: Mapping[str, str]) -> float:
+        try:
+            return float(record.get("version", ""))
+        except ValueError:
+            return 0.0
+
+    if len(versions) > 1 and number(versions[0]) < number(versions[-1]):
+        versions.reverse()  # oldest first as given: the page shows the newest first
+    return versions
+
+
+def restorable(store: Store) -> bool:
+    """Whether the store can bring back one version of a note."""
+    if _method(store, "restore_version") is not None:
+        return True
+    try:
+        return "version" in inspect.signature(store.restore).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def restore_version(store: Store, filename: str, version: str) -> object:
+    """Bring back one version of a note through the store's own API.
+
+    Raises:
+        NoteNotFound: the store has no such version (or no history at all).
+    """
+    method = _method(store, "restore_version")
+    if method is not None:
+        return method(filename, int(version) if version.isdigit() else version)
+    if not restorable(store):
+        raise NoteNotFound(f"{filename} version {version}", store.path)
+    restore: Callable[..., object] = store.restore
+    return restore(filename, version=version)
+
+
+# -- review ------------------------------------------------------------------------------
+
+
+def has_review(store: Store) -> bool:
+    """Whether this mdmem has review mode (proposals a person accepts or rejects)."""
+    return _optional(_REVIEW, "pending") is not None or _method(store, "proposals") is not None
+
+
+def _raw_proposals(store: Store) -> list[object] | None:
+    pending = _optional(_REVIEW, "pending")
+    found = pending(store) if pending is not None else None
+    if found is None:
+        own = _method(store, "proposals")
+        found = own() if own is not None else None
+    if found is None:
+        return None
+    return list(found) if isinstance(found, (list, tuple)) else []
+
+
+def proposals_of(store: Store) -> list[dict[str, str]] | None:
+    """Proposals waiting for review, each described by its fields; None without review mode."""
+    found = _raw_proposals(store)
+    return None if found is None else [describe(item) for item in found]
+
+
+def proposal(store: Store, ident: str) -> dict[str, str]:
+    """One waiting proposal, described.
+
+    Raises:
+        NoteNotFound: no such proposal waits (or there is no review mode).
+    """
+    for item in proposals_of(store) or []:
+        if item.get("id") == ident:
+            return item
+    raise NoteNotFound(f"proposal {ident}", store.path)
+
+
+def proposal_op(store: Store, ident: str) -> dict[str, object]:
+    """The operation a waiting proposal would apply, as the review API keeps it.
+
+    Raises:
+        NoteNotFound: no such proposal waits (or there is no review mode).
+    """
+    for item in _raw_proposals(store) or []:
+        record = item if isinstance(item, dict) else vars(item)
+        if record.get("id") == ident:
+            op = record.get("op")
+            return dict(op) if isinstance(op, dict) else dict(record)
+    raise NoteNotFound(f"proposal {ident}", store.path)
+
+
+def can_edit_proposals() -> bool:
+    """Whether a proposal can be accepted with changes (``accept(store, id, op=...)``)."""
+    accept = _optional(_REVIEW, "accept")
+    if accept is None:
+        return False
+    try:
+        return "op" in inspect.signature(accept).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def decide(
+    store: Store, ident: str, verdict: str, op: Mapping[str, object] | None = None
+) -> object:
+    """Accept (with ``op``: as edited) or reject one proposal, through the review API.
+
+    Raises:
+        NoteNotFound: no review mode, an unknown verdict, or no such proposal.
+    """
+    if verdict not in ("accept", "reject"):
+        raise NoteNotFound(f"a decision {verdict!r}", "accept or reject")
+    function = _optional(_REVIEW, verdict)
+    if function is not None:
+        if op is not None:
+            return function(store, ident, op=dict(op))
+        return function(store, ident)
+    method = _method(store, verdict)
+    if method is None:
+        raise NoteNotFound(f"proposal {ident}", store.path)
+    return method([ident])

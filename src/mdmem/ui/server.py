@@ -1,0 +1,195 @@
+"""Serving the web page with uvicorn: on a loopback address, with a fresh token per run.
+
+``Server(stores)`` binds its socket at once (port 0: the system picks a free
+one), so its :attr:`~Server.url` is known before it serves. :meth:`Server.run`
+serves until Ctrl-C; :meth:`Server.start` serves from a background thread
+until :meth:`Server.stop` (tests, or a program embedding the page).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+from mdmem.errors import InvalidOperation
+from mdmem.ui.app import create_app
+from mdmem.ui.guard import Settings
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import uvicorn
+
+    from mdmem.ui.model import Stores
+
+__all__ = ["DEFAULT_HOST", "Server", "check_host", "is_loopback"]
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, *, allow_remote: bool = False) -> str | None:
+    """Refuse a non-loopback address unless ``allow_remote``; then return a warning to show.
+
+    Raises:
+        InvalidOperation: ``host`` is not a loopback address and ``allow_remote`` is False.
+    """
+    if is_loopback(host):
+        return None
+    if not allow_remote:
+        raise InvalidOperation(
+            f"refusing to listen on {host!r}: the page can change your notes, so it listens "
+            "on 127.0.0.1 only (--allow-remote to override)",
+            "host",
+        )
+    return (
+        f"listening on {host}: anyone who can reach this address and learns the token can "
+        "read and change your notes, over plain HTTP"
+    )
+
+
+def _url_host(host: str) -> str:
+    return f"[{host.strip('[]')}]" if ":" in host else host
+
+
+def _host_names(bound: str) -> set[str]:
+    """The names a Host header may give for a server bound to ``bound`` (without the port)."""
+    names = {"127.0.0.1", "localhost", "[::1]", _url_host(bound).lower()}
+    if bound in ("0.0.0.0", "::"):
+        # Every address: the names this machine goes by, as best they can be known.
+        hostname = socket.gethostname()
+        names |= {hostname.lower(), socket.getfqdn().lower()}
+        try:
+            infos = socket.getaddrinfo(hostname, None)
+        except OSError:
+            infos = []
+        names |= {_url_host(str(info[4][0])).lower() for info in infos}
+    return names
+
+
+class Server:
+    """The web page on one socket; see the module docstring.
+
+    Raises:
+        InvalidOperation: a non-loopback ``host`` without ``allow_remote``.
+        OSError: the address cannot be bound (the port is taken, ...).
+    """
+
+    def __init__(
+        self,
+        stores: Stores,
+        *,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        allow_remote: bool = False,
+    ) -> None:
+        self.warning = check_host(host, allow_remote=allow_remote)
+        bare = host.strip("[]")
+        family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+        if bare.lower() == "localhost":
+            bare = DEFAULT_HOST  # one address, so the printed URL is the one that works
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((bare, port))
+            sock.listen(64)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._socket = sock
+        self.host = bare
+        self.port: int = sock.getsockname()[1]
+        names = {f"{name}:{self.port}" for name in _host_names(bare)}
+        self.token = secrets.token_urlsafe(32)
+        self.settings = Settings(
+            token=self.token,
+            allowed_hosts=frozenset(names),
+            cookie_name=f"mdmem-ui-{self.port}",
+        )
+        self.app = create_app(stores, self.settings)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``, without the token."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"http://{_url_host(host)}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The address to open: it carries this run's token, which the page swaps for a cookie."""
+        return f"{self.base_url}/?token={self.token}"
+
+    def _uvicorn(self) -> uvicorn.Server:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            log_level="warning",
+            access_log=False,  # an access log would write the token down
+            lifespan="off",
+            ws="none",
+            http="h11",
+            server_header=False,
+            date_header=False,
+        )
+        self._server = uvicorn.Server(config)
+        return self._server
+
+    def run(self) -> None:
+        """Serve until Ctrl-C (or :meth:`stop` from another thread); then return."""
+        server = self._uvicorn()
+        try:
+            server.run(sockets=[self._socket])
+        except KeyboardInterrupt:
+            pass  # uvicorn re-raises the Ctrl-C it caught, once it has shut down
+        finally:
+            self._socket.close()
+
+    def start(self) -> Server:
+        """Serve from a background thread; return once the server accepts requests."""
+        server = self._uvicorn()
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [self._socket]}, name="mdmem-ui", daemon=True
+        )
+        self._thread.start()
+        while not server.started:
+            if not self._thread.is_alive():
+                raise OSError(f"the web page's server stopped at start ({self.base_url})")
+            self._thread.join(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving, and wait for the background thread to end."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self._socket.close()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

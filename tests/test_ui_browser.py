@@ -1,0 +1,304 @@
+"""The web page in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+Playwright's own browser download (``playwright install``) is never used: it
+fetches a build from outside the package registries. The browser is the
+distribution's ``/usr/bin/chromium``; ``scripts/install-browser.sh`` installs it
+on a fresh machine when this runs as root with apt-get, and these tests skip,
+saying why, only where it cannot be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from mdmem import NoteType, Store
+from mdmem.store.note import Note
+from mdmem.store.workspace import resolve
+from mdmem.ui.model import Stores
+from mdmem.ui.server import Server
+
+playwright_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is in the test extra"
+)
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# The first test may install the browser: apt-get can take minutes on a fresh machine.
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of Debian's Chromium, installed first if missing and possible."""
+    if not os.path.exists(CHROMIUM):
+        if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
+            pytest.skip(
+                f"{CHROMIUM} is missing and cannot be installed here (needs root and apt-get): "
+                "run scripts/install-browser.sh as root to run the browser tests"
+            )
+        proc = subprocess.run(
+            ["sh", str(ROOT / "scripts" / "install-browser.sh")],
+            capture_output=True,
+            text=True,
+            timeout=840,
+            check=False,
+        )
+        if proc.returncode != 0 or not os.path.exists(CHROMIUM):
+            pytest.fail(f"scripts/install-browser.sh failed ({proc.returncode}):\n{proc.stderr}")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str) -> Iterator[playwright_api.Browser]:
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, args=ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def go(page: playwright_api.Page, target: playwright_api.Locator) -> None:
+    """Click a link or a button and wait for the page it leads to."""
+    with page.expect_navigation():
+        target.click()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots of a test go (the test's own output folder)."""
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    return folder
+
+
+def create(store: Store, title: str, body: str, kind: NoteType, **fields: str) -> str:
+    op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
+    result = store.apply([{**op, "content": body, **fields}])
+    assert not result.rejected, result.rejected
+    return result.applied[0].filename
+
+
+@pytest.fixture
+def served(workspace: Path) -> Iterator[tuple[Server, Stores]]:
+    """A server on a free loopback port, over a workspace with a few notes; stops by itself."""
+    ws, project, user = resolve(str(workspace), None)
+    create(
+        project,
+        "Build and test",
+        "Run `make test` before pushing.\n\n- lint with **ruff**\n- type-check with mypy\n\n"
+        "See [the docs](https://example.org/docs).",
+        NoteType.PROJECT_KNOWLEDGE,
+        summary="make test, then push.",
+    )
+    old = create(project, "Old deploy", "Deploy by hand with scp.", NoteType.PROJECT_KNOWLEDGE)
+    project.save(
+        Note(
+            "reference_material_deploy.md",
+            NoteType.REFERENCE_MATERIAL,
+            "Deploy",
+            "Tag a release; CI deploys it.",
+            "Tag `vX.Y.Z`; the release workflow deploys it.",
+            extra={"supersedes": [old]},
+        )
+    )
+    create(
+        user,
+        "回答用中文",
+        "请用中文回答，代码注释用英文。",
+        NoteType.USER_PREFERENCE,
+        summary="用中文回答问题。",
+    )
+    create(user, "Prefers short answers", "Keep answers short.", NoteType.CORRECTION_FEEDBACK)
+    stores = Stores(ws, project, user)
+    with Server(stores) as server:
+        yield server, stores
+
+
+def test_list_search_open_edit_delete_restore(
+    browser: playwright_api.Browser, served: tuple[Server, Stores], shots: Path
+) -> None:
+    server, stores = served
+    context = browser.new_context(viewport={"width": 1100, "height": 760})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+
+    page.goto(server.url)
+    assert page.url == server.base_url + "/"  # the token is gone from the address bar
+    assert "token" not in page.url
+    rows = page.locator("table.notes tbody tr")
+    assert rows.count() == 5
+    assert page.get_by_role("link", name="回答用中文").is_visible()
+    assert page.locator(".marker-superseded").first.inner_text() == (
+        "superseded by reference_material_deploy.md"
+    )
+    page.screenshot(path=str(shots / "list.png"), full_page=True)
+
+    # Search, then filter.
+    page.get_by_label("Search").fill("make")
+    go(page, page.get_by_role("button", name="Show"))
+    assert rows.count() == 1 and "Build and test" in rows.first.inner_text()
+    page.screenshot(path=str(shots / "search.png"), full_page=True)
+    page.goto(server.base_url + "/")
+    page.get_by_label("Level").select_option("user")
+    go(page, page.get_by_role("button", name="Show"))
+    assert rows.count() == 2
+
+    # Open a note: rendered Markdown.
+    go(page, page.get_by_role("link", name="回答用中文"))
+    assert page.locator("h1").inner_text() == "回答用中文"
+    page.goto(server.base_url + "/")
+    go(page, page.get_by_role("link", name="Build and test"))
+    assert page.locator(".body code").first.inner_text() == "make test"
+    assert page.locator(".body li strong").inner_text() == "ruff"
+    assert page.get_by_role("link", name="the docs").get_attribute("href") == (
+        "https://example.org/docs"
+    )
+    page.screenshot(path=str(shots / "note.png"), full_page=True)
+
+    # Edit and save.
+    go(page, page.get_by_role("link", name="Edit", exact=True))
+    page.get_by_label("Summary").fill("make test, ruff, then push.")
+    body = page.get_by_label("Body")
+    body.fill(body.input_value() + "\n\n补充：先运行 `make lint`。")
+    page.screenshot(path=str(shots / "edit.png"), full_page=True)
+    go(page, page.get_by_role("button", name="Save"))
+    assert page.get_by_role("status").inner_text().startswith("Saved")
+    note = stores.project.read("project_knowledge_build-and-test.md")
+    assert note.summary == "make test, ruff, then push." and "补充：先运行" in note.body
+    assert "先运行 make lint" in page.locator(".body").inner_text()
+
+    # Delete, then restore from the trash.
+    go(page, page.get_by_role("button", name="Delete"))
+    assert (
+        "Moved project_knowledge_build-and-test.md to the trash."
+        in page.get_by_role("status").inner_text()
+    )
+    assert not stores.project.exists("project_knowledge_build-and-test.md")
+    assert rows.count() == 4, page.content()
+    go(page, page.get_by_role("link", name="Trash"))
+    page.screenshot(path=str(shots / "trash.png"), full_page=True)
+    go(page, page.get_by_role("button", name="Restore"))
+    assert page.locator("h1").inner_text() == "Build and test"
+    assert stores.project.read("project_knowledge_build-and-test.md").summary == (
+        "make test, ruff, then push."
+    )
+
+    # The overview shows the prompt block.
+    go(page, page.get_by_role("link", name="Overview"))
+    assert "## Project Memory" in page.locator("pre.block").inner_text()
+    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+    assert problems == []  # no CSP violation, no script error, nothing failed to load
+    context.close()
+    for name in ("list", "search", "note", "edit", "trash", "overview"):
+        assert (shots / f"{name}.png").stat().st_size > 1000
+
+
+def test_a_failed_save_keeps_the_typed_text(
+    browser: playwright_api.Browser, served: tuple[Server, Stores]
+) -> None:
+    server, stores = served
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(server.url)
+    go(page, page.get_by_role("link", name="Prefers short answers"))
+    go(page, page.get_by_role("link", name="Edit the file"))
+    text = page.get_by_label("The file, front matter included")
+    typed = (
+        text.input_value().replace("title: Prefers", "title: [Prefers") + "\nA long paragraph.\n"
+    )
+    text.fill(typed)
+    go(page, page.get_by_role("button", name="Save"))
+    assert "bad YAML" in page.get_by_role("alert").inner_text()
+    assert text.input_value().strip() == typed.strip()
+    note = [n for n in stores.user.notes() if n.title == "Prefers short answers"]
+    assert note and note[0].body == "Keep answers short."
+    context.close()
+
+
+def test_browsing_works_without_javascript(
+    browser: playwright_api.Browser, served: tuple[Server, Stores]
+) -> None:
+    server, _ = served
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(server.url)
+    rows = page.locator("table.notes tbody tr")
+    assert rows.count() == 5
+    page.get_by_label("Search").fill("中文")
+    with page.expect_navigation():
+        page.get_by_label("Search").press("Enter")
+    assert rows.count() == 1 and "回答用中文" in rows.first.inner_text()
+    go(page, page.get_by_role("link", name="回答用中文"))
+    assert "请用中文回答" in page.locator(".body").inner_text()
+    context.close()
+
+
+def test_keyboard_and_a_narrow_window(
+    browser: playwright_api.Browser, served: tuple[Server, Stores], shots: Path
+) -> None:
+    server, _ = served
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
+    page.goto(server.url)
+    assert page.evaluate("document.characterSet") == "UTF-8"
+    # The first Tab reaches the skip link, which shows itself and leads to the content.
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to content")
+    assert skip.evaluate("e => e === document.activeElement")
+    box = skip.bounding_box()
+    assert box is not None and box["x"] >= 0
+    outline = skip.evaluate("e => getComputedStyle(e).outlineStyle")
+    assert outline != "none"  # a visible focus ring
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/#main", timeout=5000)
+    # Tab on to the search field, type, and submit with Enter: no mouse needed.
+    search = page.get_by_label("Search")
+    for _ in range(10):
+        page.keyboard.press("Tab")
+        if search.evaluate("e => e === document.activeElement"):
+            break
+    assert search.evaluate("e => e === document.activeElement")
+    page.keyboard.type("make")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    rows = page.locator("table.notes tbody tr")
+    assert rows.count() == 1
+    # In a narrow window the table stacks: nothing is wider than the window.
+    page.goto(server.base_url + "/")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360
+    assert page.locator("table.notes thead").is_hidden()
+    font = page.locator("html").evaluate("e => getComputedStyle(e).fontFamily")
+    assert "WenQuanYi Micro Hei" in font and "Noto Sans CJK SC" in font
+    page.screenshot(path=str(shots / "narrow.png"), full_page=True)
+    context.close()
+
+
+def test_the_install_script_does_nothing_when_the_browser_is_there(chromium: str) -> None:
+    proc = subprocess.run(
+        ["sh", str(ROOT / "scripts" / "install-browser.sh")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
