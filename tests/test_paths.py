@@ -174,6 +174,36 @@ def test_a_symlink_is_never_a_note_even_inside_the_store(tmp_path: Path) -> None
         note_path(str(root), "alias.md")
 
 
+@pytest.mark.parametrize("then", ["file", "fifo", "gone"])
+def test_a_symlink_swapped_between_the_lstat_and_the_readlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    # A racing swapper replaces the symlink right after note_path saw it: the readlink
+    # in realpath then fails (EINVAL, or ENOENT), which must not escape as an OSError.
+    root = tmp_path / "store"
+    root.mkdir()
+    alias = root / "alias.md"
+    alias.symlink_to(tmp_path / "outside.md")
+    real_readlink = os.readlink
+
+    def swapping(path: str) -> str:
+        if path == str(alias) and alias.is_symlink():
+            alias.unlink()
+            if then == "file":
+                alias.write_text("x")
+            elif then == "fifo":
+                os.mkfifo(alias)
+        return real_readlink(path)
+
+    monkeypatch.setattr(os, "readlink", swapping)
+    if then == "gone":
+        with pytest.raises(FileNotFoundError):
+            note_path(str(root), "alias.md", must_exist=True)
+    else:
+        with pytest.raises(InvalidPath, match="symlink"):
+            note_path(str(root), "alias.md", must_exist=True)
+
+
 @pytest.mark.parametrize(
     ("title", "slug"),
     [

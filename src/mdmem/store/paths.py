@@ -196,7 +196,18 @@ def note_path(root: str, name: object, *, must_exist: bool = False) -> str:
             raise
         return path
     if stat.S_ISLNK(st.st_mode):
-        real = os.path.realpath(path)
+        try:
+            real = os.path.realpath(path)
+        except FileNotFoundError:  # removed since the lstat
+            if must_exist:
+                raise
+            return path
+        except OSError:
+            # Replaced since the lstat by something that is not a symlink (readlink
+            # fails with EINVAL): it was a symlink when looked at, so say that.
+            raise InvalidPath(
+                checked, "a symlink; mdmem reads only regular files in a store"
+            ) from None
         real_root = os.path.realpath(root)
         if os.path.commonpath([real, real_root]) != real_root or real == real_root:
             raise InvalidPath(checked, "a symlink that leads outside the store")
