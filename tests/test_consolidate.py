@@ -38,6 +38,15 @@ def store(workspace: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.Mo
     return s
 
 
+def consolidate_closing(store: Store, max_changes: int) -> object:
+    """Consolidate with the configured provider, and close it (its HTTP pool) afterwards."""
+    provider = default_provider()
+    try:
+        return consolidate(store, provider, max_changes=max_changes)
+    finally:
+        provider.close()  # type: ignore[attr-defined]
+
+
 def files(store: Store) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in store.root.glob("*.md") if p.name != "MEMORY.md"}
 
@@ -66,7 +75,7 @@ def test_a_plan_is_applied_through_validation_history_and_trash(
             },
         )
     )
-    report = consolidate(store, default_provider(), max_changes=5)
+    report = consolidate_closing(store, 5)
     assert [a.action for a in report.result.applied] == ["update", "delete"]
     assert "2026-11-22" in store.read("project_knowledge_note-1.md").body
     assert [t.filename for t in store.trash()] == ["project_knowledge_note-3.md"]
@@ -98,7 +107,7 @@ def test_a_hostile_runaway_answer_changes_at_most_the_bound_and_loses_nothing(
         },
     ] * 10
     fake_anthropic.enqueue(FakeAnthropic.tool_use(TOOL, {"operations": hostile}))
-    report = consolidate(store, default_provider(), max_changes=3)
+    report = consolidate_closing(store, 3)
     changed = [a for a in report.result.applied if a.action != "unchanged"]
     assert len(changed) <= 3
     after = files(store)

@@ -149,9 +149,14 @@ def consolidate(
 
     provider = default_provider()
     out = []
-    for store in selected(options_of(ctx), level):
-        report = run(store, provider, max_changes=max_changes, dry_run=dry_run)
-        out.append((store, report))
+    try:
+        for store in selected(options_of(ctx), level):
+            report = run(store, provider, max_changes=max_changes, dry_run=dry_run)
+            out.append((store, report))
+    finally:
+        closer = getattr(provider, "close", None)
+        if callable(closer):
+            closer()  # the SDK's connection pool, or a socket is left for the GC
     if as_json:
         data = [
             {
