@@ -68,6 +68,7 @@ __all__ = [
     "content_hash",
     "ensure_state_dir",
     "fs_now",
+    "is_busy",
     "is_damage",
     "load",
     "read_fingerprint",
@@ -454,6 +455,23 @@ def is_damage(exc: BaseException) -> bool:
 
     sqlite3 = sys.modules.get("sqlite3")
     return sqlite3 is not None and isinstance(exc, sqlite3.Error)
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` only says another connection holds the catalog right now.
+
+    Such a catalog is not damaged: it must never be thrown away (unlinking a WAL
+    database's files under a live connection of another thread or process can
+    make SQLite map a different -shm file, and a later truncation of it is a
+    SIGBUS), only worked around for this call.
+    """
+    import sys
+
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None or not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _row_entry(row: tuple[object, ...]) -> Entry:

@@ -556,6 +556,14 @@ class Store:
                     self._cat().rollback()
                 if not _catalog.is_damage(exc):
                     raise
+                if _catalog.is_busy(exc):
+                    # Held by another connection: answer from a private catalog
+                    # in memory this once; never throw a live catalog away.
+                    return self._sync_with(
+                        _catalog.Catalog(self._root, private=self.private, memory=True),
+                        scan,
+                        *args,
+                    )
                 _log().warning("%s: the catalog was unusable (%s); rebuilding it", self._root, exc)
                 self._cat().reset()
             try:
