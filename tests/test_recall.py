@@ -437,3 +437,38 @@ def test_semantic_matching_finds_a_note_in_another_language(project: Store) -> N
     again = engine.index_of(project).vectors(semantic.MODEL_ID)
     assert len(again) == 6 and len(set(again) - set(cached)) == 1
     assert Index(project).count() == 6
+
+
+@given(
+    reads=st.integers(min_value=-5, max_value=10_000),
+    age=st.floats(min_value=-1e6, max_value=1e9, allow_nan=False),
+)
+def test_the_use_bonus_is_small_and_bounded(reads: int, age: float) -> None:
+    now = 2_000_000_000.0
+    bonus = engine.use_bonus(reads, now - age if age else 0.0, now)
+    assert 1.0 <= bonus <= 1.0 + engine.USE_BONUS + 1e-9
+
+
+def test_a_note_people_read_ranks_above_its_unread_twin(tmp_path: Path) -> None:
+    from mdmem.store import ledger
+
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    for name, port in (("alpha", 8080), ("beta", 9090)):  # other numbers: not duplicates
+        store.apply(
+            [
+                {
+                    "action": "create",
+                    "level": "project",
+                    "type": "project_knowledge",
+                    "title": f"Deploy checklist {name}",
+                    "summary": "Steps to deploy the service.",
+                    "content": f"Run the migrations, then restart the workers on port {port}.",
+                }
+            ]
+        )
+    names = [h.filename for h in search([store], "deploy checklist migrations")]
+    assert len(names) == 2
+    unread = names[1]
+    for _ in range(5):
+        ledger.record(store.path, "read", n=[unread], via="cli")
+    assert search([store], "deploy checklist migrations")[0].filename == unread

@@ -79,6 +79,47 @@ _INDEXES: dict[str, tuple[Index, int, float]] = {}
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
+USE_BONUS = 0.10
+_READS: dict[str, tuple[tuple[int, int] | None, dict[str, tuple[int, float]]]] = {}
+
+
+def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
+    """The factor a note's score is multiplied by for being read: 1.0 to ``1 + USE_BONUS``.
+
+    Half for how often (up to 10 reads), half for how recently (fading over 30 days).
+    """
+    moment = time.time() if now is None else now
+    often = min(max(reads, 0), 10) / 10
+    age_days = max(0.0, moment - last_read) / 86_400
+    recent = max(0.0, 1 - age_days / 30) if last_read > 0 else 0.0
+    return 1 + USE_BONUS * (often + recent) / 2
+
+
+def _reads(store: Store) -> dict[str, tuple[int, float]]:
+    """Read counts and last read times by note, cached while the ledger's files are unchanged."""
+    from mdmem.store import ledger
+
+    base = ledger.folder(store.path)
+    try:
+        key: tuple[int, int] | None = (
+            os.stat(base).st_mtime_ns,
+            sum(os.stat(os.path.join(base, n)).st_mtime_ns for n in os.listdir(base)),
+        )
+    except OSError:
+        return {}
+    cached = _READS.get(store.path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    notes = ledger.load(store.path).get("notes")
+    out: dict[str, tuple[int, float]] = {}
+    if isinstance(notes, dict):
+        for name, entry in notes.items():
+            if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:
+                out[str(name)] = (int(entry["read"]), float(entry.get("last_read", 0) or 0))
+    _READS[store.path] = (key, out)
+    return out
+
+
 def index_of(store: Store, *, fresh: bool = False) -> Index:
     """The store's search index, brought up to date (kept open for the process's next call)."""
     path = store.path
@@ -228,6 +269,13 @@ def _rank(
     for (level_name, name), c in candidates.items():
         if disputed_by_level.get(level_name) and name in disputed_by_level[level_name]:
             c.score *= dispute_penalty(by_level[level_name], name)
+    # Notes people actually read rank a little higher, as the seed's score does with hit
+    # counts and recency: at most USE_BONUS, from the usage ledger (mdmem.store.ledger).
+    uses = {level_name: _reads(store) for level_name, store in by_level.items()}
+    for (level_name, name), c in candidates.items():
+        use = uses.get(level_name, {}).get(name)
+        if use is not None:
+            c.score *= use_bonus(*use)
     ranked = sorted(
         candidates.values(),
         key=lambda c: (
