@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -201,3 +202,23 @@ def test_mcp_reads_and_writes_and_memory_tool_views_are_recorded(workspace: Path
     notes = ledger.load(str(workspace / ".PseudoClaude" / "memory"))["notes"]
     entry = notes["project_knowledge_tests.md"]  # type: ignore[index]
     assert (entry["write"], entry["read"]) == (1, 2)
+
+
+def test_cli_add_and_edit_are_recorded_as_writes(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    ws = ["--workspace", str(workspace)]
+    added = runner.invoke(app, [*ws, "add", "--title", "Build", "Run make test."])
+    assert added.exit_code == 0, added.output
+    name = added.stdout.strip().splitlines()[-1]
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import sys\np = sys.argv[1]\nt = open(p).read().replace('make test', 'make check')\n"
+        "open(p, 'w').write(t)\n"
+    )
+    monkeypatch.setenv("VISUAL", f"{sys.executable} {editor}")
+    edited = runner.invoke(app, [*ws, "edit", name])
+    assert edited.exit_code == 0, edited.output
+    notes = ledger.load(str(workspace / ".PseudoClaude" / "memory"))["notes"]
+    assert isinstance(notes, dict) and notes[name]["write"] == 2

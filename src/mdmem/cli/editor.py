@@ -133,9 +133,13 @@ def tell_redacted(*texts: str) -> None:
 def create_note(store: Store, kind: NoteType, title: str, summary: str, body: str) -> str:
     """Create a note through the store; its file name. A rejected one is an InvalidNote."""
     op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
-    return checked(
+    from mdmem.store import ledger
+
+    name = checked(
         store.apply([{**op, "summary": summary, "content": body}], source="cli"), "new note"
     )
+    ledger.record(store.path, "write", n=[name], via="cli")
+    return name
 
 
 # -- commands --------------------------------------------------------------------------

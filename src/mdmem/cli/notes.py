@@ -243,6 +243,9 @@ def edit(ctx: typer.Context, name: NameArgument, level: FindOption = Which.all) 
         # expect=before: a note changed on disk meanwhile is not overwritten (the
         # edited text is kept aside instead).
         action = store.save(note, expect=before, source="cli")
+        from mdmem.store import ledger
+
+        ledger.record(store.path, "write", n=[name], via="cli")
         tell_redacted(note.title, note.summary, note.body, *map(str, note.extra.values()))
         return action
 
