@@ -222,9 +222,11 @@ class Planner:
     def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
         if self._known is None:
-            entries = getattr(self.store, "entries", None)
+            # As the catalog recorded them, without another stat pass of the whole
+            # store: a candidate is read from its file before it counts.
+            entries = getattr(self.store, "iter_entries", None)
             self._known = Index()
-            for e in entries() if callable(entries) else []:
+            for e in entries(settle=False) if callable(entries) else []:
                 if not e.superseded_by:
                     self._known.add(candidate(e.filename, e.title, e.summary))
 

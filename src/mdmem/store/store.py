@@ -268,11 +268,16 @@ class Store:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
         return list(self.iter_entries())
 
-    def iter_entries(self, offset: int = 0, limit: int | None = None) -> Iterator[IndexEntry]:
+    def iter_entries(
+        self, offset: int = 0, limit: int | None = None, *, settle: bool = True
+    ) -> Iterator[IndexEntry]:
         """The index entries sorted by file name, from ``offset``, at most ``limit``: streamed.
 
         The catalog is brought up to date first (a stat pass); then entries
-        are read from it a page at a time, never all at once.
+        are read from it a page at a time, never all at once. With
+        ``settle=False`` the stat pass is skipped and the entries are as the
+        catalog last recorded them: for a caller that checks each one it uses
+        against the file anyway (dedupe inside a write).
         """
         from mdmem.store.note import IndexEntry
 
@@ -280,7 +285,7 @@ class Store:
             return
         rows = None
         with self._catalog_guard:
-            overlay = self._settle(keep=True)
+            overlay = self._settle(keep=True) if settle else False
             superseded = self._superseded(self._cat())
             if overlay:  # not saved (another process is writing): read it before letting go
                 rows = list(self._cat().rows(offset=offset, limit=limit))
