@@ -202,6 +202,25 @@ def test_mcp_reads_and_writes_and_memory_tool_views_are_recorded(workspace: Path
     notes = ledger.load(str(workspace / ".PseudoClaude" / "memory"))["notes"]
     entry = notes["project_knowledge_tests.md"]  # type: ignore[index]
     assert (entry["write"], entry["read"]) == (1, 2)
+    # The memory tool's writes count too: a str_replace, then a create.
+    tool.call(
+        {
+            "command": "str_replace",
+            "path": "/memories/project/project_knowledge_tests.md",
+            "old_str": "make test",
+            "new_str": "make check",
+        }
+    )
+    tool.call(
+        {
+            "command": "create",
+            "path": "/memories/project/build_notes.md",
+            "file_text": "Run make check before pushing.\n",
+        }
+    )
+    notes = ledger.load(str(workspace / ".PseudoClaude" / "memory"))["notes"]
+    assert notes["project_knowledge_tests.md"]["write"] == 2  # type: ignore[index]
+    assert notes["build_notes.md"]["write"] == 1  # type: ignore[index]
 
 
 def test_cli_add_and_edit_are_recorded_as_writes(

@@ -100,9 +100,15 @@ def _translated() -> Iterator[None]:
         raise ToolError(f"The memory store could not be read or written: {exc}") from None
 
 
-def _rejected(result: ApplyResult, doing: str) -> None:
+def _rejected(result: ApplyResult, doing: str, store: Store | None = None) -> None:
     if result.rejected:
         raise Refused(f"{doing}: {result.rejected[0].reason}")
+    if store is not None and result.applied:
+        from mdmem.store import ledger
+
+        ledger.record(
+            store.path, "write", n=[a.filename for a in result.applied], via="memory-tool"
+        )
 
 
 def _replaced(content: str, old: str, new: str, path: str) -> tuple[str, int]:
@@ -243,7 +249,9 @@ class MemoryTool(BetaAbstractMemoryTool):
             "content": note.body,
             "filename": name,
         }
-        _rejected(store.apply([operation], source="memory-tool"), f"Nothing was created at {path}")
+        _rejected(
+            store.apply([operation], source="memory-tool"), f"Nothing was created at {path}", store
+        )
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
         """Create a note under exactly the given name, from a whole Markdown file.
@@ -280,7 +288,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                     update = body_update(store.level, name, seen.note, after, doing)
                 else:
                     update = update_of(store.level, name, content, after, doing, found.path)
-                _rejected(store.apply([update], source="memory-tool"), doing)
+                _rejected(store.apply([update], source="memory-tool"), doing, store)
                 final = shown(read(found), name, store.level).text
             return _snippet(final, line, new)
 
@@ -305,7 +313,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                         at = _front_matter_lines(content)
                     after = _inserted(content, at, text)
                     update = update_of(store.level, name, content, after, doing, found.path)
-                _rejected(store.apply([update], source="memory-tool"), doing)
+                _rejected(store.apply([update], source="memory-tool"), doing, store)
             return f"The file {found.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
@@ -328,7 +336,7 @@ class MemoryTool(BetaAbstractMemoryTool):
                 [{"action": "delete", "level": store.level.value, "filename": name}],
                 source="memory-tool",
             )
-            _rejected(result, f"{found.path} was not deleted")
+            _rejected(result, f"{found.path} was not deleted", store)
             return f"Successfully deleted {found.path}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
