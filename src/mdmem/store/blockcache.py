@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+from mdmem.store.marks import MARKS, STALE_MARKS
 from mdmem.store.paths import INDEX_NAME, state_dir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
@@ -56,8 +57,8 @@ def _key(purpose: str, roots: tuple[str, str]) -> list[object]:
                 root,
                 _stat(root),
                 _stat(os.path.join(root, INDEX_NAME)),
-                _stat(os.path.join(state, "marks")),
-                _stat(os.path.join(state, "stale.marks")),
+                _stat(os.path.join(state, MARKS)),
+                _stat(os.path.join(state, STALE_MARKS)),
             ]
         )
     return key
@@ -69,7 +70,7 @@ def _next_expiry(roots: tuple[str, str], now: float) -> float:
         if not root:
             continue
         try:
-            with open(os.path.join(state_dir(root), "marks"), encoding="utf-8") as f:
+            with open(os.path.join(state_dir(root), MARKS), encoding="utf-8") as f:
                 text = f.read(_MAX_BYTES)
         except (OSError, UnicodeDecodeError):
             continue
