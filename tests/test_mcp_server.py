@@ -332,10 +332,12 @@ def test_write_updates_by_filename_and_never_overwrites(
         ("memory_delete", {"level": "user", "filename": "nothing.md"}, "There is no note"),
         ("memory_write", {**WRITE, "content": "   "}, "content: missing"),
         ("memory_write", {**WRITE, "title": "\x01\x02"}, "title"),
-        ("memory_write", {**WRITE, "type": "gossip"}, "type"),
-        ("memory_write", {**WRITE, "level": "team"}, "level"),
-        ("memory_read", {"level": "project"}, "filename"),
-        ("memory_search", {"query": "x", "limit": 0}, "limit"),
+        ("memory_write", {**WRITE, "type": "gossip"}, "type must be one of: user_preference"),
+        ("memory_write", {**WRITE, "level": "team"}, "level must be one of: project, user"),
+        ("memory_read", {"level": "project"}, "filename is required"),
+        ("memory_search", {"query": "x", "limit": 0}, "limit must be at least 1"),
+        ("memory_search", {"query": 5}, "query must be a string"),
+        ("memory_delete", {}, "level is required; filename is required"),
     ],
 )
 def test_bad_calls_are_tool_errors(
@@ -352,6 +354,38 @@ def test_bad_calls_are_tool_errors(
     assert out[0].is_error
     assert fragment in text_of(out[0])
     assert not out[1].is_error
+
+
+PYDANTIC_WORDING = ("validation error", "pydantic", "Input should", "input_value", "[type=")
+GARBAGE: list[Any] = [None, 5, -1, 2.5, True, [], ["a"], {}, {"a": 1}, "", "x" * 300]
+
+
+def test_argument_errors_never_speak_pydantic(workspace: Path, user_dir: Path) -> None:
+    """Every argument of every tool given every wrong kind of value: mdmem's words, no crash."""
+    base = {
+        "memory_index": {},
+        "memory_read": {"level": "project", "filename": "a.md"},
+        "memory_search": {"query": "x", "limit": 3},
+        "memory_write": dict(WRITE),
+        "memory_delete": {"level": "project", "filename": "a.md"},
+    }
+    errors: list[str] = []
+
+    async def body(client: Client) -> None:
+        for tool, good in base.items():
+            for field in [*good, "unexpected"]:
+                for value in GARBAGE:
+                    result = await client.call_tool(tool, {**good, field: value})
+                    if result.is_error:
+                        errors.append(text_of(result))
+        assert not (await client.call_tool("memory_index", {})).is_error
+
+    in_process(workspace, user_dir, body)
+
+    assert len(errors) > 40
+    for text in errors:
+        assert not any(word in text for word in PYDANTIC_WORDING), text
+        assert text.startswith("Error executing tool memory_") or "note" in text, text
 
 
 def test_a_broken_note_is_reported_not_crashed_on(

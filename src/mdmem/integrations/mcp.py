@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -34,7 +34,7 @@ except ImportError as exc:  # no mcp, or mcp 1.x (FastMCP)
     raise ImportError(
         "the mdmem MCP server needs the mcp SDK 2.x: pip install 'mdmem[mcp]'"
     ) from exc
-from pydantic import Field
+from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
 from mdmem import __version__
@@ -130,6 +130,59 @@ def _translated() -> Iterator[None]:
         raise ToolError(f"The memory store could not be read or written: {exc}") from None
 
 
+def _problem(error: Mapping[str, Any]) -> str:
+    """One pydantic validation error in mdmem's words (no pydantic wording, no input echoed)."""
+    loc = ".".join(str(part) for part in error.get("loc", ())) or "the arguments"
+    kind = str(error.get("type", ""))
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return f"{loc} is required"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return f"{loc} must be one of: {expected}" if expected else f"{loc} is not allowed"
+    if kind in ("string_type", "string_unicode"):
+        return f"{loc} must be a string"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"{loc} must be a whole number"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{loc} must be true or false"
+    if kind in ("greater_than_equal", "greater_than"):
+        bound = ctx.get("ge", ctx.get("gt"))
+        return (
+            f"{loc} must be at least {bound}"
+            if kind.endswith("equal")
+            else f"{loc} must be above {bound}"
+        )
+    if kind in ("less_than_equal", "less_than"):
+        bound = ctx.get("le", ctx.get("lt"))
+        return (
+            f"{loc} must be at most {bound}"
+            if kind.endswith("equal")
+            else f"{loc} must be below {bound}"
+        )
+    if kind == "extra_forbidden":
+        return f"{loc} is not an argument of this tool"
+    if kind in ("string_too_long", "too_long"):
+        return f"{loc} is too long"
+    if kind in ("string_too_short", "too_short"):
+        return f"{loc} is too short"
+    return f"{loc} is not valid"
+
+
+class _Server(MCPServer):
+    """The SDK's server, with argument errors worded for the model, not in pydantic's words."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(_problem(error) for error in cause.errors())
+            raise ToolError(f"Error executing tool {name}: {problems}") from cause
+
+
 def _slug_for(filename: str, note_type: str) -> str:
     """The slug that makes a create of ``note_type`` land on ``filename``, when it can."""
     stem = filename[: -len(".md")]
@@ -152,7 +205,7 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
             raise ToolError(f"level must be 'project' or 'user', not {level!r}")
         return store
 
-    server: MCPServer = MCPServer(
+    server: MCPServer = _Server(
         name="mdmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
 
