@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import PYTHON, python_env, state
 from fake_openai import Delay, Disconnect, FakeOpenAI, Garbage
 from mdmem import Manager, ProviderError
 from mdmem.extract.providers import choose, default_provider
+from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.extract.providers.openai import OpenAIProvider
 from mdmem.manager._journal import listing
 from mdmem.store import ledger
@@ -114,6 +116,43 @@ def test_a_server_without_tools_is_asked_again_in_text(
     assert "tools" in first and "tools" not in second
     assert p.mode == "text"
     assert note_path(workspace).exists()
+
+
+def test_openai_itself_gets_max_completion_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MDMEM_OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert OpenAIProvider("gpt-5-mini", api_key="k").limit_param == "max_completion_tokens"
+    assert OpenAIProvider("m", base_url="http://127.0.0.1:1/v1").limit_param == "max_tokens"
+
+
+@pytest.mark.parametrize("refused", ["max_tokens", "max_completion_tokens"])
+def test_a_refused_token_limit_is_sent_under_its_other_name(
+    workspace: Path, fake_openai: FakeOpenAI, refused: str
+) -> None:
+    other = "max_completion_tokens" if refused == "max_tokens" else "max_tokens"
+    message = f"Unsupported parameter: '{refused}' is not supported with this model."
+    again = FakeOpenAI.error(400, f"Unsupported parameter: '{other}' is not supported")
+    fake_openai.enqueue(
+        FakeOpenAI.error(400, message, should_retry=False),
+        FakeOpenAI.tool_call("record_memory_operations", {"operations": [OP]}),
+        again,
+        again,
+    )
+    p = provider(fake_openai)
+    p.limit_param = refused
+    manager, _ = run_turn(workspace, p)
+    first, second = (r.body for r in fake_openai.requests)
+    assert refused in first and other not in first
+    assert other in second and refused not in second
+    assert p.limit_param == other and p.mode == "tools"  # not mistaken for "no tools"
+    assert note_path(workspace).exists()
+    # Refused under both names: a clear error, not a loop between them (the one
+    # further try is in plain text, as for any server that refuses an option).
+    request = ExtractionRequest("s", "p", (), "", "", date(2026, 1, 1))
+    with pytest.raises(ProviderError, match="not supported"):
+        p.extract(request)
+    assert len(fake_openai.requests) == 4
+    manager.close()
 
 
 def test_a_rate_limit_is_retried_by_the_sdk(workspace: Path, fake_openai: FakeOpenAI) -> None:

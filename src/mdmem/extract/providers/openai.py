@@ -71,6 +71,11 @@ class OpenAIProvider:
             raise ValueError(f"MDMEM_OPENAI_MODE: {mode!r} is not one of {', '.join(MODES)}")
         self.mode = mode
         self.max_tokens = max_tokens
+        # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
+        # max_tokens); the compatible servers (vLLM, Ollama, llama.cpp) know max_tokens.
+        # Whichever a server refuses, the other is tried once and kept.
+        self.limit_param = "max_completion_tokens" if self.base_url is None else "max_tokens"
+        self._limit_switched = False
         self.timeout = timeout
         self.max_retries = max_retries
         if stream is None:
@@ -111,7 +116,7 @@ class OpenAIProvider:
     def _kwargs(self, request: ExtractionRequest, mode: str) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            self.limit_param: self.max_tokens,
             "messages": [
                 {"role": "system", "content": request.system},
                 {"role": "user", "content": request.prompt},
@@ -152,6 +157,10 @@ class OpenAIProvider:
             try:
                 return self._call(client, request, self.mode)
             except Exception as exc:
+                if not self._limit_switched and _refuses_limit(exc, self.limit_param):
+                    self._limit_switched = True
+                    self.limit_param = _OTHER_LIMIT[self.limit_param]
+                    return self.extract(request)
                 if self.mode == "text" or not _refuses_structure(exc):
                     raise
             self.mode = "text"  # this server takes no structured output: ask plainly
@@ -247,6 +256,17 @@ def _usage(usage: Any, model: str) -> Usage | None:
         cache_write_tokens=written,
         model=model,
     )
+
+
+_OTHER_LIMIT = {"max_tokens": "max_completion_tokens", "max_completion_tokens": "max_tokens"}
+
+
+def _refuses_limit(exc: Exception, param: str) -> bool:
+    """Whether a 400 says this model takes the other name of the output-token limit."""
+    if getattr(exc, "status_code", None) != 400:
+        return False
+    text = str(exc)
+    return f"'{param}'" in text and "not supported" in text.lower()
 
 
 def _refuses_structure(exc: Exception) -> bool:
