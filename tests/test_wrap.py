@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import pytest
@@ -159,3 +160,117 @@ def test_a_memory_failure_never_breaks_the_call(
             model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
     assert reply.content[0].text == "Fine."
+
+
+class RecordingManager(Manager):
+    """A Manager that also keeps what it was handed (the worker still runs)."""
+
+    handed: list[list[object]]
+
+    def update_async(self, messages: Any, **kwargs: Any) -> Any:
+        self.handed.append(list(messages))
+        return super().update_async(messages, **kwargs)
+
+
+def recording(workspace: Path) -> RecordingManager:
+    manager = RecordingManager(workspace)
+    manager.handed = []
+    return manager
+
+
+REPLY = "Noted: the staging server is staging.example.com, as you said."
+KWARGS: dict[str, Any] = {
+    "model": "claude-test",
+    "max_tokens": 100,
+    "messages": [{"role": "user", "content": USER_TEXT}],
+}
+
+
+def assert_handed_over_once(manager: RecordingManager) -> None:
+    assert manager.flush(timeout=30)
+    [exchange] = manager.handed
+    assert exchange[0] == {"role": "user", "content": USER_TEXT}
+    assert exchange[-1] == {"role": "assistant", "content": [{"type": "text", "text": REPLY}]}
+    assert any("staging" in n.filename for n in manager.project.notes())
+
+
+def test_a_stream_read_to_its_end_is_handed_over(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text(REPLY))
+    with recording(workspace) as manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        with client.messages.create(stream=True, **KWARGS) as stream:
+            text = "".join(
+                e.delta.text
+                for e in stream
+                if e.type == "content_block_delta" and e.delta.type == "text_delta"
+            )
+        assert text == REPLY  # the reader saw every event, unchanged
+        assert_handed_over_once(manager)
+    assert fake_anthropic.requests[0].body["stream"] is True
+
+
+def test_messages_stream_is_handed_over_when_read(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text(REPLY))
+    manager = seeded(workspace, RecordingManager)
+    manager.handed = []
+    with manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        with client.messages.stream(**KWARGS) as stream:
+            assert stream.get_final_text() == REPLY
+        assert_handed_over_once(manager)
+    assert "(project_knowledge_build.md)" in fake_anthropic.requests[0].body["system"]
+
+
+def test_a_stream_closed_early_is_not_handed_over(
+    workspace: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text(REPLY), FakeAnthropic.text(REPLY))
+    with recording(workspace) as manager:
+        client = wrap(
+            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
+        )
+        with client.messages.create(stream=True, **KWARGS) as stream:
+            next(iter(stream))
+        with client.messages.stream(**KWARGS) as managed:
+            next(iter(managed))
+        assert manager.flush(timeout=10)
+        assert manager.handed == []
+
+
+def test_async_streams_are_handed_over(workspace: Path, fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(FakeAnthropic.text(REPLY), FakeAnthropic.text(REPLY))
+
+    async def main(manager: Manager) -> list[str]:
+        texts = []
+        async with anthropic.AsyncAnthropic(
+            api_key="k", base_url=fake_anthropic.url, max_retries=0
+        ) as raw:
+            client = wrap(raw, manager)
+            stream = await client.messages.create(stream=True, **KWARGS)
+            parts = [
+                e.delta.text
+                async for e in stream
+                if e.type == "content_block_delta" and e.delta.type == "text_delta"
+            ]
+            texts.append("".join(parts))
+            async with client.messages.stream(**KWARGS) as managed:
+                texts.append(await managed.get_final_text())
+        return texts
+
+    with recording(workspace) as manager:
+        assert asyncio.run(main(manager)) == [REPLY, REPLY]
+        assert manager.flush(timeout=30)
+        assert len(manager.handed) == 2
+        for exchange in manager.handed:
+            assert exchange[-1] == {
+                "role": "assistant",
+                "content": [{"type": "text", "text": REPLY}],
+            }

@@ -15,21 +15,27 @@ hands each completed exchange (the messages since the last user text, plus the
 reply, when the reply ended its turn) to ``Manager.update_async``, which
 returns at once. Everything else on the client is the client's own.
 
-What it leaves alone: a ``stream=True`` call gets the memory in ``system`` but
-its exchange is not handed over (the wrapper does not consume the stream for
-you); ``messages.stream(...)`` and the beta API pass through untouched. A
-memory problem never breaks the call: it is logged and the call goes ahead.
+Streams too: ``create(stream=True)`` returns the SDK's stream, watched as you
+read it, and ``messages.stream(...)`` the SDK's stream manager; either way the
+exchange is handed over when the stream has been read to its ``message_stop``
+(a stream closed early was not a finished turn, and is not). The beta API
+passes through untouched. A memory problem never breaks the call: it is logged
+and the call goes ahead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from mdmem.store import ledger
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+
     from mdmem.manager.manager import Manager
 
 __all__ = ["memory_system", "wrap"]
@@ -142,6 +148,137 @@ def _exchange(messages: list[object], reply: object) -> list[object] | None:
     return [*messages[start:], {"role": "assistant", "content": content}]
 
 
+class _Reply:
+    """The reply a stream spells out event by event: its content blocks and stop reason."""
+
+    def __init__(self) -> None:
+        self.content: list[dict[str, Any]] = []
+        self.stop_reason: object = None
+        self.done = False
+        self._json: dict[int, str] = {}
+
+    def feed(self, event: object) -> bool:
+        """Take one event; True when it ended the message."""
+        kind = _get(event, "type")
+        index = _get(event, "index")
+        if kind == "content_block_start" and isinstance(index, int):
+            block = _block_dict(_get(event, "content_block"))
+            self.content.append(dict(block) if isinstance(block, dict) else {})
+        elif kind == "content_block_delta" and isinstance(index, int) and index < len(self.content):
+            delta = _get(event, "delta")
+            if _get(delta, "type") == "text_delta":
+                block = self.content[index]
+                block["text"] = str(block.get("text") or "") + str(_get(delta, "text") or "")
+            elif _get(delta, "type") == "input_json_delta":
+                self._json[index] = self._json.get(index, "") + str(
+                    _get(delta, "partial_json") or ""
+                )
+        elif kind == "content_block_stop" and index in self._json:
+            with contextlib.suppress(ValueError):  # a cut-off input: the block keeps {}
+                self.content[index]["input"] = json.loads(self._json.pop(index) or "{}")
+        elif kind == "message_delta":
+            self.stop_reason = _get(_get(event, "delta"), "stop_reason")
+        elif kind == "message_stop":
+            self.done = True
+        return self.done
+
+
+class _Watched:
+    """The SDK's stream, unchanged to its reader, handing the exchange over at its end."""
+
+    def __init__(self, stream: Any, finish: Callable[[object], None]) -> None:
+        self._stream = stream
+        self._finish = finish
+        self._reply = _Reply()
+        self._handed = False
+
+    def _see(self, event: object) -> object:
+        try:
+            if self._reply.feed(event) and not self._handed:
+                self._handed = True
+                self._finish(self._reply)
+        except Exception as exc:  # memory must never break the stream
+            log.warning("mdmem wrap: exchange not handed over: %s", exc)
+        return event
+
+    def __iter__(self) -> Iterator[object]:
+        for event in self._stream:
+            yield self._see(event)
+
+    def __next__(self) -> object:
+        return self._see(next(self._stream))
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[object]:
+        async for event in self._stream:
+            yield self._see(event)
+
+    async def __anext__(self) -> object:
+        return self._see(await self._stream.__anext__())
+
+    def __enter__(self) -> _Watched:
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.__exit__(*exc)
+
+    async def __aenter__(self) -> _Watched:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _WatchedManager:
+    """``messages.stream(...)``'s manager; what it opens is watched (see :class:`_Watched`)."""
+
+    def __init__(self, manager: Any, finish: Callable[[object], None]) -> None:
+        self._manager = manager
+        self._finish = finish
+        self._final: Any = None
+
+    def _snapshot(self) -> None:
+        """Hand over the message the stream accumulated, if it was read to the end."""
+        try:
+            message = self._final.current_message_snapshot if self._final is not None else None
+            if message is not None and _get(message, "stop_reason") is not None:
+                self._finish(message)
+        except Exception as exc:
+            log.warning("mdmem wrap: exchange not handed over: %s", exc)
+
+    def __enter__(self) -> Any:
+        self._final = self._manager.__enter__()
+        return self._final
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._manager.__exit__(*exc)
+        finally:
+            if exc[0] is None:
+                self._snapshot()
+
+    async def __aenter__(self) -> Any:
+        self._final = await self._manager.__aenter__()
+        return self._final
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._manager.__aexit__(*exc)
+        finally:
+            if exc[0] is None:
+                self._snapshot()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._manager, name)
+
+
 class _Messages:
     def __init__(self, messages: Any, manager: Manager, budget_tokens: int) -> None:
         self._messages = messages
@@ -163,9 +300,7 @@ class _Messages:
             log.warning("mdmem wrap: no memory for this call: %s", exc)
         return messages
 
-    def _hand_over(self, kwargs: dict[str, Any], messages: list[object], reply: object) -> None:
-        if kwargs.get("stream"):
-            return
+    def _hand_over(self, messages: list[object], reply: object) -> None:
         try:
             exchange = _exchange(messages, reply)
             if exchange is not None:
@@ -173,18 +308,26 @@ class _Messages:
         except Exception as exc:
             log.warning("mdmem wrap: exchange not handed over: %s", exc)
 
+    def _returned(self, kwargs: dict[str, Any], messages: list[object], reply: Any) -> Any:
+        if kwargs.get("stream"):
+            return _Watched(reply, lambda done: self._hand_over(messages, done))
+        self._hand_over(messages, reply)
+        return reply
+
     def create(self, **kwargs: Any) -> Any:
         """``messages.create`` with memory in ``system``; the finished exchange is remembered."""
         messages = self._prepare(kwargs)
-        reply = self._messages.create(**kwargs)
-        self._hand_over(kwargs, messages, reply)
-        return reply
+        return self._returned(kwargs, messages, self._messages.create(**kwargs))
+
+    def stream(self, **kwargs: Any) -> Any:
+        """``messages.stream`` with memory in ``system``; a stream read to its end is remembered."""
+        messages = self._prepare(kwargs)
+        manager = self._messages.stream(**kwargs)
+        return _WatchedManager(manager, lambda done: self._hand_over(messages, done))
 
 
 class _AsyncMessages(_Messages):
     async def create(self, **kwargs: Any) -> Any:
         """``messages.create`` with memory in ``system``; the finished exchange is remembered."""
         messages = self._prepare(kwargs)
-        reply = await self._messages.create(**kwargs)
-        self._hand_over(kwargs, messages, reply)
-        return reply
+        return self._returned(kwargs, messages, await self._messages.create(**kwargs))
