@@ -130,6 +130,14 @@ def _translated() -> Iterator[None]:
         raise ToolError(f"The memory store could not be read or written: {exc}") from None
 
 
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "above"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "below"),
+}
+
+
 def _problem(error: Mapping[str, Any]) -> str:
     """One pydantic validation error in mdmem's words (no pydantic wording, no input echoed)."""
     loc = ".".join(str(part) for part in error.get("loc", ())) or "the arguments"
@@ -146,20 +154,9 @@ def _problem(error: Mapping[str, Any]) -> str:
         return f"{loc} must be a whole number"
     if kind in ("bool_type", "bool_parsing"):
         return f"{loc} must be true or false"
-    if kind in ("greater_than_equal", "greater_than"):
-        bound = ctx.get("ge", ctx.get("gt"))
-        return (
-            f"{loc} must be at least {bound}"
-            if kind.endswith("equal")
-            else f"{loc} must be above {bound}"
-        )
-    if kind in ("less_than_equal", "less_than"):
-        bound = ctx.get("le", ctx.get("lt"))
-        return (
-            f"{loc} must be at most {bound}"
-            if kind.endswith("equal")
-            else f"{loc} must be below {bound}"
-        )
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        return f"{loc} must be {words} {ctx.get(key)}"
     if kind == "extra_forbidden":
         return f"{loc} is not an argument of this tool"
     if kind in ("string_too_long", "too_long"):
