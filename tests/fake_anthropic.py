@@ -44,18 +44,18 @@ import contextlib
 import copy
 import json
 import os
-import socket
 import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
+from _local_server import LocalServer
 
 __all__ = [
     "Delay",
@@ -212,12 +212,14 @@ class _Exchange:
 # ----------------------------------------------------------------------------- server
 
 
-class FakeAnthropic:
+class FakeAnthropic(LocalServer):
     """A scripted fake of the Anthropic Messages API on 127.0.0.1.
 
     Start it with ``with FakeAnthropic(...) as fake`` (or the `fake_anthropic`
     fixture); ``fake.url`` is the ``base_url`` for the SDK.
     """
+
+    label = "FakeAnthropic"
 
     def __init__(
         self,
@@ -238,22 +240,13 @@ class FakeAnthropic:
         stream_chunk_size: characters per text / JSON / thinking delta when streaming.
         lifetime: seconds after start at which a forgotten server stops itself.
         """
+        super().__init__(lifetime=lifetime, strict=strict)
         self._script: deque[ScriptItem] = deque(script)
         self._threads_enabled = threads
         self._validate = validate
-        self._strict = strict
         self._chunk_size = max(1, stream_chunk_size)
-        self._lifetime = lifetime
-        self._lock = threading.Condition()
         self._requests: list[RecordedRequest] = []
-        self._failures: list[str] = []
         self._threads: dict[str, _Thread] = {}
-        self._stopping = threading.Event()
-        self._server: _Server | None = None
-        self._serve_thread: threading.Thread | None = None
-        self._watchdog: threading.Timer | None = None
-        self._connections: set[socket.socket] = set()
-        self._handlers: set[threading.Thread] = set()
 
     # --- reply builders ------------------------------------------------------
 
@@ -422,9 +415,14 @@ class FakeAnthropic:
             return self._requests[-1]
 
     @property
-    def failures(self) -> list[str]:
-        """What went wrong inside the fake; clear it (``fake.failures.clear()``) when expected."""
-        return self._failures
+    def url(self) -> str:
+        """The ``base_url`` to give the SDK."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables that point an SDK client (e.g. in a subprocess) at this fake."""
+        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": "test-key"}
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until at least `count` requests arrived; raises `TimeoutError` otherwise."""
@@ -437,81 +435,12 @@ class FakeAnthropic:
 
     # --- lifecycle ------------------------------------------------------------
 
-    @property
-    def url(self) -> str:
-        """The ``base_url`` to give the SDK."""
-        if self._server is None:
-            raise RuntimeError("FakeAnthropic is not started")
-        return f"http://127.0.0.1:{self._server.server_port}"
-
-    @property
-    def env(self) -> dict[str, str]:
-        """Environment variables that point an SDK client (e.g. in a subprocess) at this fake."""
-        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": "test-key"}
-
-    def start(self) -> FakeAnthropic:
-        if self._server is not None:
-            raise RuntimeError("FakeAnthropic is already started")
-        self._stopping.clear()
+    def _new_server(self) -> _Server:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
-        self._server = server
-        self._serve_thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="fake-anthropic",
-            daemon=True,
-        )
-        self._serve_thread.start()
-        self._watchdog = threading.Timer(self._lifetime, self._expire)
-        self._watchdog.daemon = True
-        self._watchdog.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving, drop open connections and wake any delayed reply. Idempotent."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self._stopping.set()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        server.shutdown()
-        with self._lock:
-            connections = list(self._connections)
-            handlers = list(self._handlers)
-        # An idle keep-alive connection blocks its handler thread in a read: shut it down.
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        for handler in handlers:
-            handler.join(timeout=2.0)
-        if self._serve_thread is not None:
-            self._serve_thread.join(timeout=2.0)
-
-    def _expire(self) -> None:
-        self._fail(f"FakeAnthropic outlived its lifetime of {self._lifetime}s and stopped itself")
-        self.stop()
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if self._strict and exc_type is None and self._failures:
-            raise AssertionError("FakeAnthropic: " + "; ".join(self._failures))
+        return server
 
     # --- request handling (called on handler threads) -------------------------
-
-    def _fail(self, reason: str) -> None:
-        with self._lock:
-            self._failures.append(reason)
 
     def _record(self, handler: _Handler, body: JSONObject, resolved: JSONObject) -> RecordedRequest:
         parts = urlsplit(handler.path)
@@ -760,16 +689,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        fake = self.server.fake
-        with fake._lock:
-            fake._connections.add(self.connection)
-            fake._handlers.add(threading.current_thread())
+        self.server.fake.opened(self.connection)
 
     def finish(self) -> None:
-        fake = self.server.fake
-        with fake._lock:
-            fake._connections.discard(self.connection)
-            fake._handlers.discard(threading.current_thread())
+        self.server.fake.closed(self.connection)
         with contextlib.suppress(OSError):
             super().finish()
 

@@ -25,18 +25,17 @@ import contextlib
 import copy
 import json
 import os
-import socket
-import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
 import pytest
+
+from _local_server import LocalServer
 
 __all__ = ["Completion", "Delay", "Disconnect", "FakeOpenAI", "Garbage", "HTTPError", "fake_openai"]
 
@@ -96,21 +95,15 @@ def _tokens(value: object) -> int:
     return max(1, len(json.dumps(value, default=str, ensure_ascii=False)) // 4)
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """The fake server; a context manager that starts and stops it."""
 
+    label = "FakeOpenAI"
+
     def __init__(self, *script: ScriptItem, lifetime: float = 60.0, strict: bool = True) -> None:
+        super().__init__(lifetime=lifetime, strict=strict)
         self._script: deque[ScriptItem] = deque(script)
-        self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._failures: list[str] = []
-        self._lifetime = lifetime
-        self._strict = strict
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-        self._watchdog: threading.Timer | None = None
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
 
     # -- scripting -------------------------------------------------------------------
 
@@ -152,68 +145,14 @@ class FakeOpenAI:
             return list(self._requests)
 
     @property
-    def failures(self) -> list[str]:
-        with self._lock:
-            return list(self._failures)
-
-    @property
     def url(self) -> str:
         """The ``base_url`` to give the SDK (with ``/v1``, as OpenAI's own)."""
-        assert self._server is not None, "not started"
-        return f"http://127.0.0.1:{self._server.server_port}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
-    # -- life --------------------------------------------------------------------------
-
-    def start(self) -> FakeOpenAI:
+    def _new_server(self) -> _Server:
         server = _Server(("127.0.0.1", 0), _Handler)
         server.fake = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        self._watchdog = threading.Timer(self._lifetime, self._expire)
-        self._watchdog.daemon = True
-        self._watchdog.start()
-        return self
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self._stopping.set()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        server.shutdown()
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
-
-    def _expire(self) -> None:
-        self._fail(f"FakeOpenAI outlived its lifetime of {self._lifetime}s and stopped itself")
-        self.stop()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-        if self._strict and exc_type is None and self._failures:
-            raise AssertionError("FakeOpenAI: " + "; ".join(self._failures))
-
-    def _fail(self, reason: str) -> None:
-        with self._lock:
-            self._failures.append(reason)
+        return server
 
     # -- serving ------------------------------------------------------------------------
 
@@ -386,12 +325,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        with self.server.fake._lock:
-            self.server.fake._connections.add(self.connection)
+        self.server.fake.opened(self.connection)
 
     def finish(self) -> None:
-        with self.server.fake._lock:
-            self.server.fake._connections.discard(self.connection)
+        self.server.fake.closed(self.connection)
         with contextlib.suppress(OSError):
             super().finish()
 
