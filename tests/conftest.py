@@ -57,6 +57,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "OPENAI_BASE_URL",
     ):
         monkeypatch.delenv(name, raising=False)
+    # Searches with the semantic extra would start background embedders (one model load
+    # each): only the tests of the embedder let them (mdmem.recall.embedder).
+    monkeypatch.setenv("MDMEM_EMBED", "off")
     # A real `claude` on the machine must never be chosen, nor run, by a test.
     monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 

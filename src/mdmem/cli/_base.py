@@ -269,8 +269,13 @@ PROGRESS_MIN_ITEMS = 200
 
 
 @contextlib.contextmanager
-def progress_bar(options: Options, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress callback drawing a bar on stderr, for long work on a terminal; else None."""
+def progress_bar(
+    options: Options, label: str, min_items: int = PROGRESS_MIN_ITEMS
+) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback drawing a bar on stderr, for long work on a terminal; else None.
+
+    The bar appears once the work counts at least ``min_items`` items.
+    """
     if options.quiet or not sys.stderr.isatty():
         yield None
         return
@@ -278,7 +283,7 @@ def progress_bar(options: Options, label: str) -> Iterator[Callable[[int, int], 
         bars: list[ProgressBar[int]] = []
 
         def update(done: int, total: int) -> None:
-            if not bars and total >= PROGRESS_MIN_ITEMS:
+            if not bars and total >= min_items:
                 bar = typer.progressbar(length=total, label=label, file=sys.stderr)
                 bars.append(stack.enter_context(bar))
             # Redraw about a hundred times, whatever the number of notes.

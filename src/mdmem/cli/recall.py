@@ -1,4 +1,4 @@
-"""Finding notes: search, recall, eval recall.
+"""Finding notes: search, recall, embed, eval recall.
 
 Each parses its arguments, calls :mod:`mdmem.recall`, and echoes the result.
 """
@@ -76,6 +76,38 @@ def recall(
     block = recall_block([project, user], query, budget, semantic=semantic)
     if block:
         typer.echo(block)
+
+
+@app.command()
+def embed(ctx: typer.Context, level: LevelOption = Which.all) -> None:
+    """Embed the notes that have no vector yet, for semantic recall (needs mdmem[semantic]).
+
+    Searches start this in the background by themselves and meanwhile rank the
+    notes without a vector by their words; run it to have it done now. Only new
+    and changed notes are embedded; it waits for an embedder already running,
+    and what it embedded stays even if it is stopped. A terminal shows a
+    progress bar.
+
+    Example: mdmem embed --level project
+    """
+    from mdmem.recall import semantic
+    from mdmem.recall.embedder import embed as embed_notes
+
+    if not semantic.available():
+        typer.echo(
+            'mdmem: error: semantic recall is not installed: pip install "mdmem[semantic]"',
+            err=True,
+        )
+        raise typer.Exit(1)
+    options = options_of(ctx)
+    for store in selected(options, level):
+        with progress_bar(options, f"embedding {store.level.value}", min_items=1) as progress:
+            report = embed_notes(store, progress=progress)
+        if not options.quiet:
+            typer.echo(
+                f"{store.level.value}: {report.embedded} notes embedded, "
+                f"{report.with_vectors} of {report.notes} have a vector ({report.seconds:.1f} s)"
+            )
 
 
 eval_app = typer.Typer(help="Measure how well your memory works.", no_args_is_help=True)

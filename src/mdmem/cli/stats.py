@@ -92,4 +92,12 @@ def render(data: dict[str, object]) -> list[str]:
     for row in disputed[:20]:
         out.append(f"  {row['level']:<8} {row['filename']} ({row.get('count', 1)}x)")
     out.append(f"Proposals waiting for review: {sum(waiting.values())} (`mdmem review`)")
+    semantic = data.get("semantic")
+    if isinstance(semantic, dict):
+        from mdmem.recall.embedder import describe
+
+        out.append("Semantic recall")
+        for level, state in semantic.items():
+            if isinstance(state, dict):
+                out.append(f"  {level:<8} {describe(state)}")
     return out

@@ -530,6 +530,16 @@ def _find_stale(store: Store) -> list[Finding]:
     ]
 
 
+def _find_semantic(store: Store) -> list[Finding]:
+    """With the semantic extra: how many notes have a vector (information, never a problem)."""
+    from mdmem.recall.embedder import describe, status
+
+    state = status(store)
+    if state is None or not state["notes"]:
+        return []
+    return [Finding("semantic", ".", describe(state), problem=False)]
+
+
 CHECKS: list[Check] = [
     Check("locks", _find_locks),
     Check("batch", _find_batch, _repair_batch),
@@ -540,6 +550,7 @@ CHECKS: list[Check] = [
     Check("rescued", _find_rescued),
     Check("repository-state", _find_repository_state),
     Check("stale", lambda store: _find_stale(store)),
+    Check("semantic", lambda store: _find_semantic(store)),
 ]
 """The built-in checks, in the order they run and repair."""
 

@@ -143,7 +143,16 @@ def collect(
         "most_used": most,
         "unused": {"days": unused_days, "notes": unused},
         **_control(project, user),
+        "semantic": _semantic(project, user),
     }
+
+
+def _semantic(project: Store, user: Store) -> dict[str, object] | None:
+    """Per level, how many notes have a vector for semantic recall (None without the extra)."""
+    from mdmem.recall.embedder import status
+
+    found = {store.level.value: status(store) for store in (project, user)}
+    return None if all(v is None for v in found.values()) else dict(found)
 
 
 def _control(project: Store, user: Store) -> dict[str, object]:

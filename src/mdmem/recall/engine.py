@@ -262,7 +262,8 @@ def _rank(
             )
             candidates[(store.level.value, row.name)] = c
     if use_semantic:
-        _add_semantic(candidates, per_store, query, types)
+        # False while no note has a vector yet: then the ranking is the lexical one.
+        use_semantic = _add_semantic(candidates, per_store, query, types)
     _fuse(candidates.values(), use_semantic)
     # A note a user's correction disputed ranks lower until confirmed (mdmem.recall.disputes).
     by_level = {store.level.value: store for store in stores_seen}
@@ -295,35 +296,49 @@ def _add_semantic(
     per_store: list[tuple[Index, Level, set[str]]],
     query: str,
     types: Sequence[str] | None,
-) -> None:
-    from mdmem.recall import semantic
+) -> bool:
+    """Give candidates their similarity to the query, adding the closest notes; False if none.
 
-    query_vector = semantic.encode([query])[0]
+    Only vectors that exist are used (a query never embeds notes): a store with
+    notes still lacking one gets a background embedder (:mod:`mdmem.recall.embedder`),
+    and those notes take part lexically only until then.
+    """
+    from mdmem.recall import embedder, semantic
+
+    ready = []
     for index, level, hidden in per_store:
-        rows, scores = semantic.similarities(index, query_vector)
-        best = [int(i) for i in (-scores).argsort(kind="stable")] if len(rows) else []
-        taken = 0
-        for i in best:
-            row, score = rows[i], float(scores[i])
-            if row.name in hidden or (types and row.type not in types):
-                continue
-            taken += 1
-            if taken > CANDIDATES or score < SEMANTIC_FLOOR:
-                break
-            key = (level.value, row.name)
+        have, total = semantic.present(index)
+        if have < total:
+            embedder.request(index.store)
+        if have:
+            ready.append((index, level, hidden))
+    if not ready:
+        return False  # nothing to compare with: not even the model is loaded
+    query_vector = semantic.encode([query])[0]
+    for index, level, hidden in ready:
+        scores = semantic.scores(index, query_vector)
+        closest = [
+            (name, score)
+            for name, score in scores.top(CANDIDATES, hidden, types)
+            if score >= SEMANTIC_FLOOR
+        ]
+        new = [name for name, _ in closest if (level.value, name) not in candidates]
+        rows = {row.name: row for row in index.rows(new)} if new else {}
+        for name, score in closest:
+            key = (level.value, name)
             c = candidates.get(key)
             if c is None:
+                row = rows.get(name)
+                if row is None:
+                    continue
                 c = candidates[key] = _Candidate(row, level)
             c.cosine = score
         # The lexical candidates get their similarity too, however low: it places them
         # in the semantic ranking.
-        position = index.cache.get("positions")
-        if position is None:
-            position = index.cache["positions"] = {r.name: i for i, r in enumerate(rows)}
-        assert isinstance(position, dict)
         for (lvl, name), c in candidates.items():
-            if lvl == level.value and c.cosine is None and name in position:
-                c.cosine = float(scores[position[name]])
+            if lvl == level.value and c.cosine is None:
+                c.cosine = scores.of(name)
+    return True
 
 
 def _fuse(candidates: Iterable[_Candidate], use_semantic: bool) -> None:

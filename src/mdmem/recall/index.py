@@ -381,22 +381,24 @@ class Index:
             self._hidden = (moment, out)
         return out
 
-    # -- cached embeddings (used by mdmem.recall.semantic) -------------------------
+    def versions(self) -> list[tuple[str, str, str]]:
+        """(name, content hash, type) of every indexed note (what the semantic side binds to)."""
+        return [
+            (str(n), str(s), str(t))
+            for n, s, t in self._connect().execute("SELECT name, sha, type FROM notes")
+        ]
 
-    def vectors(self, model: str) -> dict[str, bytes]:
-        """Cached embeddings of this store's notes for ``model``: content hash -> bytes."""
+    # -- embeddings cached here by earlier versions (now in mdmem.recall.semantic) ---
+
+    def legacy_vectors(self, model: str) -> dict[str, bytes]:
+        """Embeddings an earlier version cached in this file: content hash -> bytes."""
         rows = self._connect().execute(
             "SELECT v.sha, v.v FROM vectors v JOIN notes n ON n.sha = v.sha WHERE v.model = ?",
             (model,),
         )
         return {str(sha): bytes(blob) for sha, blob in rows}
 
-    def put_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
-        """Cache embeddings, and forget those of content no note has any more."""
-        db = self._connect()
-        with db:
-            db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(sha, model, blob) for sha, blob in items],
-            )
-            db.execute("DELETE FROM vectors WHERE sha NOT IN (SELECT sha FROM notes)")
+    def drop_legacy_vectors(self) -> None:
+        """Forget the embeddings an earlier version cached in this file."""
+        with self._connect() as db:
+            db.execute("DELETE FROM vectors")

