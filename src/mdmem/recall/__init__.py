@@ -5,7 +5,8 @@ May import the floors below it: ``mdmem.store``, ``mdmem.extract`` and the kerne
 - ``text``: text into search terms (stemming, identifiers, CJK n-grams);
 - ``index``: the derived SQLite FTS5 index of one store, kept in its state folder;
 - ``engine``: ranking over several stores, the budgeted block;
-- ``semantic``: the optional embedding model (``mdmem[semantic]``);
+- ``semantic``: the optional embedding model (``mdmem[semantic]``) and its cached vectors;
+- ``embedder``: computes those vectors, in the background or for ``mdmem embed``;
 - ``probe``: how well a store's notes can be found (``mdmem eval recall``).
 
 The light functions here need no Manager, so a cold hook process can call them.
