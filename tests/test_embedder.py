@@ -213,6 +213,7 @@ def test_stats_and_doctor_say_how_many_notes_have_a_vector(store: Store, workspa
 
     runner = CliRunner()
     args = ["--workspace", str(workspace)]
+    search([store], "deploy larder")  # the search index sees the notes
     before = runner.invoke(app, [*args, "stats"])
     assert "project  0 of 8 notes have a vector" in before.stdout, before.output
     embedder.embed(store)

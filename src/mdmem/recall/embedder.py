@@ -202,8 +202,9 @@ def status(store: Store) -> dict[str, object] | None:
     """How far the store's notes are embedded: None without the extra or with semantic off.
 
     ``{"notes": indexed notes, "with_vectors": how many have a vector,
-    "running": whether an embedder runs now, "model": the model's id}``. The
-    search index is brought up to date first (derived state, outside the store).
+    "running": whether an embedder runs now, "model": the model's id}``, over
+    the notes as the search index last saw them: nothing is read from the store,
+    nor written (``mdmem doctor`` without ``--fix`` writes nothing).
     """
     from mdmem.recall import semantic
     from mdmem.recall.index import Index
@@ -211,11 +212,14 @@ def status(store: Store) -> dict[str, object] | None:
     setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
     if setting in ("0", "off", "no", "false") or not semantic.available():
         return None
-    if not os.path.isdir(store.path):
-        return {"notes": 0, "with_vectors": 0, "running": False, "model": semantic.MODEL_ID}
     index = Index(store)
+    if not os.path.exists(index.path) or not os.path.exists(semantic.Vectors(store.path).path):
+        total = 0
+        if os.path.exists(index.path):
+            total = index.count()
+            index.close()
+        return {"notes": total, "with_vectors": 0, "running": False, "model": semantic.MODEL_ID}
     try:
-        index.sync()
         have, total = semantic.coverage(index)
     finally:
         index.close()
