@@ -257,3 +257,27 @@ def test_a_cold_search_without_vectors_imports_neither_numpy_nor_the_model(
         timeout=60,
     )
     assert proc.stdout.split() == ["project_knowledge_deploy.md", "False", "False"], proc.stderr
+
+
+def test_compaction_keeps_the_vectors_and_a_warm_process_follows(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedder, "request", lambda s: True)
+    monkeypatch.setattr(semantic, "COMPACT_CHUNKS", 100)  # keep the chunks of this run
+    embedder.embed(store, chunk=3)
+    cache = semantic.Vectors(str(store.root))
+    assert cache.chunks() == 3
+    before = vectors_of(store)
+    warm = names(search([store], SPANISH, semantic=True))
+    (store.root / "project_knowledge_tests.md").unlink()  # its vector is now of no note
+    engine._INDEXES.clear()
+    index = engine.index_of(store)
+    dropped = cache.compact({sha for _, sha, _ in index.versions()}, force=True)
+    assert dropped == 1 and cache.chunks() == 1
+    after = vectors_of(store)
+    assert after == {sha: v for sha, v in before.items() if sha in after} and len(after) == 7
+    assert semantic.present(index) == (7, 7)  # the warm process loaded the new epoch
+    assert names(search([store], SPANISH, semantic=True)) == [
+        n for n in warm if n != "project_knowledge_tests.md"
+    ]
+    cache.close()

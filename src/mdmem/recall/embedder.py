@@ -150,7 +150,6 @@ def embed(
                 if not have and current:
                     _adopt_legacy(index, vectors, current)
                     have = vectors.shas()
-                vectors.forget(current)
                 name_of: dict[str, str] = {}
                 for name, sha, _ in sorted(versions):
                     if sha not in have:
@@ -172,6 +171,8 @@ def embed(
                     if progress is not None:
                         progress(done, total)
             versions = index.versions()
+            # One chunk again (and no vectors of content gone), for the next process's load.
+            vectors.compact({sha for _, sha, _ in versions})
             have = vectors.shas()
             with_vectors = sum(1 for _, sha, _ in versions if sha in have)
         finally:

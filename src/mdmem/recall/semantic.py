@@ -64,11 +64,15 @@ FILE = "vectors.sqlite"
 _model: Any = None
 _lock = threading.Lock()
 
+# Each row is one committed chunk: its content hashes (one a line) and their float32
+# vectors end to end, so that loading a store is a few reads and one np.frombuffer.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS vectors(id INTEGER PRIMARY KEY, sha TEXT UNIQUE NOT NULL,
-    v BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks(id INTEGER PRIMARY KEY, shas TEXT NOT NULL, v BLOB NOT NULL);
 """
+#: More chunks than this, or this share of vectors no note has, and the embedder compacts.
+COMPACT_CHUNKS = 16
+COMPACT_DEAD = 0.1
 
 
 def available() -> bool:
@@ -139,8 +143,9 @@ class Vectors:
 
     Derived state, like the search index: a damaged file, or one made by another
     model, is started again; a state folder that cannot be written gives a cache
-    in memory. Each :meth:`put` is one transaction, so whatever was committed
-    survives the process being killed.
+    in memory. Each :meth:`put` is one chunk in one transaction, so whatever was
+    committed survives the process being killed; :meth:`compact` makes the
+    chunks one again, so a process loads a settled store with one read.
     """
 
     def __init__(self, root: str, path: str | None = None) -> None:
@@ -186,7 +191,7 @@ class Vectors:
                     db.execute("BEGIN IMMEDIATE")
                     again = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
                     if again is None or again[0] != MODEL_ID:  # no other process did it meanwhile
-                        db.execute("DELETE FROM vectors")
+                        db.execute("DELETE FROM chunks")
                         db.execute("INSERT OR REPLACE INTO meta VALUES ('model', ?)", (MODEL_ID,))
                         db.execute(
                             "INSERT OR REPLACE INTO meta VALUES ('epoch', ?)",
@@ -230,64 +235,90 @@ class Vectors:
 
     def shas(self) -> set[str]:
         """The content hashes that have a vector."""
-        return {str(r[0]) for r in self._connect().execute("SELECT sha FROM vectors")}
+        out: set[str] = set()
+        for (text,) in self._connect().execute("SELECT shas FROM chunks"):
+            out.update(str(text).split())
+        return out
 
-    def count(self) -> int:
-        """How many vectors are cached."""
-        return int(self._connect().execute("SELECT count(*) FROM vectors").fetchone()[0])
+    def chunks(self) -> int:
+        """How many chunks the cache is in (:meth:`compact` makes it one)."""
+        return int(self._connect().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
     def since(self, last_id: int) -> tuple[int, list[str], bytes]:
-        """Vectors committed after ``last_id``: (the highest id, their hashes, one float32 blob)."""
+        """Vectors committed after chunk ``last_id``: (the last chunk, their hashes, one blob)."""
         rows = self._connect().execute(
-            "SELECT id, sha, v FROM vectors WHERE id > ? ORDER BY id", (last_id,)
+            "SELECT id, shas, v FROM chunks WHERE id > ? ORDER BY id", (last_id,)
         )
         top, shas, blobs = last_id, [], []
-        for ident, sha, blob in rows:
+        for ident, text, blob in rows:
             top = int(ident)
-            if len(blob) != DIM * 4:
-                continue  # not one of ours: ignored, and embedded again
-            shas.append(str(sha))
+            names = str(text).split()
+            if len(blob) != len(names) * DIM * 4:
+                continue  # not one of ours: ignored
+            shas += names
             blobs.append(blob)
         return top, shas, b"".join(blobs)
 
     def get(self, shas: Iterable[str]) -> dict[str, bytes]:
         """The vectors of these content hashes (those cached)."""
-        wanted = sorted(set(shas))
-        out: dict[str, bytes] = {}
-        db = self._connect()
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for sha, blob in db.execute(
-                f"SELECT sha, v FROM vectors WHERE sha IN ({marks})", chunk
-            ):
-                out[str(sha)] = bytes(blob)
-        return out
+        wanted = set(shas)
+        _, names, blob = self.since(0)
+        size = DIM * 4
+        return {
+            sha: blob[i * size : (i + 1) * size] for i, sha in enumerate(names) if sha in wanted
+        }
 
     def put(self, items: Iterable[tuple[str, bytes]]) -> None:
-        """Cache vectors (content hash, float32 bytes), in one transaction."""
+        """Cache vectors (content hash, float32 bytes) as one chunk, in one transaction."""
+        pairs = [(sha, blob) for sha, blob in items if len(blob) == DIM * 4]
+        if not pairs:
+            return
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.executemany("INSERT OR IGNORE INTO vectors(sha, v) VALUES (?, ?)", list(items))
+            db.execute(
+                "INSERT INTO chunks(shas, v) VALUES (?, ?)",
+                ("\n".join(sha for sha, _ in pairs), b"".join(blob for _, blob in pairs)),
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
-    def forget(self, keep: set[str]) -> int:
-        """Drop the vectors of content no note has any more; return how many."""
-        gone = sorted(self.shas() - keep)
-        if gone:
-            db = self._connect()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany("DELETE FROM vectors WHERE sha = ?", [(s,) for s in gone])
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return len(gone)
+    def compact(self, keep: set[str], *, force: bool = False) -> int:
+        """Drop the vectors of content not in ``keep`` and rewrite the rest as one chunk.
+
+        Done when the cache is in more than :data:`COMPACT_CHUNKS` chunks or more
+        than :data:`COMPACT_DEAD` of its vectors are of content no note has (or
+        ``force``). A new epoch tells other processes to load it afresh. Return
+        how many vectors were dropped.
+        """
+        _, names, blob = self.since(0)
+        dead = sum(1 for sha in names if sha not in keep)
+        if not force and self.chunks() <= COMPACT_CHUNKS and dead <= COMPACT_DEAD * len(names):
+            return 0
+        size = DIM * 4
+        seen: set[str] = set()
+        live: list[tuple[str, bytes]] = []
+        for i, sha in enumerate(names):
+            if sha in keep and sha not in seen:
+                seen.add(sha)
+                live.append((sha, blob[i * size : (i + 1) * size]))
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM chunks")
+            if live:
+                db.execute(
+                    "INSERT INTO chunks(shas, v) VALUES (?, ?)",
+                    ("\n".join(sha for sha, _ in live), b"".join(b for _, b in live)),
+                )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (uuid.uuid4().hex,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return len(names) - len(live)
 
 
 def coverage(index: Index) -> tuple[int, int]:
