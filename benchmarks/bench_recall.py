@@ -2,13 +2,17 @@
 
 Prints Markdown tables; ``docs/benchmarks.md`` quotes them.
 
-    python benchmarks/bench_recall.py quality            # recall-dev: BM25, lexical, semantic
+    python benchmarks/bench_recall.py quality            # recall-dev and recall-holdout
+    python benchmarks/bench_recall.py quality --set recall-holdout --lexical-only
     python benchmarks/bench_recall.py quality --cjk 1    # the same with CJK unigrams (or 3)
     python benchmarks/bench_recall.py latency            # 100 / 1k / 10k notes (~3 minutes)
     python benchmarks/bench_recall.py latency --sizes 100,1000,10000,100000
 
-Quality: the set (``--data``, default ``../shared/data/recall-dev`` beside the
-repository) is loaded into a real workspace: project notes into the project
+Quality: each set (recall-dev: ``--data``, default ``../shared/data/recall-dev``
+beside the repository; recall-holdout: ``benchmarks/data/recall-holdout``, a
+held-out set in another domain, whose ``replaces`` annotations mark facts that
+changed *without* a ``supersedes:`` link and are not written to the notes) is
+loaded into a real workspace: project notes into the project
 store, user notes into the user store, as note files named ``<type>_<id>.md``
 with the set's ``updated``, and its ``supersedes`` ids written as the front
 matter ``supersedes:`` file names (the link the store models). Queries are
@@ -51,6 +55,8 @@ from mdmem._kinds import Level, NoteType  # noqa: E402
 from mdmem.store.note import Note, render  # noqa: E402
 from mdmem.store.store import Store  # noqa: E402
 
+#: The held-out set of this repository (a different domain than recall-dev; see its README).
+HOLDOUT = ROOT / "benchmarks" / "data" / "recall-holdout"
 KINDS = ["keyword", "paraphrase", "cross-lingual", "identifier", "temporal-latest", "multi"]
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -186,11 +192,21 @@ def print_table(name: str, result: dict[str, dict[str, float]], counts: Counter[
 
 
 def quality(args: argparse.Namespace) -> None:
-    from mdmem.recall import engine, text
+    from mdmem.recall import text
 
     if args.cjk:
         text.CJK_NGRAM = args.cjk
-    notes, queries = load_set(Path(args.data))
+    sets = {"recall-dev": Path(args.data), "recall-holdout": HOLDOUT}
+    chosen = list(sets) if args.set == "both" else [args.set]
+    for name in chosen:
+        print(f"\n### {name} ({sets[name]})")
+        quality_on(sets[name], args)
+
+
+def quality_on(data: Path, args: argparse.Namespace) -> None:
+    from mdmem.recall import engine
+
+    notes, queries = load_set(data)
     if args.lang:
         queries = [q for q in queries if q["lang"] == args.lang]
     counts = Counter(str(q["kind"]) for q in queries)
@@ -447,6 +463,12 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     q = sub.add_parser("quality")
     q.add_argument("--data", default=str(_find_set()), help="the recall-dev folder")
+    q.add_argument(
+        "--set",
+        choices=["both", "recall-dev", "recall-holdout"],
+        default="both",
+        help="which query set (default: both, one after the other)",
+    )
     q.add_argument("--cjk", type=int, default=0, help="CJK n-gram size (1, 2, 3)")
     q.add_argument("--lexical-only", action="store_true")
     q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
