@@ -45,12 +45,14 @@ __all__ = [
     "HINTS",
     "estimate_tokens",
     "index_of",
+    "lexical",
     "recall",
     "recall_block",
     "recalled",
     "render_hit",
     "search",
     "semantic_mode",
+    "similarity",
 ]
 
 #: How many lexical (and semantic) candidates each store contributes before fusion.
@@ -68,6 +70,9 @@ SEMANTIC_FLOOR = 0.2
 # always rename, so they are seen at once.
 _RECHECK_SECONDS = 2.0
 _COMMON = 500
+#: The power of a note's coverage in its lexical score (Lucene's coordination factor is
+#: the power 1; measured 1, 1.5, 2, 3 on both query sets: see docs/benchmarks.md).
+COVERAGE_POWER = 2.0
 
 #: How the block's last line tells the reader to search for more.
 HINTS = {
@@ -224,7 +229,6 @@ def _rank(
     qterms = sorted(set(terms(query)))
     # Words in the other language that mean the same (mdmem.recall.glossary).
     alternatives = expand(query, qterms)
-    wanted = sorted(set(qterms).union(*alternatives.values()))
     use_semantic = semantic_mode(semantic)
     candidates: dict[tuple[str, str], _Candidate] = {}
     per_store: list[tuple[Index, Level, set[str]]] = []
@@ -236,35 +240,16 @@ def _rank(
         index = index_of(store)
         hidden = index.hidden(now)
         per_store.append((index, store.level, hidden))
-        if not qterms:
-            continue
-        df = index.document_frequency(wanted)
-        total = max(index.count(), 1)
-        idf = {t: _idf(total, df.get(t, 0)) for t in qterms}
-        whole = sum(idf.values()) or 1.0
-        # A term in a third of a large store says little (its IDF is near 0) and would make
-        # the match rank thousands of rows: it still counts for coverage, not for finding.
-        present_terms = [t for t in wanted if df.get(t, 0) > 0]
-        rare = [t for t in present_terms if df[t] <= max(total / 3, _COMMON)]
-        for row in index.match(rare or present_terms, CANDIDATES):
-            if row.name in hidden or (types and row.type not in types):
-                continue
-            c = _Candidate(row, store.level)
-            c.lexical = row.rank
-            present = set(row.terms.split())
-            c.coverage = (
-                sum(
-                    v
-                    for t, v in idf.items()
-                    if t in present or any(a in present for a in alternatives.get(t, ()))
-                )
-                / whole
-            )
-            candidates[(store.level.value, row.name)] = c
+        if qterms:
+            for c in lexical(index, store.level, hidden, qterms, alternatives, types):
+                candidates[(store.level.value, c.row.name)] = c
     if use_semantic:
         # False while no note has a vector yet: then the ranking is the lexical one.
         use_semantic = _add_semantic(candidates, per_store, query, types)
     _fuse(candidates.values(), use_semantic)
+    # Of two versions of one note (near-duplicates of a type), the newer is the current one.
+    for index, level, _ in per_store:
+        _prefer_newer(index, [c for c in candidates.values() if c.level is level])
     # A note a user's correction disputed ranks lower until confirmed (mdmem.recall.disputes).
     by_level = {store.level.value: store for store in stores_seen}
     for (level_name, name), c in candidates.items():
@@ -289,6 +274,133 @@ def _rank(
     if min_coverage > 0:
         ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= 0.5]
     return ranked, set(qterms)
+
+
+def lexical(
+    index: Index,
+    level: Level,
+    hidden: set[str],
+    qterms: Sequence[str],
+    alternatives: dict[str, list[str]],
+    types: Sequence[str] | None,
+) -> list[_Candidate]:
+    """The lexical candidates of one store for the query terms, with their lexical score.
+
+    The score is the field-weighted BM25 of the index times the square of the
+    note's *coverage*, the IDF-weighted share of the query's terms it contains
+    (a term's translations count for it): as Lucene's coordination factor, a
+    note with every word of the question beats one that repeats a single word
+    of it. A note a current note supersedes is not a candidate, but its score
+    goes to its successor when higher.
+    This is the one lexical ranking; fusion with the semantic one starts from it.
+    """
+    wanted = sorted(set(qterms).union(*alternatives.values()))
+    df = index.document_frequency(wanted)
+    total = max(index.count(), 1)
+    idf = {t: _idf(total, df.get(t, 0)) for t in qterms}
+    whole = sum(idf.values()) or 1.0
+    # A term in a third of a large store says little (its IDF is near 0) and would make
+    # the match rank thousands of rows: it still counts for coverage, not for finding.
+    present_terms = [t for t in wanted if df.get(t, 0) > 0]
+    rare = [t for t in present_terms if df[t] <= max(total / 3, _COMMON)]
+    found: dict[str, _Candidate] = {}
+    # A superseded note's match goes to the note that replaced it: a question asked in
+    # the old note's words ("machine", "token") is about what is true now.
+    inherited: dict[str, tuple[float, float]] = {}
+    successors = index.successors() if hidden else {}
+    for row in index.match(rare or present_terms, CANDIDATES):
+        present = set(row.terms.split())
+        coverage = (
+            sum(
+                v
+                for t, v in idf.items()
+                if t in present or any(a in present for a in alternatives.get(t, ()))
+            )
+            / whole
+        )
+        if row.name in hidden:
+            heir = successors.get(row.name)
+            if heir is not None:
+                best = inherited.get(heir, (0.0, 0.0))
+                inherited[heir] = (
+                    max(best[0], row.rank * coverage**COVERAGE_POWER),
+                    max(best[1], coverage),
+                )
+            continue
+        if types and row.type not in types:
+            continue
+        c = _Candidate(row, level)
+        c.coverage = coverage
+        c.lexical = row.rank * coverage**COVERAGE_POWER
+        found[row.name] = c
+    missing = [name for name in inherited if name not in found]
+    for row in index.rows(missing) if missing else []:
+        if not types or row.type in types:
+            found[row.name] = _Candidate(row, level)
+    for name, (score, coverage) in inherited.items():
+        successor = found.get(name)
+        if successor is not None:
+            successor.lexical = max(successor.lexical, score)
+            successor.coverage = max(successor.coverage, coverage)
+    return list(found.values())
+
+
+#: Two notes of one type this similar (IDF-weighted cosine of their terms) are versions of
+#: one note: the newer is taken as current and never ranks below the older.
+NEAR_DUPLICATE = 0.4
+# Only the best candidates of a store are compared (the pairs that could swap places).
+_DUPLICATE_WINDOW = 10
+
+
+def similarity(a: set[str], b: set[str], idf: dict[str, float]) -> float:
+    """The IDF-weighted cosine of two term sets (0-1)."""
+    both = sum(idf.get(t, 0.0) for t in a & b)
+    if not both:
+        return 0.0
+    return both / math.sqrt(sum(idf.get(t, 0.0) for t in a) * sum(idf.get(t, 0.0) for t in b))
+
+
+def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
+    """Put the newer of two near-duplicate candidates (same type) just above the older.
+
+    A fact that changed without a ``supersedes:`` link leaves two current-looking
+    notes; the later one is what is true now. Only near-duplicates move, and only
+    relative to each other: recency among versions of one note, not globally.
+    """
+    top = sorted(
+        (c for c in items if c.score > 0 and c.row.updated is not None),
+        key=lambda c: -c.score,
+    )[:_DUPLICATE_WINDOW]
+    if len(top) < 2:
+        return
+    sets = {c.row.name: set(c.row.terms.split()) for c in top}
+    df = _frequencies(index, set().union(*sets.values()))
+    total = max(index.count(), 1)
+    idf = {t: _idf(total, df.get(t, 0)) for t in set().union(*sets.values())}
+    for newer in sorted(top, key=lambda c: -(c.row.updated or 0.0)):
+        for older in top:
+            if (
+                older is newer
+                or older.row.type != newer.row.type
+                or (older.row.updated or 0.0) >= (newer.row.updated or 0.0)
+                or older.score < newer.score
+            ):
+                continue
+            if similarity(sets[older.row.name], sets[newer.row.name], idf) >= NEAR_DUPLICATE:
+                newer.score = older.score  # a tie, which goes to the note updated last
+
+
+def _frequencies(index: Index, words: set[str]) -> dict[str, int]:
+    """Document frequencies, cached per index generation (a store's terms repeat)."""
+    cache = index.cache.get("df")
+    if not isinstance(cache, dict):
+        cache = index.cache["df"] = {}
+    missing = [w for w in words if w not in cache]
+    if missing:
+        found = index.document_frequency(missing)
+        for w in missing:
+            cache[w] = found.get(w, 0)
+    return {w: int(cache[w]) for w in words}
 
 
 def _add_semantic(

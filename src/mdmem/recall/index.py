@@ -38,7 +38,7 @@ __all__ = ["FILE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
 
 FILE = "recall.sqlite"
 # Bump when the schema or the terms change: an index of another version is rebuilt.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -387,6 +387,37 @@ class Index:
             (str(n), str(s), str(t))
             for n, s, t in self._connect().execute("SELECT name, sha, type FROM notes")
         ]
+
+    def successors(self, now: datetime | None = None) -> dict[str, str]:
+        """Superseded note -> the current note that replaced it (following chains).
+
+        A note superseded by one that is itself hidden (superseded in turn, or
+        expired) maps to the end of the chain when that end is current; to
+        nothing when the chain ends in a hidden note.
+        """
+        hidden = self.hidden(now)
+        cached = self.cache.get("successors")
+        if now is None and isinstance(cached, tuple) and cached[0] is hidden:
+            return dict(cached[1])
+        direct: dict[str, str] = {}
+        for name, supersedes in self._connect().execute(
+            "SELECT name, supersedes FROM notes INDEXED BY notes_special"
+            " WHERE supersedes != '[]' ORDER BY name"
+        ):
+            for old in json.loads(supersedes):
+                if old != name:
+                    direct.setdefault(old, name)
+        out: dict[str, str] = {}
+        for old, new in direct.items():
+            seen = {old}
+            while new in hidden and new in direct and new not in seen:
+                seen.add(new)
+                new = direct[new]
+            if new not in hidden:
+                out[old] = new
+        if now is None:
+            self.cache["successors"] = (hidden, out)
+        return out
 
     # -- embeddings cached here by earlier versions (now in mdmem.recall.semantic) ---
 

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["CJK_NGRAM", "STOP_WORDS", "TOKEN_CHARS", "stem", "terms"]
+__all__ = ["CJK_NGRAM", "CJK_STOP_WORDS", "STOP_WORDS", "TOKEN_CHARS", "stem", "terms"]
 
 #: Punctuation that may stand inside an identifier, and so inside a term.
 TOKEN_CHARS = "_./-:@#+"
@@ -43,6 +43,31 @@ _CJK = (
 # and a hook pays that at every prompt; CJK runs are split out afterwards.
 _CHUNK = re.compile(r"\w(?:[\w./\-:@#+]*\w)?")
 _CJK_RUN = re.compile(f"[{_CJK}]+")
+_CLITIC = re.compile(r"(?<=[^\W\d_])['\u2019](?:s|ll|m|re|ve|d|t)\b", re.IGNORECASE)
+#: Chinese function words (question words, modal verbs, particles) that split a CJK run.
+CJK_STOP_WORDS = (
+    "为什么",
+    "怎么样",
+    "怎么",
+    "怎样",
+    "什么",
+    "哪里",
+    "哪儿",
+    "哪个",
+    "哪些",
+    "如何",
+    "应该",
+    "是否",
+    "可以",
+    "能否",
+    "一下",
+    "的",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+)
+_CJK_STOP = re.compile("|".join(CJK_STOP_WORDS))
 _INNER = re.compile(r"[_./\-:@#+]+")
 # fooBar -> foo Bar, HTTPServer -> HTTP Server, v2Token -> v2 Token
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -195,10 +220,31 @@ STOP_WORDS = frozenset(
         "things",
         "get",
         "got",
+        # what is left of a negative contraction once its clitic is gone (don't -> don)
+        "aren",
+        "couldn",
+        "didn",
+        "doesn",
+        "don",
+        "hadn",
+        "hasn",
+        "haven",
+        "isn",
+        "shouldn",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
     ]
 )
 
 _VOWEL = re.compile(r"[aeiouy]")
+_CVC = re.compile(r"^[^aeiou][aeiouy][^aeiouwxy]$")
+
+
+def _short_cvc(word: str) -> bool:
+    # A three-letter consonant-vowel-consonant stem (cod, mak, bas) lost an -e.
+    return bool(_CVC.match(word))
 
 
 def _has_vowel(word: str) -> bool:
@@ -207,6 +253,7 @@ def _has_vowel(word: str) -> bool:
 
 _STEP2 = (
     ("ational", ""),
+    ("ate", ""),
     ("ization", "iz"),
     ("isation", "iz"),
     ("ation", ""),
@@ -249,8 +296,12 @@ def stem(word: str) -> str:
             base = word[: -len(suffix)]
             if _has_vowel(base):
                 word = base
-                if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                if word[-1] == word[-2] and word[-1] not in "lsz":
                     word = word[:-1]  # stopped -> stop, running -> run
+                elif word.endswith(("at", "bl", "iz")) or _short_cvc(word):
+                    # Porter's restored -e, so the inflected form meets the bare one:
+                    # migrated -> migrate, enabled -> enable, coding -> code, based -> base.
+                    word += "e"
                 break
     # Step 2/3: derivational endings.
     for suffix, repl in _STEP2:
@@ -288,6 +339,10 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
     """
     n = cjk or CJK_NGRAM
     text = unicodedata.normalize("NFKC", text)
+    if "'" in text or "\u2019" in text:
+        # English clitics go with their apostrophe: Lucía's -> Lucía, I'll -> I,
+        # don't -> don (a stop word), rather than stray terms "s", "ll", "t".
+        text = _CLITIC.sub("", text)
     out: list[str] = []
     for match in _CHUNK.finditer(text):
         chunk = match.group()
@@ -297,11 +352,14 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
         last = 0
         for run in _CJK_RUN.finditer(chunk):
             _words(chunk[last : run.start()], out)
-            piece = run.group()
-            if len(piece) <= n:
-                out.append(piece)
-            else:
-                out.extend(piece[i : i + n] for i in range(len(piece) - n + 1))
+            # Function words (怎么, 什么, 应该, 的, ...) split a run: they are the
+            # Chinese stop words, and n-grams across them (么跑, 用什) match noise.
+            for piece in _CJK_STOP.split(run.group()):
+                if len(piece) <= n:
+                    if piece:
+                        out.append(piece)
+                else:
+                    out.extend(piece[i : i + n] for i in range(len(piece) - n + 1))
             last = run.end()
         _words(chunk[last:], out)
     return out
