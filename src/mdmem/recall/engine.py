@@ -350,6 +350,8 @@ def lexical(
 NEAR_DUPLICATE = 0.4
 # Only the best candidates of a store are compared (the pairs that could swap places).
 _DUPLICATE_WINDOW = 10
+# Their plain cosine (every term weighing 1) must reach this before the IDF one is computed.
+_PLAIN_FLOOR = 0.2
 
 
 def similarity(a: set[str], b: set[str], idf: dict[str, float]) -> float:
@@ -374,20 +376,30 @@ def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
     if len(top) < 2:
         return
     sets = {c.row.name: set(c.row.terms.split()) for c in top}
-    df = _frequencies(index, set().union(*sets.values()))
-    total = max(index.count(), 1)
-    idf = {t: _idf(total, df.get(t, 0)) for t in set().union(*sets.values())}
+    pairs = []
     for newer in sorted(top, key=lambda c: -(c.row.updated or 0.0)):
         for older in top:
             if (
                 older is newer
                 or older.row.type != newer.row.type
                 or (older.row.updated or 0.0) >= (newer.row.updated or 0.0)
-                or older.score < newer.score
             ):
                 continue
-            if similarity(sets[older.row.name], sets[newer.row.name], idf) >= NEAR_DUPLICATE:
-                newer.score = older.score  # a tie, which goes to the note updated last
+            a, b = sets[older.row.name], sets[newer.row.name]
+            # Cheap first: pairs sharing few terms at all are not versions of one note.
+            if len(a & b) >= _PLAIN_FLOOR * math.sqrt(len(a) * len(b)):
+                pairs.append((newer, older))
+    if not pairs:
+        return
+    words = set().union(*(sets[c.row.name] for pair in pairs for c in pair))
+    df = _frequencies(index, words)
+    total = max(index.count(), 1)
+    idf = {t: _idf(total, df.get(t, 0)) for t in words}
+    for newer, older in pairs:
+        if older.score < newer.score:
+            continue
+        if similarity(sets[older.row.name], sets[newer.row.name], idf) >= NEAR_DUPLICATE:
+            newer.score = older.score  # a tie, which goes to the note updated last
 
 
 def _frequencies(index: Index, words: set[str]) -> dict[str, int]:
