@@ -399,7 +399,7 @@ def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
         if older.score < newer.score:
             continue
         if similarity(sets[older.row.name], sets[newer.row.name], idf) >= NEAR_DUPLICATE:
-            newer.score = older.score  # a tie, which goes to the note updated last
+            older.score = newer.score  # a tie, which goes to the note updated last
 
 
 def _frequencies(index: Index, words: set[str]) -> dict[str, int]:
