@@ -191,6 +191,11 @@ def _idf(total: int, df: int) -> float:
     return math.log((total - df + 0.5) / (df + 0.5) + 1.0)
 
 
+def _fts_idf(total: int, df: int) -> float:
+    # FTS5's own (bm25() in fts5_aux.c): never below 1e-6.
+    return max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6)
+
+
 def search(
     stores: Iterable[Store],
     query: str,
@@ -234,15 +239,25 @@ def _rank(
     per_store: list[tuple[Index, Level, set[str]]] = []
     stores_seen: list[Store] = []
     disputed_by_level: dict[str, dict[str, dict[str, object]]] = {}
+    wanted = sorted(set(qterms).union(*alternatives.values()))
+    frequencies: list[dict[str, int]] = []
     for store in stores:
         stores_seen.append(store)
         disputed_by_level[store.level.value] = disputed(store)
         index = index_of(store)
         hidden = index.hidden(now)
         per_store.append((index, store.level, hidden))
+        frequencies.append(index.document_frequency(wanted) if qterms else {})
+    # One term weighs the same in every store searched: the statistics of them all.
+    pool_df: dict[str, int] = {}
+    for df in frequencies:
+        for t, n in df.items():
+            pool_df[t] = pool_df.get(t, 0) + n
+    pool = (pool_df, sum(index.count() for index, _, _ in per_store))
+    for (index, level, hidden), df in zip(per_store, frequencies, strict=True):
         if qterms:
-            for c in lexical(index, store.level, hidden, qterms, alternatives, types):
-                candidates[(store.level.value, c.row.name)] = c
+            for c in lexical(index, level, hidden, qterms, alternatives, types, df, pool):
+                candidates[(level.value, c.row.name)] = c
     if use_semantic:
         # False while no note has a vector yet: then the ranking is the lexical one.
         use_semantic = _add_semantic(candidates, per_store, query, types)
@@ -283,6 +298,8 @@ def lexical(
     qterms: Sequence[str],
     alternatives: dict[str, list[str]],
     types: Sequence[str] | None,
+    df: dict[str, int] | None = None,
+    pool: tuple[dict[str, int], int] | None = None,
 ) -> list[_Candidate]:
     """The lexical candidates of one store for the query terms, with their lexical score.
 
@@ -295,10 +312,17 @@ def lexical(
     This is the one lexical ranking; fusion with the semantic one starts from it.
     """
     wanted = sorted(set(qterms).union(*alternatives.values()))
-    df = index.document_frequency(wanted)
+    if df is None:
+        df = index.document_frequency(wanted)
     total = max(index.count(), 1)
-    idf = {t: _idf(total, df.get(t, 0)) for t in qterms}
+    pool_df, pool_total = pool if pool is not None else (df, total)
+    pool_total = max(pool_total, 1)
+    idf = {t: _idf(pool_total, pool_df.get(t, 0)) for t in qterms}
     whole = sum(idf.values()) or 1.0
+    # FTS5's BM25 weighs a term by the store's own IDF; rescaled to the pool's, the
+    # scores of two stores compare (exactly for one matched term, closely for more).
+    local = {t: _fts_idf(total, df.get(t, 0)) for t in wanted}
+    pooled = {t: _fts_idf(pool_total, pool_df.get(t, 0)) for t in wanted}
     # A term in a third of a large store says little (its IDF is near 0) and would make
     # the match rank thousands of rows: it still counts for coverage, not for finding.
     present_terms = [t for t in wanted if df.get(t, 0) > 0]
@@ -310,6 +334,9 @@ def lexical(
     successors = index.successors() if hidden else {}
     for row in index.match(rare or present_terms, CANDIDATES):
         present = set(row.terms.split())
+        matched = [t for t in wanted if t in present]
+        if matched and pool is not None:
+            row.rank *= sum(pooled[t] for t in matched) / sum(local[t] for t in matched)
         coverage = (
             sum(
                 v
