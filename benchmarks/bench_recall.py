@@ -252,12 +252,43 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
                 score(queries, ranked, budget),
                 counts,
             )
+            if args.explain:
+                explain(queries, [project, user], id_of, use_semantic)
             if args.misses:
                 for q in queries:
                     top = ranked[str(q["qid"])]
                     if not set(q["gold"]) & set(top[:5]):  # type: ignore[arg-type]
                         gold = q["gold"]
                         print(f"  miss {q['qid']} {q['kind']}: {q['query']!r} {gold=} {top[:5]}")
+
+
+def explain(
+    queries: list[dict[str, object]],
+    stores: list[Store],
+    id_of: dict[tuple[str, str], str],
+    use_semantic: bool,
+) -> None:
+    """For each query missed at 1: the top 5 with their lexical score, coverage and cosine."""
+    from mdmem.recall import engine
+
+    for q in queries:
+        ranked, qset = engine._rank(stores, str(q["query"]), None, use_semantic, 0.0, None)
+        top = [id_of[(c.level.value, c.row.name)] for c in ranked]
+        gold = set(q["gold"])  # type: ignore[arg-type]
+        if top[:1] and top[0] in gold:
+            continue
+        print(f"\n  {q['qid']} {q['kind']}: {q['query']!r} gold={sorted(gold)}")
+        print(f"    terms {sorted(qset)}")
+        for c in ranked[:5]:
+            note = id_of[(c.level.value, c.row.name)]
+            cosine = "" if c.cosine is None else f" cosine {c.cosine:.2f}"
+            print(
+                f"    {'*' if note in gold else ' '} {note} score {c.score:.4f} lexical"
+                f" {c.lexical:.3f} coverage {c.coverage:.2f}{cosine} {c.row.title[:50]!r}"
+            )
+        for g in sorted(gold - set(top[:5])):
+            where = top.index(g) + 1 if g in top else "not a candidate"
+            print(f"      gold {g}: {where}")
 
 
 # -- latency on generated stores ------------------------------------------------------
@@ -473,6 +504,9 @@ def main() -> None:
     q.add_argument("--lexical-only", action="store_true")
     q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
     q.add_argument("--misses", action="store_true", help="list the queries missed at 5")
+    q.add_argument(
+        "--explain", action="store_true", help="the top 5, with their scores, of each miss at 1"
+    )
     lat = sub.add_parser("latency")
     lat.add_argument("--sizes", default="100,1000,10000")
     lat.add_argument("--lexical-only", action="store_true")

@@ -220,6 +220,10 @@ def test_clitics_leave_no_stray_terms() -> None:
     assert terms("I'll check; it’s fine, don't worry") == ["check", "fine", "worri"]
 
 
+def test_inflected_stop_words_are_stop_words() -> None:
+    assert terms("who gets paged when it uses") == ["page"]
+
+
 def test_chinese_function_words_split_runs() -> None:
     assert terms("端到端测试怎么跑") == ["端到", "到端", "端测", "测试", "跑"]
     assert "用什" not in terms("提交信息应该用什么格式？")

@@ -2,9 +2,12 @@
 
 Ranking (see docs/concepts/recall.md):
 
-1. **Lexical**: the query's terms (:func:`mdmem.recall.text.terms`) against
-   each store's FTS5 index, BM25 with the fields weighted (title 4, summary 2,
-   body 1, type 1); the best :data:`CANDIDATES` notes of each store.
+1. **Lexical** (:func:`lexical`): the query's terms
+   (:func:`mdmem.recall.text.terms`) against each store's FTS5 index, BM25
+   with the fields weighted (title 4, summary 2, body 1, type 1) rescaled to
+   one IDF over all the stores searched, times the square of the note's
+   coverage of the query; the best :data:`CANDIDATES` notes of each store. A
+   superseded note's match goes to the note that replaced it.
 2. **Semantic** (with the ``semantic`` extra): the cosine similarity of the
    query's embedding to every note's, and the two rankings fused by weighted
    reciprocal rank. A note's lexical vote is weighted by its *coverage*, the
@@ -13,6 +16,8 @@ Ranking (see docs/concepts/recall.md):
 3. **Left out**: notes whose ``expires`` has passed, and notes a current note
    ``supersedes`` (by file name, in the same store), so a changed fact's old
    version neither outranks nor accompanies the new one.
+   Of two near-duplicate candidates of one type (:data:`NEAR_DUPLICATE`), the
+   older drops just below the newer: a fact changed without a link.
 4. **Disputed** notes (a user's correction contradicted them, see
    :mod:`mdmem.recall.disputes`) have their score multiplied by the penalty.
 5. **Ties** go to the note updated last, then project before user, then name.

@@ -328,7 +328,11 @@ def _word(word: str) -> tuple[str, ...]:
     if len(parts) > 1:
         # The identifier whole (the exact name matches best), then its parts.
         return (low, *(stem(p) for p in map(str.casefold, parts) if p not in STOP_WORDS))
-    return () if low in STOP_WORDS else (stem(low),)
+    if low in STOP_WORDS:
+        return ()
+    root = stem(low)
+    # An inflected stop word ("gets", "uses") is one too.
+    return () if root in STOP_WORDS else (root,)
 
 
 def terms(text: str, *, cjk: int | None = None) -> list[str]:
