@@ -181,7 +181,7 @@ def estimate_tokens(text: str) -> int:
 
 
 class _Candidate:
-    __slots__ = ("cosine", "coverage", "level", "lexical", "row", "score")
+    __slots__ = ("cosine", "coverage", "level", "lexical", "row", "score", "words")
 
     def __init__(self, row: Row, level: Level) -> None:
         self.row = row
@@ -190,6 +190,7 @@ class _Candidate:
         self.coverage = 0.0
         self.cosine: float | None = None
         self.score = 0.0
+        self.words: set[str] | None = None
 
 
 def _idf(total: int, df: int) -> float:
@@ -328,6 +329,7 @@ def lexical(
     # scores of two stores compare (exactly for one matched term, closely for more).
     local = {t: _fts_idf(total, df.get(t, 0)) for t in wanted}
     pooled = {t: _fts_idf(pool_total, pool_df.get(t, 0)) for t in wanted}
+    rescale = pool is not None and local != pooled  # one store alone: nothing to do
     # A term in a third of a large store says little (its IDF is near 0) and would make
     # the match rank thousands of rows: it still counts for coverage, not for finding.
     present_terms = [t for t in wanted if df.get(t, 0) > 0]
@@ -339,9 +341,10 @@ def lexical(
     successors = index.successors() if hidden else {}
     for row in index.match(rare or present_terms, CANDIDATES):
         present = set(row.terms.split())
-        matched = [t for t in wanted if t in present]
-        if matched and pool is not None:
-            row.rank *= sum(pooled[t] for t in matched) / sum(local[t] for t in matched)
+        if rescale:
+            matched = [t for t in wanted if t in present]
+            if matched:
+                row.rank *= sum(pooled[t] for t in matched) / sum(local[t] for t in matched)
         coverage = (
             sum(
                 v
@@ -362,6 +365,7 @@ def lexical(
         if types and row.type not in types:
             continue
         c = _Candidate(row, level)
+        c.words = present
         c.coverage = coverage
         c.lexical = row.rank * coverage**COVERAGE_POWER
         found[row.name] = c
@@ -407,7 +411,7 @@ def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
     )[:_DUPLICATE_WINDOW]
     if len(top) < 2:
         return
-    sets = {c.row.name: set(c.row.terms.split()) for c in top}
+    sets = {c.row.name: c.words or set(c.row.terms.split()) for c in top}
     pairs = []
     for newer in sorted(top, key=lambda c: -(c.row.updated or 0.0)):
         for older in top:
