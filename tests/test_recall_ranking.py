@@ -209,6 +209,8 @@ def test_a_successor_of_a_successor_inherits_and_the_chain_ends_current(tmp_path
         ("created", "creation"),
         ("updated", "update"),
         ("formatted", "format"),
+        ("added", "add"),
+        ("stopped", "stop"),
     ],
 )
 def test_stemming_joins_word_forms(a: str, b: str) -> None:

@@ -296,7 +296,7 @@ def stem(word: str) -> str:
             base = word[: -len(suffix)]
             if _has_vowel(base):
                 word = base
-                if word[-1] == word[-2] and word[-1] not in "lsz":
+                if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
                     word = word[:-1]  # stopped -> stop, running -> run
                 elif word.endswith(("at", "bl", "iz")) or _short_cvc(word):
                     # Porter's restored -e, so the inflected form meets the bare one:
