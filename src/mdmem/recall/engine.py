@@ -399,11 +399,12 @@ def similarity(a: set[str], b: set[str], idf: dict[str, float]) -> float:
 
 
 def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
-    """Put the newer of two near-duplicate candidates (same type) just above the older.
+    """Drop the older of two near-duplicate candidates (same type) just below the newer.
 
     A fact that changed without a ``supersedes:`` link leaves two current-looking
-    notes; the later one is what is true now. Only near-duplicates move, and only
-    relative to each other: recency among versions of one note, not globally.
+    notes; the later one is what is true now. Only the older of such a pair
+    moves, and only below its newer version (no other note rises or falls
+    relative to the newer): recency among versions of one note, not globally.
     """
     top = sorted(
         (c for c in items if c.score > 0 and c.row.updated is not None),
