@@ -234,6 +234,13 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
             (s.level.value, filename_of(n)): str(n["id"]) for n in notes for s in (project, user)
         }
         for name, use_semantic in modes:
+            if use_semantic:
+                # A query never embeds (the background embedder does): embed first, as
+                # `mdmem embed` would, so the extra's mode ranks with every vector.
+                from mdmem.recall.embedder import embed
+
+                for store in (project, user):
+                    embed(store)
             ranked: dict[str, list[str]] = {}
             budget: dict[str, set[str]] = {}
             started = time.perf_counter()
