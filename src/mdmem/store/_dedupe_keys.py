@@ -171,7 +171,8 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         marks = ",".join("?" * len(part))
         df.update(con.execute(f"SELECT gram, n FROM dedupe_df WHERE gram IN ({marks})", part))
     order = sorted(wanted, key=lambda g: (df.get(g, 0), g))
-    whole = _need(a)
+    need = [_need(m) for m in range(a + 1)]
+    whole = need[a]
     lookups: list[tuple[int, int]] = []  # (trigram, largest title size it is needed for)
     for j, gram in enumerate(order):
         if not df.get(gram):
@@ -182,7 +183,7 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
             continue
         # Only titles smaller than A need this one: the sizes whose _need is at most rest.
         top = a - 1
-        while top > 0 and _need(top) > rest:
+        while top > 0 and need[top] > rest:
             top -= 1
         if top == 0:
             break  # and no size needs the commoner ones that follow
@@ -211,7 +212,7 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         ):
             del grams[:]
             grams.frombytes(blob)
-            if len(wanted_set.intersection(grams)) >= _need(min(a, size)):
+            if len(wanted_set.intersection(grams)) >= need[min(a, size)]:
                 close.append(note)
     out: list[tuple[str, str, str]] = []
     for start in range(0, len(close), _CHUNK):

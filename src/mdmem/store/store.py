@@ -781,7 +781,7 @@ class Store:
         index_stat = _index_stat(self._root)
         if rewrote and index_stat is not None:
             self._written = None if new is None else (index_stat, new)
-        if rewrote or len(recorded) != 7 or ours == "hash":
+        if rewrote or len(recorded) != 7 or ours in ("hash", "bytes"):
             # What mdmem wrote: its stat, hash, line count, and a time after which its stat
             # alone proves it (see _index_is_ours).
             when = now
