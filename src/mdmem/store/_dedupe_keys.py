@@ -59,10 +59,13 @@ def gram_ids(title: str) -> list[int]:
     """A title's trigrams (as ``Index`` sees them) as sorted integers: 21 bits per character."""
     out = set()
     for gram in _trigrams(title):
-        code = 0
-        for ch in gram.ljust(3, "\0"):  # "\0" never survives normalise: no clash
-            code = (code << 21) | ord(ch)
-        out.add(code)
+        if len(gram) == 3:
+            out.add((ord(gram[0]) << 42) | (ord(gram[1]) << 21) | ord(gram[2]))
+        else:  # an empty title's one "gram"; "\0" never survives normalise: no clash
+            code = 0
+            for ch in gram.ljust(3, "\0"):
+                code = (code << 21) | ord(ch)
+            out.add(code)
     return sorted(out)
 
 
@@ -144,16 +147,16 @@ def build(con: sqlite3.Connection) -> None:
         notes.append((str(name), ids))
         for g in ids:
             df[g] = df.get(g, 0) + 1
-    for start in range(0, len(notes), _CHUNK):
-        postings = []
-        for name, ids in notes[start : start + _CHUNK]:
-            cur = con.execute(
-                "INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)",
-                (name, len(ids), array("q", ids).tobytes()),
-            )
-            postings += [(g, len(ids), cur.lastrowid) for g in ids]
-        con.executemany("INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)", postings)
-    con.executemany("INSERT INTO dedupe_df (gram, n) VALUES (?, ?)", df.items())
+    postings = []
+    for name, ids in notes:
+        cur = con.execute(
+            "INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)",
+            (name, len(ids), array("q", ids).tobytes()),
+        )
+        postings += [(g, len(ids), cur.lastrowid) for g in ids]
+    postings.sort()  # in key order: each insert appends to the B-tree
+    con.executemany("INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)", postings)
+    con.executemany("INSERT INTO dedupe_df (gram, n) VALUES (?, ?)", sorted(df.items()))
     con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
 
 
