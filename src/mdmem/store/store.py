@@ -624,7 +624,7 @@ class Store:
         if full:
             cat.clear()
         saved = cat.stats()
-        scan.classify([name for name, rec in saved.items() if rec is not None])
+        scan.classify({name for name, rec in saved.items() if rec is not None})  # a set: O(1) each
         changes: dict[str, str | None] = {}
         computed: dict[str, _catalog.Entry] = {}
         fresh = False  # a note as new as its row: its stat proves nothing yet
