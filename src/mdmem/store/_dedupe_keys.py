@@ -18,8 +18,11 @@ Exact, never a guess: a title ``B`` of ``s`` trigrams shares at least
 if it holds one of *any* ``a - k + 1`` of them (pigeonhole). So ``A``'s
 trigrams are taken rarest first: the ``j``-th rarest is looked up only for
 the title sizes whose ``k`` is at most ``a - j``, and common trigrams are
-read only for short titles. The ids found are a superset of the near notes;
-their blobs give the exact overlap, and ``Index.near`` then decides as before.
+read only for short titles. Going ``E - 1`` trigrams further (:data:`_EXTRA`)
+means a near title is hit at least ``min(E, k)`` times among those looked up,
+a count SQLite checks (``HAVING``) before any id reaches Python. The ids left
+are a superset of the near notes; their blobs give the exact overlap, and
+``Index.near`` then decides as before.
 
 Derived like the rest of the catalog: built on first use (a first load or a
 rebuild does not pay for it), dropped with the rows, rebuilt from them.
@@ -53,6 +56,7 @@ CREATE TABLE IF NOT EXISTS dedupe_df (gram INTEGER PRIMARY KEY, n INTEGER NOT NU
 BUILT = "dedupe"
 _CHUNK = 500
 _MAX_SIZE = 1 << 62
+_EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
 
 
 def gram_ids(title: str) -> list[int]:
@@ -175,13 +179,14 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         df.update(con.execute(f"SELECT gram, n FROM dedupe_df WHERE gram IN ({marks})", part))
     order = sorted(wanted, key=lambda g: (df.get(g, 0), g))
     need = [_need(m) for m in range(a + 1)]
-    whole = need[a]
+    # Each size's lookups go EXTRA - 1 trigrams past the pigeonhole's minimum, so a near
+    # title is hit at least min(EXTRA, its _need) times there: the count prunes in SQL.
     lookups: list[tuple[int, int]] = []  # (trigram, largest title size it is needed for)
     for j, gram in enumerate(order):
         if not df.get(gram):
             continue  # in no title: it cannot be the one a near title holds
-        rest = a - j  # a title holds one of these ``rest`` trigrams if it is near
-        if whole <= rest:
+        rest = a - j + _EXTRA - 1
+        if need[a] <= rest:
             lookups.append((gram, _MAX_SIZE))
             continue
         # Only titles smaller than A need this one: the sizes whose _need is at most rest.
@@ -191,18 +196,25 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         if top == 0:
             break  # and no size needs the commoner ones that follow
         lookups.append((gram, top))
-    found: list[int] = []
-    for first in range(0, len(lookups), _CHUNK // 2):
-        chunk = lookups[first : first + _CHUNK // 2]
+    # Every near title is hit at least ``least`` times, but those below size ``small``.
+    least = min(_EXTRA, need[a])
+    small = next(m for m in range(1, a + 1) if need[m] >= least)
+    hits: dict[int, list[int]] = {}  # id -> [size, hits]
+    step = 2_000
+    for first in range(0, len(lookups), step):
+        chunk = lookups[first : first + step]
         values = ",".join(["(?, ?)"] * len(chunk))
-        found += (
-            note
-            for (note,) in con.execute(
-                f"WITH q (gram, top) AS (VALUES {values}) SELECT DISTINCT g.id"
-                " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top",
-                [x for pair in chunk for x in pair],
-            )
-        )
+        having = " HAVING COUNT(*) >= ? OR g.size < ?" if len(lookups) <= step else ""
+        params = [x for pair in chunk for x in pair]
+        for note, size, count in con.execute(
+            f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
+            " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
+            f" GROUP BY g.id{having}",
+            params + ([least, small] if having else []),
+        ):
+            seen = hits.setdefault(note, [size, 0])
+            seen[1] += count
+    found = [n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])]
     wanted_set = set(wanted)
     close: list[int] = []
     ids = sorted(set(found))
