@@ -150,3 +150,13 @@ def test_a_hand_retitled_note_changes_its_keys(tmp_path: Path) -> None:
     with store.lock():
         assert store._near_titles("Deploy on Fridays") == []
         assert [r[0] for r in store._near_titles("Tabs or spaces") or []] == [path.name]
+
+
+@given(title=TITLE | st.text(max_size=30))
+def test_gram_ids_are_the_trigrams_index_uses(title: str) -> None:
+    from mdmem.store.dedupe import _trigrams
+
+    grams = {gram.ljust(3, "\0") for gram in _trigrams(title)}
+    assert _dedupe_keys.gram_ids(title) == sorted(
+        (ord(g[0]) << 42) | (ord(g[1]) << 21) | ord(g[2]) for g in grams
+    )

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from mdmem.store.dedupe import TITLE_CONTAINMENT, _trigrams
+from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,17 +60,12 @@ _EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
 
 
 def gram_ids(title: str) -> list[int]:
-    """A title's trigrams (as ``Index`` sees them) as sorted integers: 21 bits per character."""
-    out = set()
-    for gram in _trigrams(title):
-        if len(gram) == 3:
-            out.add((ord(gram[0]) << 42) | (ord(gram[1]) << 21) | ord(gram[2]))
-        else:  # an empty title's one "gram"; "\0" never survives normalise: no clash
-            code = 0
-            for ch in gram.ljust(3, "\0"):
-                code = (code << 21) | ord(ch)
-            out.add(code)
-    return sorted(out)
+    """A title's trigrams (``dedupe._trigrams``) as sorted integers: 21 bits a character."""
+    padded = f" {normalise(title)} "
+    if len(padded) < 3:  # an empty title's one "gram"; "\0" never survives normalise: no clash
+        return [(ord(padded[0]) << 42) | (ord(padded[1]) << 21)]
+    c = list(map(ord, padded))
+    return sorted({(c[i] << 42) | (c[i + 1] << 21) | c[i + 2] for i in range(len(c) - 2)})
 
 
 def _need(m: int) -> int:
@@ -142,25 +137,36 @@ def clear(con: sqlite3.Connection) -> None:
 
 
 def build(con: sqlite3.Connection) -> None:
-    """Make the keys of every valid note from the catalog's rows (inside a transaction)."""
+    """Make the keys of every valid note from the catalog's rows (inside a transaction).
+
+    Python computes each title's trigrams once; SQLite expands them into
+    postings (``json_each``), sorts them and counts them, so a large store
+    costs one row per note on the Python side, not one per posting.
+    """
     clear(con)
-    df: dict[int, int] = {}
-    notes = []
-    for name, title in con.execute("SELECT name, title FROM notes WHERE line IS NOT NULL"):
-        ids = gram_ids(str(title))
-        notes.append((str(name), ids))
-        for g in ids:
-            df[g] = df.get(g, 0) + 1
-    postings = []
-    for name, ids in notes:
-        cur = con.execute(
-            "INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)",
-            (name, len(ids), array("q", ids).tobytes()),
-        )
-        postings += [(g, len(ids), cur.lastrowid) for g in ids]
-    postings.sort()  # in key order: each insert appends to the B-tree
-    con.executemany("INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)", postings)
-    con.executemany("INSERT INTO dedupe_df (gram, n) VALUES (?, ?)", sorted(df.items()))
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS dedupe_new (id INTEGER, size INTEGER, ids TEXT)")
+    con.execute("DELETE FROM temp.dedupe_new")
+    rows = con.execute("SELECT name, title FROM notes WHERE line IS NOT NULL").fetchall()
+    for start in range(0, len(rows), 5_000):
+        notes, new = [], []
+        for name, title in rows[start : start + 5_000]:
+            ids = gram_ids(str(title))
+            notes.append((str(name), len(ids), array("q", ids).tobytes()))
+        first = con.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM dedupe_notes").fetchone()[0]
+        con.executemany("INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)", notes)
+        for offset, (_, size, blob) in enumerate(notes):
+            grams = array("q")
+            grams.frombytes(blob)
+            new.append((first + offset, size, "[" + ",".join(map(str, grams)) + "]"))
+        con.executemany("INSERT INTO temp.dedupe_new (id, size, ids) VALUES (?, ?, ?)", new)
+    con.execute(
+        "INSERT INTO dedupe_grams (gram, size, id) SELECT j.value, d.size, d.id"
+        " FROM temp.dedupe_new d, json_each(d.ids) j ORDER BY 1, 2, 3"
+    )
+    con.execute(
+        "INSERT INTO dedupe_df (gram, n) SELECT gram, COUNT(*) FROM dedupe_grams GROUP BY gram"
+    )
+    con.execute("DELETE FROM temp.dedupe_new")
     con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
 
 
