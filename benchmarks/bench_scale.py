@@ -287,6 +287,18 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
                     "content": "A fact worth keeping. " * 30,
                 }
             ]
+        elif kind == "create-alike":
+            # A title of the store's own words: dedupe has many near titles to compare.
+            words = " ".join(rng.choice(WORDS) for _ in range(4)).capitalize()
+            ops = [
+                {
+                    "action": "create",
+                    "level": "project",
+                    "type": "project_knowledge",
+                    "title": f"{words} {counter[0]}",
+                    "content": f"Alike {time.time_ns()}: nothing the store says yet. " * 10,
+                }
+            ]
         elif kind == "update":
             ops = [
                 {
@@ -307,8 +319,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
         fsyncs[kind] = f.count
         if result.rejected:
             raise RuntimeError(f"{kind} rejected: {result.rejected[0].reason}")
-        if kind == "create":
-            created.extend(a.filename for a in result.applied)
+        if kind.startswith("create"):
+            created.extend(a.filename for a in result.applied if a.action == "create")
         return took
 
     print(f"  [{size}] single ops", file=sys.stderr, flush=True)
@@ -316,6 +328,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
         {
             "floor": floor,
             "create": lambda: op("create"),
+            "create-alike": lambda: op("create-alike"),
             "update": lambda: op("update"),
             "delete": lambda: op("delete"),
         },
@@ -323,6 +336,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
     )
     for name in created:
         store.apply([{"action": "delete", "level": "project", "filename": name}])
+    if args.writes_only:
+        return {"samples": samples, "fsyncs": fsyncs}
 
     # A Manager turn: 3 creates, zero-latency provider, update_async to its result.
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
@@ -410,6 +425,9 @@ def main() -> None:
         help="where generated stores are kept between runs",
     )
     parser.add_argument("--label", default="current", help="names this code version's state")
+    parser.add_argument(
+        "--writes-only", action="store_true", help="only the single-op writes and their floor"
+    )
     args = parser.parse_args()
     args.repeat = args.repeat or (5 if args.quick else 15)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
@@ -438,14 +456,23 @@ def main() -> None:
     for size, r in results.items():
         s = r["samples"]  # type: ignore[index]
         f = r["fsyncs"]  # type: ignore[index]
+        floor_ms = Summary.of(s["floor"]).median
+        cells = {
+            kind: f"{fmt_ms(m)} ({fmt_ratio(m / floor_ms)}, {f.get(kind, 0)})"
+            for kind in ("create", "create-alike", "update", "delete")
+            for m in [Summary.of(s[kind]).median]
+        }
+
+        turn = r.get("turn")  # type: ignore[attr-defined]
         rows.append(
             [
                 f"{size:,}",
                 med(s["floor"]),
-                f"{med(s['create'])} ({f.get('create', 0)})",
-                f"{med(s['update'])} ({f.get('update', 0)})",
-                f"{med(s['delete'])} ({f.get('delete', 0)})",
-                f"{med(r['turn'])} ({r['turn_fsyncs']})",  # type: ignore[arg-type]
+                cells["create"],
+                cells["create-alike"],
+                cells["update"],
+                cells["delete"],
+                f"{med(turn)} ({r['turn_fsyncs']})" if turn else "—",  # type: ignore[index]
             ]
         )
     print(
@@ -453,15 +480,20 @@ def main() -> None:
             [
                 "notes",
                 "floor: durable note write",
-                "create (fsyncs)",
-                "update (fsyncs)",
-                "delete (fsyncs)",
+                "create (× floor, fsyncs)",
+                "create, a title of the store's words",
+                "update",
+                "delete",
                 "Manager turn, 3 creates (fsyncs)",
             ],
             rows,
-            right=range(6),  # type: ignore[arg-type]
+            right=range(7),  # type: ignore[arg-type]
         )
     )
+    if args.writes_only:
+        print(f"\nrounds: {args.repeat}\n")
+        print(table(["machine", ""], machine_rows(args.cache)))
+        return
     print("\n### Reads (processes on a settled store, median ms)\n")
     rows = []
     for size, r in results.items():

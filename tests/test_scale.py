@@ -12,6 +12,8 @@ import os
 import shutil
 import sqlite3
 import time
+from array import array
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from conftest import state
 from mdmem import Level, Store
-from mdmem.store import _catalog
+from mdmem.store import _catalog, _dedupe_keys
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: s\n---\n{body}\n"
 TITLES = st.sampled_from(["Alpha", "Beta", "构建 测试", "Gamma ray", "Δelta", "Zed"])
@@ -166,11 +168,25 @@ class DerivedState(RuleBasedStateMachine):
         expected = rebuilt(self.root)
         assert loaded == expected
         assert entries == [n for n in self._names() if f"({n})" in expected]
+        self._dedupe_keys_are_a_rebuild(entries)
         lines = expected.splitlines()
         assert total == len(lines) and head == lines[: len(head)]
         # The rebuild replaced the derived state: a new process starts from it.
         self.store = Store(self.root, Level.PROJECT)
         assert self.store.load_index() == expected
+
+    def _dedupe_keys_are_a_rebuild(self, names: list[str]) -> None:
+        """The catalog's dedupe keys, once built, are those of the notes' titles on disk."""
+        con = sqlite3.connect(state(self.root) / "catalog.sqlite")
+        try:
+            if not _dedupe_keys.is_built(con):
+                return
+            notes, df = _dedupe_keys.dump(con)
+        finally:
+            con.close()
+        grams = {name: _dedupe_keys.gram_ids(self.store.read(name).title) for name in names}
+        assert notes == [(n, len(g), array("q", g).tobytes()) for n, g in sorted(grams.items())]
+        assert df == sorted(Counter(x for g in grams.values() for x in g).items())
 
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -77,7 +77,7 @@ __all__ = [
     "updated_times",
 ]
 
-_VERSION = 5
+_VERSION = 6  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows
 CATALOG = "catalog.sqlite"
 FINGERPRINT = "fingerprint"
 CLOCK = "clock"
@@ -442,6 +442,8 @@ CREATE TABLE IF NOT EXISTS notes (
     extra TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
+-- The rows of notes with supersedes/expires: every write reads them (marks), never all rows.
+CREATE INDEX IF NOT EXISTS notes_marked ON notes (name) WHERE extra IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 """
 _COLUMNS = (
@@ -503,6 +505,7 @@ class Catalog:
         self._con: sqlite3.Connection | None = None
         self._ino: int | None = None
         self.memory = memory  # True when the state folder cannot hold the catalog
+        self._keys: bool | None = None  # whether the dedupe keys are kept (this transaction)
 
     @property
     def path(self) -> str:
@@ -559,8 +562,14 @@ class Catalog:
         con.execute("PRAGMA synchronous=OFF")
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version != _VERSION:
-            con.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS meta;")
-            con.executescript(_SCHEMA)
+            from mdmem.store import _dedupe_keys
+
+            con.executescript(
+                "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS meta;"
+                "DROP TABLE IF EXISTS dedupe_notes; DROP TABLE IF EXISTS dedupe_grams;"
+                "DROP TABLE IF EXISTS dedupe_df;"
+            )
+            con.executescript(_SCHEMA + _dedupe_keys.SCHEMA)
             con.execute(f"PRAGMA user_version={_VERSION}")
 
     def close(self) -> None:
@@ -569,6 +578,7 @@ class Catalog:
                 self._con.close()
         self._con = None
         self._ino = None
+        self._keys = None
 
     def reset(self) -> None:
         """Throw the catalog away (it is damaged); the next use starts an empty one."""
@@ -587,6 +597,7 @@ class Catalog:
 
         con = self._open()
         con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        self._keys = None
         try:
             con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -601,6 +612,7 @@ class Catalog:
             con.execute("COMMIT")
 
     def rollback(self) -> None:
+        self._keys = None
         if self._con is not None and self._con.in_transaction:
             self._con.execute("ROLLBACK")
 
@@ -691,10 +703,18 @@ class Catalog:
                 extra,
             ),
         )
+        if self._keeps_keys():
+            from mdmem.store import _dedupe_keys
+
+            title = entry.get("title") if entry.get("line") is not None else None
+            _dedupe_keys.put(self._open(), name, None if title is None else str(title))
 
     def marked(self) -> dict[str, Entry]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
-        return dict(self.rows(where="extra IS NOT NULL"))
+        cursor = self._open().execute(
+            f"SELECT {_COLUMNS} FROM notes INDEXED BY notes_marked WHERE extra IS NOT NULL"
+        )
+        return {str(row[0]): _row_entry(row) for row in cursor}
 
     def present(self, names: Collection[str]) -> set[str]:
         """Which of ``names`` are notes with an index line."""
@@ -710,11 +730,51 @@ class Catalog:
 
     def remove(self, names: Collection[str]) -> None:
         self._open().executemany("DELETE FROM notes WHERE name = ?", [(n,) for n in names])
+        if self._keeps_keys():
+            from mdmem.store import _dedupe_keys
+
+            _dedupe_keys.remove(self._open(), names)
 
     def clear(self) -> None:
+        from mdmem.store import _dedupe_keys
+
         con = self._open()
         con.execute("DELETE FROM notes")
         con.execute("DELETE FROM meta")
+        _dedupe_keys.clear(con)
+        self._keys = False
+
+    # -- the dedupe keys (see store/_dedupe_keys.py) ---------------------------------
+
+    def _keeps_keys(self) -> bool:
+        """Whether this transaction must keep the dedupe keys up to date (they were built)."""
+        if self._keys is None:
+            from mdmem.store import _dedupe_keys
+
+            self._keys = _dedupe_keys.is_built(self._open())
+        return self._keys
+
+    def near(self, title: str, timeout: float) -> list[tuple[str, str, str]] | None:
+        """(name, title, summary) of the valid notes whose title may be near ``title``.
+
+        Builds the keys first if they are not there (once; later writes keep
+        them); None when they cannot be built now (another process holds the
+        catalog past ``timeout``).
+        """
+        from mdmem.store import _dedupe_keys
+
+        con = self._open()
+        if not _dedupe_keys.is_built(con):
+            if not self.begin(timeout):
+                return None
+            try:
+                if not _dedupe_keys.is_built(con):
+                    _dedupe_keys.build(con)
+                self.commit()
+            except BaseException:
+                self.rollback()
+                raise
+        return _dedupe_keys.near(con, title)
 
     def set_meta(self, key: str, value: str | None) -> None:
         con = self._open()

@@ -27,6 +27,7 @@ __all__ = [
     "NotRegularFile",
     "TooLarge",
     "atomic_write",
+    "atomic_write_parts",
     "create_new",
     "ensure_dir",
     "fsync_dir",
@@ -125,6 +126,73 @@ def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool
         os.replace(tmp, path)
     except BaseException:
         # Never leave a temp file behind, whatever stopped us.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _copy_range(src: int, dst: int, offset: int, count: int) -> None:
+    """Append ``count`` bytes of ``src`` from ``offset`` to ``dst``: inside the kernel if it can."""
+    end = offset + count
+    fast = hasattr(os, "copy_file_range")
+    while offset < end:
+        if fast:
+            try:
+                done = os.copy_file_range(src, dst, end - offset, offset)
+            except OSError as exc:
+                if exc.errno not in _NO_COPY:
+                    raise
+                fast = False
+                continue
+            if done == 0:
+                raise OSError(errno.EIO, "the file shrank while it was copied")
+        else:
+            chunk = os.pread(src, min(end - offset, 1 << 20), offset)
+            if not chunk:
+                raise OSError(errno.EIO, "the file shrank while it was copied")
+            _write_all(dst, chunk)
+            done = len(chunk)
+        offset += done
+
+
+# Where copy_file_range is missing or refuses these files, bytes go through user space.
+_NO_COPY = frozenset({errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF})
+
+
+def atomic_write_parts(
+    path: str, source: int, parts: list[tuple[int, int] | bytes], *, private: bool = False
+) -> None:
+    """Write ``path`` atomically from ``parts``: bytes, or (offset, end) ranges of ``source``.
+
+    The ranges are copied file to file (``copy_file_range``), so a large file
+    changed in a few places is never read into memory. Not fsynced: only
+    derived files (MEMORY.md) are written this way.
+    """
+    if private:
+        mode = 0o600
+    else:
+        try:
+            st = os.lstat(path)
+            mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
+        except FileNotFoundError:
+            mode = 0o666
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        try:
+            for part in parts:
+                if isinstance(part, bytes):
+                    _write_all(fd, part)
+                elif part[1] > part[0]:
+                    _copy_range(source, fd, part[0], part[1] - part[0])
+        finally:
+            os.close(fd)
+        if private:
+            os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise

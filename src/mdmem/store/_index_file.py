@@ -2,17 +2,24 @@
 
 MEMORY.md holds one line per note, sorted by file name, each ending in
 ``(file name)``. A write that touches a few notes finds their lines by
-bisection and replaces, inserts or drops just those; the file is then written
-whole (atomically: a reader sees the old index or the new one).
+bisection and replaces, inserts or drops just those. :func:`patch` does it on
+bytes in memory; :func:`splice` on the file itself: it bisects with ``pread``
+and writes the new file from ranges of the old one copied inside the kernel,
+so a write at 100,000 notes never reads or renders the other lines. Either way
+the new file replaces the old one atomically (a reader sees the old index or
+the new one).
 """
 
 from __future__ import annotations
+
+import os
+import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ["PATCH_LIMIT", "join", "name_of", "patch"]
+__all__ = ["PATCH_LIMIT", "join", "name_of", "patch", "splice"]
 
 #: Past this many changed lines, rebuilding from the catalog is as cheap as patching.
 PATCH_LIMIT = 1_000
@@ -81,3 +88,93 @@ def patch(data: bytes, changes: Mapping[str, str | None]) -> tuple[bytes, int] |
         data = data[:start] + encoded + b"\n" + data[end if present else start :]
         delta += 0 if present else 1
     return data, delta
+
+
+def _line_at(fd: int, size: int, pos: int) -> tuple[int, bytes]:
+    """The line holding byte ``pos`` (a line starts after each newline): (its start, its bytes)."""
+    start, step = pos, 256
+    while start > 0:
+        lo = max(0, start - step)
+        back = os.pread(fd, start - lo, lo)
+        cut = back.rfind(b"\n")
+        if cut >= 0:
+            start = lo + cut + 1
+            break
+        start, step = lo, step * 2
+    chunks, end = [], start
+    while end < size:
+        chunk = os.pread(fd, min(step, size - end), end)
+        if not chunk:
+            break
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            chunks.append(chunk[:cut])
+            break
+        chunks.append(chunk)
+        end += len(chunk)
+        step *= 2
+    return start, b"".join(chunks)
+
+
+def _find_in(fd: int, size: int, key: bytes) -> tuple[int, int, bytes | None]:
+    """:func:`_find` on the file: (start, end past its newline, the line or None if absent)."""
+    lo, hi = 0, size
+    while lo < hi:
+        start, line = _line_at(fd, size, (lo + hi) // 2)
+        if name_of(line) < key:
+            lo = start + len(line) + 1
+        else:
+            hi = start
+    if lo >= size:
+        return size, size, None
+    _, line = _line_at(fd, size, lo)
+    return lo, min(size, lo + len(line) + 1), line if name_of(line) == key else None
+
+
+def splice(
+    path: str, changes: Mapping[str, str | None], *, private: bool
+) -> tuple[int, bool] | None:
+    """Apply ``changes`` to the file at ``path`` as :func:`patch` does, writing a new file.
+
+    Returns how many lines that added (negative: removed) and whether the file
+    was rewritten (not when no line actually changes), or None when the file
+    does not look like what mdmem writes (the caller rebuilds it).
+    """
+    from mdmem.store import _fs
+
+    fd = os.open(path, _fs.READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            return None
+        parts: list[tuple[int, int] | bytes] = []
+        pos, delta, changed = 0, 0, False
+        for name in sorted(changes):
+            key = name.encode("utf-8")
+            start, end, old = _find_in(fd, size, key)
+            if start < pos:
+                return None  # not sorted as mdmem writes it
+            line = changes[name]
+            if line is None:
+                if old is not None:
+                    parts.append((pos, start))
+                    pos, delta, changed = end, delta - 1, True
+                continue
+            encoded = line.encode("utf-8")
+            if name_of(encoded) != key or b"\n" in encoded:
+                return None
+            if old == encoded:
+                continue
+            parts += [(pos, start), encoded + b"\n"]
+            pos, changed = (end if old is not None else start), True
+            delta += 0 if old is not None else 1
+        if not changed:
+            return 0, False
+        parts.append((pos, size))
+        _fs.atomic_write_parts(path, fd, parts, private=private)
+        return delta, True
+    finally:
+        os.close(fd)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
 from mdmem.store import _txn
-from mdmem.store.dedupe import Duplicate, Index, candidate, find_duplicate
+from mdmem.store.dedupe import Candidate, Duplicate, Index, candidate, find_duplicate
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Operation, Update, validate
 from mdmem.store.paths import note_path, slugify, state_dir
@@ -219,16 +219,34 @@ class Planner:
             out["expires"] = expires
         return out
 
+    def _near(self, title: str) -> list[Candidate]:
+        """The notes whose title is close to ``title``: the store's, as the catalog recorded
+        them (without a stat pass: a candidate is read from its file before it counts), and
+        this batch's own writes."""
+        ask = getattr(self.store, "_near_titles", None)
+        rows = ask(title) if callable(ask) else None
+        if rows is None:  # every entry, as before the catalog kept dedupe keys
+            if self._known is None:
+                entries = getattr(self.store, "iter_entries", None)
+                self._known = Index()
+                for e in entries(settle=False) if callable(entries) else []:
+                    if not e.superseded_by:
+                        self._known.add(candidate(e.filename, e.title, e.summary))
+                for note in self._notes.values():
+                    self._known.add(candidate(note.filename, note.title, note.summary))
+            return self._known.near(title)
+        # The catalog's keys are a superset of the near titles; Index.near decides exactly.
+        # A note this batch wrote is taken as written, not as the catalog still has it.
+        index = Index()
+        for name, row_title, row_summary in rows:
+            if name not in self._notes:
+                index.add(candidate(name, row_title, row_summary))
+        for note in self._notes.values():
+            index.add(candidate(note.filename, note.title, note.summary))
+        return index.near(title)
+
     def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
-        if self._known is None:
-            # As the catalog recorded them, without another stat pass of the whole
-            # store: a candidate is read from its file before it counts.
-            entries = getattr(self.store, "iter_entries", None)
-            self._known = Index()
-            for e in entries(settle=False) if callable(entries) else []:
-                if not e.superseded_by:
-                    self._known.add(candidate(e.filename, e.title, e.summary))
 
         def read(name: str) -> tuple[str, str, str] | None:
             try:
@@ -237,7 +255,7 @@ class Planner:
                 return None
             return note.title, note.summary, note.body
 
-        near = [c for c in self._known.near(title) if self._exists(c.filename)]
+        near = [c for c in self._near(title) if self._exists(c.filename)]
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:

@@ -343,6 +343,28 @@ class Store:
                 return
             after = page[-1][0]
 
+    def _near_titles(self, title: str) -> list[tuple[str, str, str]] | None:
+        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, whose title
+        may be near ``title``, as the catalog last recorded them (no stat pass: the planner
+        reads each one it uses). None when the catalog cannot say; then every entry is read.
+        """
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return []
+        with self._catalog_guard:
+            try:
+                cat = self._cat()
+                rows = cat.near(title, self.lock_timeout)
+                if rows is None:
+                    return None
+                superseded = self._superseded(cat)
+            except Exception as exc:
+                with _suppress():
+                    self._cat().rollback()
+                if not _catalog.is_damage(exc):
+                    raise
+                return None
+        return [row for row in rows if row[0] not in superseded]
+
     def entry_versions(self) -> dict[str, str]:
         """Every note's content hash by file name, from the catalog brought up to date.
 
@@ -602,7 +624,7 @@ class Store:
         if full:
             cat.clear()
         saved = cat.stats()
-        scan.classify([name for name, rec in saved.items() if rec is not None])
+        scan.classify({name for name, rec in saved.items() if rec is not None})  # a set: O(1) each
         changes: dict[str, str | None] = {}
         computed: dict[str, _catalog.Entry] = {}
         fresh = False  # a note as new as its row: its stat proves nothing yet
@@ -686,29 +708,51 @@ class Store:
         settled store be fingerprinted.
         """
         index_path = os.path.join(self._root, INDEX_NAME)
-        try:
-            current: bytes | None = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
-        except (OSError, ValueError):  # absent, not a regular file, too large: replaced
-            current = None
         recorded = (cat.meta("index") or "").split(" ")
+        current: bytes | None = None
         new: bytes | None = None
-        ours = (
-            self._index_is_ours(current, recorded)
-            if current is not None and len(recorded) == 7
-            else ""
-        )
+        ours = ""
         lines: int | None = None
-        if ours and not rebuild and len(changes) <= _index_file.PATCH_LIMIT:
-            assert current is not None
-            patched = _index_file.patch(current, changes)
-            if patched is not None:
-                new, delta = patched
-                lines = int(recorded[5]) + delta
-        if new is None:
-            new = _index_file.join(cat.lines())
         rewrote = False
         scan_dir: _catalog.Stat | None = None
-        if new != (current or b""):
+        spliced = None
+        if (
+            locked
+            and not rebuild
+            and len(recorded) == 7
+            and len(changes) <= _index_file.PATCH_LIMIT
+            and self._index_stat_proves(recorded)
+        ):
+            # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
+            # reading, rendering or hashing the rest (see _index_file.splice).
+            before = _catalog.stat_of(self._root)
+            try:
+                spliced = _index_file.splice(index_path, changes, private=self.private)
+            except OSError:
+                spliced = None
+        if spliced is not None:
+            ours, lines, rewrote = "stat", int(recorded[5]) + spliced[0], spliced[1]
+            if rewrote and scan is not None and before == scan.dir_stat:
+                complete, scan_dir = True, _catalog.stat_of(self._root)
+        else:
+            try:
+                current = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
+            except (OSError, ValueError):  # absent, not a regular file, too large: replaced
+                current = None
+            ours = (
+                self._index_is_ours(current, recorded)
+                if current is not None and len(recorded) == 7
+                else ""
+            )
+            if ours and not rebuild and len(changes) <= _index_file.PATCH_LIMIT:
+                assert current is not None
+                patched = _index_file.patch(current, changes)
+                if patched is not None:
+                    new, delta = patched
+                    lines = int(recorded[5]) + delta
+            if new is None:
+                new = _index_file.join(cat.lines())
+        if new is not None and new != (current or b""):
             if not locked:
                 cat.rollback()
                 try:
@@ -732,14 +776,29 @@ class Store:
             else:
                 scan_dir = None
         if lines is None:
+            assert new is not None
             lines = new.count(b"\n")
         index_stat = _index_stat(self._root)
         if rewrote and index_stat is not None:
-            self._written = (index_stat, new)
-        if rewrote or len(recorded) != 7 or ours == "hash":
-            # What mdmem wrote: its stat, hash, line count, and the time before it was written.
+            self._written = None if new is None else (index_stat, new)
+        if rewrote or len(recorded) != 7 or ours in ("hash", "bytes"):
+            # What mdmem wrote: its stat, hash, line count, and a time after which its stat
+            # alone proves it (see _index_is_ours).
+            when = now
+            if rewrote and index_stat is not None and not cat.memory:
+                # Read after the file was renamed and its stat taken: once the clock is
+                # past its times, any later change of it shows in its stat.
+                later = _catalog.fs_now(self._root, private=self.private)
+                if later > max(index_stat[0], index_stat[3]):
+                    when = later
+            if new is not None:
+                digest = _catalog.content_hash(new)
+            elif when != now:
+                digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
+            else:
+                digest = _hash_file(index_path) or "-"
             stat_text = " ".join(map(str, index_stat or (0, 0, 0, 0)))
-            cat.set_meta("index", f"{stat_text} {_catalog.content_hash(new)} {lines} {now}")
+            cat.set_meta("index", f"{stat_text} {digest} {lines} {when}")
         # What the directory looked like when the rows were last complete: while it
         # is unchanged, the rows know every name (see name_taken).
         directory = scan.dir_stat if scan is not None else None
@@ -768,6 +827,16 @@ class Store:
                 )
         _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
         return (None if index_stat is not None or not new else new.decode("utf-8")), False
+
+    def _index_stat_proves(self, recorded: list[str]) -> bool:
+        """Whether MEMORY.md's stat alone proves it is what mdmem last wrote (the racy-clean
+        rule of _index_is_ours, without reading the file)."""
+        st = _index_stat(self._root)
+        return (
+            st is not None
+            and " ".join(map(str, st)) == " ".join(recorded[:4])
+            and max(st[0], st[3]) < int(recorded[6])
+        )
 
     def _redo(
         self,

@@ -1,0 +1,264 @@
+"""Dedupe keys in the catalog: the notes whose title is close to a new one's, asked of SQLite.
+
+A create looks for a duplicate among the notes whose title shares at least
+:data:`~mdmem.store.dedupe.TITLE_CONTAINMENT` of the shorter title's character
+trigrams (:meth:`mdmem.store.dedupe.Index.near`). Building that index from
+every catalog row on each create costs what the store holds; these tables keep
+it in ``catalog.sqlite`` instead, changed by the note with the catalog's rows
+(:meth:`~mdmem.store._catalog.Catalog.put`), so a create reads only postings
+that can matter:
+
+- ``dedupe_notes``: a note's id, name, how many title trigrams it has, and
+  those trigrams (a blob of int64, to drop its postings and count overlaps);
+- ``dedupe_grams``: postings (trigram, title size, note id);
+- ``dedupe_df``: how many titles hold each trigram.
+
+Exact, never a guess: a title ``B`` of ``s`` trigrams shares at least
+``k = ceil(T * min(a, s))`` of the ``a`` trigrams of the new title ``A`` only
+if it holds one of *any* ``a - k + 1`` of them (pigeonhole). So ``A``'s
+trigrams are taken rarest first: the ``j``-th rarest is looked up only for
+the title sizes whose ``k`` is at most ``a - j``, and common trigrams are
+read only for short titles. Going ``E - 1`` trigrams further (:data:`_EXTRA`)
+means a near title is hit at least ``min(E, k)`` times among those looked up,
+a count SQLite checks (``HAVING``) before any id reaches Python. The ids left
+are a superset of the near notes; their blobs give the exact overlap, and
+``Index.near`` then decides as before.
+
+Derived like the rest of the catalog: built on first use (a first load or a
+rebuild does not pay for it), dropped with the rows, rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterable
+
+__all__ = ["SCHEMA", "build", "clear", "dump", "gram_ids", "is_built", "near", "put", "remove"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS dedupe_notes (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL, grams BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dedupe_grams (
+    gram INTEGER NOT NULL, size INTEGER NOT NULL, id INTEGER NOT NULL,
+    PRIMARY KEY (gram, size, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dedupe_df (gram INTEGER PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+"""
+#: The ``meta`` key present while the tables hold every valid note of the catalog.
+BUILT = "dedupe"
+_CHUNK = 500
+_MAX_SIZE = 1 << 62
+_EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
+
+
+def gram_ids(title: str) -> list[int]:
+    """A title's trigrams (``dedupe._trigrams``) as sorted integers: 21 bits a character."""
+    padded = f" {normalise(title)} "
+    if len(padded) < 3:  # an empty title's one "gram"; "\0" never survives normalise: no clash
+        return [(ord(padded[0]) << 42) | (ord(padded[1]) << 21)]
+    c = list(map(ord, padded))
+    return sorted({(c[i] << 42) | (c[i + 1] << 21) | c[i + 2] for i in range(len(c) - 2)})
+
+
+def _need(m: int) -> int:
+    """The fewest common trigrams that make titles of ``m`` (the smaller size) near."""
+    k = math.ceil(TITLE_CONTAINMENT * m)
+    while k > 0 and k - 1 >= TITLE_CONTAINMENT * m:
+        k -= 1
+    while k < TITLE_CONTAINMENT * m:
+        k += 1
+    return k
+
+
+def is_built(con: sqlite3.Connection) -> bool:
+    """Whether the keys are there (else :func:`build` makes them, inside a transaction)."""
+    return con.execute("SELECT 1 FROM meta WHERE key = ?", (BUILT,)).fetchone() is not None
+
+
+def _insert(con: sqlite3.Connection, name: str, ids: list[int]) -> None:
+    cur = con.execute(
+        "INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)",
+        (name, len(ids), array("q", ids).tobytes()),
+    )
+    note = cur.lastrowid
+    size = len(ids)
+    con.executemany(
+        "INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)", [(g, size, note) for g in ids]
+    )
+    con.executemany(
+        "INSERT INTO dedupe_df (gram, n) VALUES (?, 1) ON CONFLICT (gram) DO UPDATE SET n = n + 1",
+        [(g,) for g in ids],
+    )
+
+
+def _drop(con: sqlite3.Connection, note: int, size: int, blob: bytes) -> None:
+    ids = array("q")
+    ids.frombytes(blob)
+    con.execute("DELETE FROM dedupe_notes WHERE id = ?", (note,))
+    con.executemany(
+        "DELETE FROM dedupe_grams WHERE gram = ? AND size = ? AND id = ?",
+        [(g, size, note) for g in ids],
+    )
+    con.executemany("UPDATE dedupe_df SET n = n - 1 WHERE gram = ?", [(g,) for g in ids])
+    con.executemany("DELETE FROM dedupe_df WHERE gram = ? AND n <= 0", [(g,) for g in ids])
+
+
+def put(con: sqlite3.Connection, name: str, title: str | None) -> None:
+    """Record the title of note ``name`` (None: it is not a valid note, forget it)."""
+    row = con.execute("SELECT id, size, grams FROM dedupe_notes WHERE name = ?", (name,)).fetchone()
+    ids = gram_ids(title) if title is not None else None
+    if row is not None:
+        if ids is not None and array("q", ids).tobytes() == row[2]:
+            return  # the title's trigrams did not change (an update of the body)
+        _drop(con, *row)
+    if ids is not None:
+        _insert(con, name, ids)
+
+
+def remove(con: sqlite3.Connection, names: Iterable[str]) -> None:
+    """Forget these notes."""
+    for name in names:
+        put(con, name, None)
+
+
+def clear(con: sqlite3.Connection) -> None:
+    """Drop every key (they are rebuilt on first use)."""
+    for table in ("dedupe_notes", "dedupe_grams", "dedupe_df"):
+        con.execute(f"DELETE FROM {table}")
+    con.execute("DELETE FROM meta WHERE key = ?", (BUILT,))
+
+
+def build(con: sqlite3.Connection) -> None:
+    """Make the keys of every valid note from the catalog's rows (inside a transaction).
+
+    Python computes each title's trigrams once; SQLite expands them into
+    postings (``json_each``), sorts them and counts them, so a large store
+    costs one row per note on the Python side, not one per posting.
+    """
+    clear(con)
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS dedupe_new (id INTEGER, size INTEGER, ids TEXT)")
+    con.execute("DELETE FROM temp.dedupe_new")
+    rows = con.execute("SELECT name, title FROM notes WHERE line IS NOT NULL").fetchall()
+    for start in range(0, len(rows), 5_000):
+        notes, new = [], []
+        for name, title in rows[start : start + 5_000]:
+            ids = gram_ids(str(title))
+            notes.append((str(name), len(ids), array("q", ids).tobytes()))
+        first = con.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM dedupe_notes").fetchone()[0]
+        con.executemany("INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)", notes)
+        for offset, (_, size, blob) in enumerate(notes):
+            grams = array("q")
+            grams.frombytes(blob)
+            new.append((first + offset, size, "[" + ",".join(map(str, grams)) + "]"))
+        con.executemany("INSERT INTO temp.dedupe_new (id, size, ids) VALUES (?, ?, ?)", new)
+    con.execute(
+        "INSERT INTO dedupe_grams (gram, size, id) SELECT j.value, d.size, d.id"
+        " FROM temp.dedupe_new d, json_each(d.ids) j ORDER BY 1, 2, 3"
+    )
+    con.execute(
+        "INSERT INTO dedupe_df (gram, n) SELECT gram, COUNT(*) FROM dedupe_grams GROUP BY gram"
+    )
+    con.execute("DELETE FROM temp.dedupe_new")
+    con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
+
+
+def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
+    """(name, title, summary) of every valid note whose title may be near ``title``.
+
+    A superset of what ``Index.near`` keeps, and usually exactly that: every
+    note whose title holds enough of ``title``'s trigrams, none that cannot.
+    """
+    wanted = gram_ids(title)
+    a = len(wanted)
+    df: dict[int, int] = {}
+    for start in range(0, a, _CHUNK):
+        part = wanted[start : start + _CHUNK]
+        marks = ",".join("?" * len(part))
+        df.update(con.execute(f"SELECT gram, n FROM dedupe_df WHERE gram IN ({marks})", part))
+    order = sorted(wanted, key=lambda g: (df.get(g, 0), g))
+    need = [_need(m) for m in range(a + 1)]
+    # Each size's lookups go EXTRA - 1 trigrams past the pigeonhole's minimum, so a near
+    # title is hit at least min(EXTRA, its _need) times there: the count prunes in SQL.
+    lookups: list[tuple[int, int]] = []  # (trigram, largest title size it is needed for)
+    for j, gram in enumerate(order):
+        if not df.get(gram):
+            continue  # in no title: it cannot be the one a near title holds
+        rest = a - j + _EXTRA - 1
+        if need[a] <= rest:
+            lookups.append((gram, _MAX_SIZE))
+            continue
+        # Only titles smaller than A need this one: the sizes whose _need is at most rest.
+        top = a - 1
+        while top > 0 and need[top] > rest:
+            top -= 1
+        if top == 0:
+            break  # and no size needs the commoner ones that follow
+        lookups.append((gram, top))
+    # Every near title is hit at least ``least`` times, but those below size ``small``.
+    least = min(_EXTRA, need[a])
+    small = next(m for m in range(1, a + 1) if need[m] >= least)
+    hits: dict[int, list[int]] = {}  # id -> [size, hits]
+    step = 2_000
+    for first in range(0, len(lookups), step):
+        chunk = lookups[first : first + step]
+        values = ",".join(["(?, ?)"] * len(chunk))
+        having = " HAVING COUNT(*) >= ? OR g.size < ?" if len(lookups) <= step else ""
+        params = [x for pair in chunk for x in pair]
+        for note, size, count in con.execute(
+            f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
+            " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
+            f" GROUP BY g.id{having}",
+            params + ([least, small] if having else []),
+        ):
+            seen = hits.setdefault(note, [size, 0])
+            seen[1] += count
+    found = [n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])]
+    wanted_set = set(wanted)
+    close: list[int] = []
+    ids = sorted(set(found))
+    grams = array("q")
+    for start in range(0, len(ids), _CHUNK):
+        part = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(part))
+        for note, size, blob in con.execute(
+            f"SELECT id, size, grams FROM dedupe_notes WHERE id IN ({marks})", part
+        ):
+            del grams[:]
+            grams.frombytes(blob)
+            if len(wanted_set.intersection(grams)) >= need[min(a, size)]:
+                close.append(note)
+    out: list[tuple[str, str, str]] = []
+    for start in range(0, len(close), _CHUNK):
+        part = close[start : start + _CHUNK]
+        marks = ",".join("?" * len(part))
+        out += con.execute(
+            "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
+            f" WHERE d.id IN ({marks}) AND n.line IS NOT NULL",
+            part,
+        ).fetchall()
+    return sorted(out)
+
+
+def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, int, bytes]], list[tuple[int, int]]]:
+    """The keys as plain data, ids left out (for tests: they must equal a rebuild's)."""
+    notes = con.execute("SELECT name, size, grams FROM dedupe_notes ORDER BY name").fetchall()
+    df = con.execute("SELECT gram, n FROM dedupe_df ORDER BY gram").fetchall()
+    postings = con.execute(
+        "SELECT n.name, g.gram, g.size FROM dedupe_grams g JOIN dedupe_notes n ON n.id = g.id"
+    ).fetchall()
+    expected: set[tuple[str, int, int]] = set()
+    for name, size, blob in notes:
+        grams = array("q")
+        grams.frombytes(blob)
+        expected.update((name, g, size) for g in grams)
+    if set(postings) != expected or len(postings) != len(expected):
+        raise AssertionError("dedupe postings do not match the notes' trigrams")
+    return notes, df
