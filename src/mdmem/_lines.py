@@ -6,7 +6,11 @@ Part of the kernel, beside ``errors`` and ``_kinds``: the prompt block
 
 from __future__ import annotations
 
-__all__ = ["MAX_BYTES", "MAX_LINES", "trim"]
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    import re
+
+__all__ = ["MAX_BYTES", "MAX_LINES", "clean_inline", "trim"]
 
 MAX_LINES = 200
 MAX_BYTES = 25_600
@@ -69,3 +73,29 @@ def trim(
     if omitted:
         kept.append(_omitted_line(omitted))
     return "\n".join(kept)
+
+
+# -- inline text (titles and summaries) -------------------------------------------
+
+# Compiled on first use: `mdmem index` imports this module and needs neither.
+_PATTERNS: list[re.Pattern[str]] = []
+
+
+def clean_inline(text: str, limit: int | None = None) -> str:
+    """One line of plain text: control characters removed, white space collapsed, cut to ``limit``.
+
+    This is what keeps a title or summary from ever injecting a newline, a
+    control character or a fake heading into MEMORY.md or the prompt.
+    """
+    if not _PATTERNS:
+        import re
+
+        _PATTERNS[:] = [
+            re.compile(r"[\s\u2028\u2029\x85]+"),
+            re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"),
+        ]
+    breaks, control = _PATTERNS
+    text = breaks.sub(" ", control.sub("", text)).strip()
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text

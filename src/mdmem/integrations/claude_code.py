@@ -25,13 +25,16 @@ import json
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from mdmem.store import _fs
 
+TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
 if TYPE_CHECKING:
     import logging
     from collections.abc import Iterable, Iterator
+    from typing import BinaryIO, TextIO
+
+    from mdmem.store.store import Store
 
 __all__ = [
     "HANDOVER_EVENTS",
@@ -46,6 +49,7 @@ __all__ = [
     "new_messages",
     "read_hook_input",
     "read_transcript",
+    "session_block",
     "session_start",
     "session_start_output",
     "start_worker",
@@ -385,16 +389,23 @@ def session_start_output(
     )
 
 
-def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
-    """What ``mdmem hook session-start`` prints, for the session's workspace."""
-    from mdmem.store import ledger
+def session_block(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
+    """The memory block SessionStart injects for the session's workspace (cached, see blockcache).
+
+    Without the line about waiting turns, which names no note.
+    """
+    from mdmem.store.workspace import resolve
+
+    ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    return _session_block(ws, project, user)[0]
+
+
+def _session_block(ws: str, project: Store, user: Store) -> tuple[str, str]:
     from mdmem.store.blockcache import cached
     from mdmem.store.index import merge
     from mdmem.store.marks import prompt_index
     from mdmem.store.waiting import pending_line
-    from mdmem.store.workspace import resolve
 
-    ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     room = context_room(_head(project.path, user.path, ws))
     waiting = pending_line([project.path, user.path])
     if waiting:
@@ -405,10 +416,24 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
         user.path,
         lambda: merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600)),
     )
+    return block, waiting
+
+
+def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
+    """What ``mdmem hook session-start`` prints, for the session's workspace."""
+    from mdmem.integrations._session import remember_session_start
+    from mdmem.store import ledger
+    from mdmem.store.workspace import resolve
+
+    ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    block, waiting = _session_block(ws, project, user)
     ledger.record_block(project.path, user.path, block, "session-start")
     if waiting:
         block = f"{block}\n{waiting}" if block else waiting
-    return session_start_output(block, project.path, user.path, ws)
+    out = session_start_output(block, project.path, user.path, ws)
+    # What the session now has in context, so UserPromptSubmit does not repeat it.
+    remember_session_start(project.path, payload, out)
+    return out
 
 
 def hand_over(

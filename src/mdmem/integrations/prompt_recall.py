@@ -9,37 +9,34 @@ a small budget (:data:`BUDGET_TOKENS`), and prints::
                             "additionalContext": "<the recalled block>"}}
 
 It prints nothing when no note is relevant. It never repeats a note already in
-the session's context: those in the SessionStart block (every note line of the
-prompt block names its file in parentheses; worked out at the session's first
-recall) and those an earlier prompt of the same session recalled, both
-remembered per session in the project store's state folder. The output stays
-under Claude Code's 10,000-character cap on hook output. The workspace is
-``$CLAUDE_PROJECT_DIR`` when set, else the hook's ``cwd``.
+the session's context: those the SessionStart block listed (recorded by the
+SessionStart hook, :func:`remember_session_start`, or, when it did not run,
+read from its cached block) and those an earlier prompt of the same session
+recalled, both kept per session in a small file of the project store's state
+folder: reading it costs the same whatever the store's size and the session's
+length (it keeps at most :data:`MAX_SEEN` recalled names, the latest). After
+``/compact`` or ``/clear`` (a SessionStart of that source) the notes recalled
+before are no longer in the context, and may be recalled again. The output
+stays under Claude Code's 10,000-character cap on hook output. The workspace
+is ``$CLAUDE_PROJECT_DIR`` when set, else the hook's ``cwd``.
 
 It runs as a cold process at every prompt, so it is lexical only (the semantic
-model takes about a second to load) unless ``MDMEM_SEMANTIC=on``.
+model takes about a second to load) unless ``MDMEM_SEMANTIC=on``; and it
+imports only what the answer needs (no typer, no YAML on a settled store).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
-from mdmem.recall.engine import recalled, search
-from mdmem.store import _catalog, _fs
-from mdmem.store.index import line_filename, prompt_block
-from mdmem.store.paths import state_dir
-from mdmem.store.workspace import resolve
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from mdmem.store.store import Store
+from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
 
 __all__ = [
     "BUDGET_TOKENS",
     "MAX_OUTPUT_CHARS",
+    "MAX_SEEN",
     "MIN_COVERAGE",
     "output",
     "read_input",
@@ -52,10 +49,7 @@ BUDGET_TOKENS = 400
 MAX_OUTPUT_CHARS = 10_000
 #: A note must hold this IDF-weighted share of the prompt's terms to count as relevant.
 MIN_COVERAGE = 0.25
-_SEEN_DIR = os.path.join("claude-code", "recalled")
-_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAX_PROMPT_CHARS = 4000
-_MAX_SEEN = 2000
 
 
 def read_input() -> dict[str, object]:
@@ -80,55 +74,16 @@ def output(block: str) -> str:
     )
 
 
-def _seen_path(store: Store, session: str) -> str | None:
-    if not _SESSION.match(session):
-        return None
-    return os.path.join(state_dir(store.path), _SEEN_DIR, f"{session}.json")
+def _in_session_start(
+    payload: dict[str, object], workspace: str | None, user_dir: str | None
+) -> list[str]:
+    """The notes the SessionStart block lists, when its hook did not record them (its cache)."""
+    from mdmem.integrations.claude_code import session_block
 
-
-def _read_seen(path: str | None) -> tuple[set[str], set[str]] | None:
-    """What the session has seen: (notes SessionStart listed, notes recalled); None if unknown."""
-    if path is None:
-        return None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    start, recalled = data.get("start"), data.get("recalled")
-    if not isinstance(start, list) or not isinstance(recalled, list):
-        return None
-    return (
-        {n for n in start if isinstance(n, str)},
-        {n for n in recalled if isinstance(n, str)},
-    )
-
-
-def _write_seen(store: Store, path: str | None, start: set[str], recalled: set[str]) -> None:
-    if path is None:
-        return
-    try:
-        _catalog.ensure_state_dir(store.path)
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        payload = json.dumps(
-            {"start": sorted(start), "recalled": sorted(recalled)[:_MAX_SEEN]},
-            ensure_ascii=False,
-        )
-        _fs.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
-    except OSError:
-        pass  # remembering is a nicety; the next prompt may repeat a note, nothing worse
-
-
-def _in_session_start(project: Store, user: Store) -> set[str]:
-    """The notes the SessionStart block lists (worked out at the session's first recall)."""
-    names = set()
-    for line in prompt_block(project, user).splitlines():
-        name = line_filename(line)
-        if name:
-            names.add(name)
-    return names
+        return names_in(session_block(payload, workspace, user_dir))
+    except Exception:  # a hook never fails for this: worst case, a note is shown twice
+        return []
 
 
 def user_prompt_submit(
@@ -139,24 +94,20 @@ def user_prompt_submit(
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
     prompt = prompt[:_MAX_PROMPT_CHARS]
-    where = os.environ.get("CLAUDE_PROJECT_DIR") or payload.get("cwd")
-    _, project, user = resolve(
-        workspace, user_dir, start=where if isinstance(where, str) and where else None
-    )
+    from mdmem.integrations.claude_code import workspace_of
+    from mdmem.recall.engine import recalled
+    from mdmem.store.workspace import resolve
+
+    _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
     semantic = os.environ.get("MDMEM_SEMANTIC", "").strip().lower() in ("on", "1", "yes", "true")
-    # Nothing relevant at all: stop before working out what the session has seen.
-    if not search(stores, prompt, limit=1, semantic=semantic, min_coverage=MIN_COVERAGE):
-        return ""
-    session = payload.get("session_id")
-    seen_path = _seen_path(project, session) if isinstance(session, str) else None
-    known = _read_seen(seen_path)
-    seen: set[str]
+    path = seen_path(project.path, payload.get("session_id"))
+    known = read_seen(path)
+    seen: list[str]
     if known is None:
-        start, seen = _in_session_start(project, user), set()
+        start, seen = _in_session_start(payload, workspace, user_dir), []
     else:
         start, seen = known
-    exclude = start | seen
     block, hits = recalled(
         stores,
         prompt,
@@ -164,12 +115,12 @@ def user_prompt_submit(
         hint="call the memory_search tool or run `mdmem search QUERY`",
         semantic=semantic,
         min_coverage=MIN_COVERAGE,
-        exclude=exclude,
+        exclude={*start, *seen},
         limit=8,
     )
     if not block:
         if known is None:
-            _write_seen(project, seen_path, start, seen)
+            write_seen(project.path, path, start, seen)
         return ""
-    _write_seen(project, seen_path, start, seen | {h.filename for h in hits})
+    write_seen(project.path, path, start, [*seen, *(h.filename for h in hits)])
     return output(block)

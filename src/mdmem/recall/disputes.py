@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import TYPE_CHECKING
 
 from mdmem.store import _catalog, _fs
 from mdmem.store.paths import state_dir
 
+TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Iterable
 

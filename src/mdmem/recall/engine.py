@@ -30,16 +30,16 @@ import os
 import re
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level
+from mdmem._lines import clean_inline
 from mdmem.recall.disputes import dispute_penalty, disputed
 from mdmem.recall.glossary import expand
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
-from mdmem.store.note import clean_inline
 from mdmem.store.results import Hit
 
+TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -233,6 +233,8 @@ def _rank(
     semantic: bool | None,
     min_coverage: float,
     now: datetime | None,
+    *,
+    _retry: bool = True,
 ) -> tuple[list[_Candidate], set[str]]:
     """Every candidate for ``query``, best first, and the query's terms."""
     if not query.strip():
@@ -267,6 +269,14 @@ def _rank(
     if use_semantic:
         # False while no note has a vector yet: then the ranking is the lexical one.
         use_semantic = _add_semantic(candidates, per_store, query, types)
+    # The notes about to be returned are checked against their files (mdmem.recall.index's
+    # freshness contract): if any changed on disk, it is re-indexed and the query runs again.
+    stale = [
+        index.refresh(name for (lvl, name) in candidates if lvl == level.value)
+        for index, level, _ in per_store
+    ]
+    if _retry and any(stale):
+        return _rank(stores_seen, query, types, semantic, min_coverage, now, _retry=False)
     _fuse(candidates.values(), use_semantic)
     # Of two versions of one note (near-duplicates of a type), the newer is the current one.
     for index, level, _ in per_store:

@@ -8,9 +8,20 @@ the notes whose content hash changed; :meth:`Index.rebuild` starts over; a
 damaged, foreign or outdated file is rebuilt, and a state folder that cannot be
 written gives an index in memory, so recall always answers.
 
-A settled store is recognised without reading its catalog: the index records
-the store's fingerprint (a hash of every note's stat, see ``_catalog``) once it
-has caught up, and an equal fingerprint at the next query means nothing changed.
+Freshness (the contract, see docs/concepts/recall.md). A full check lists the
+store (one ``lstat`` per note: the store's fingerprint, see ``_catalog``) and
+re-indexes the notes whose content hash changed; once the store is settled it
+records each note's stat and a *key*: the stat of the store's directory, of
+MEMORY.md, of the marks files and of the catalog's files and fingerprint. A
+later query whose key is equal, within :data:`MAX_AGE`, skips the listing and
+checks only the notes it returns (:meth:`Index.refresh`): one ``lstat`` each,
+re-indexing any whose stat and content changed, and the query runs again. So
+
+* a create, delete or rename (how mdmem, most editors, ``git checkout`` and
+  ``git pull`` write) changes the directory, hence the key: always seen;
+* any write through mdmem changes the catalog: always seen;
+* a note edited in place is seen as soon as a query returns it (its content is
+  never stale when returned), and otherwise at the next full check.
 """
 
 from __future__ import annotations
@@ -19,26 +30,29 @@ import contextlib
 import json
 import os
 import sqlite3
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+import time
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
 from mdmem.store import _catalog
-from mdmem.store.note import parse_time
-from mdmem.store.paths import state_dir
+from mdmem.store.marks import MARKS, STALE_MARKS
+from mdmem.store.paths import INDEX_NAME, state_dir
 
+TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from datetime import datetime
 
     from mdmem.store.note import Note
     from mdmem.store.store import Store
 
-__all__ = ["FILE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
+__all__ = ["FILE", "MAX_AGE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
 
 FILE = "recall.sqlite"
 # Bump when the schema or the terms change: an index of another version is rebuilt.
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
+#: How long (seconds) an unchanged key stands for a settled store before a full check.
+MAX_AGE = 600.0
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -54,6 +68,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
 CREATE INDEX IF NOT EXISTS notes_special ON notes(name)
     WHERE expires IS NOT NULL OR supersedes != '[]';
 CREATE VIRTUAL TABLE IF NOT EXISTS vocab USING fts5vocab(fts, 'row');
+CREATE TABLE IF NOT EXISTS stats(name TEXT PRIMARY KEY, st TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors(sha TEXT NOT NULL, model TEXT NOT NULL, v BLOB NOT NULL,
     PRIMARY KEY (sha, model));
 """
@@ -108,7 +123,38 @@ def changed_notes(store: Store, indexed: dict[str, str]) -> tuple[dict[str, str]
     return changed, gone
 
 
+def _lstat(path: str) -> str:
+    """A file's stat as text (mtime, size, inode, ctime); ``""`` when it cannot be seen."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return ""
+    return f"{st.st_mtime_ns} {st.st_size} {st.st_ino} {st.st_ctime_ns}"
+
+
+def freshness_key(root: str) -> str:
+    """What a settled store's index may be trusted on: a few ``lstat``, no listing.
+
+    The store's directory (any create, delete or rename of a note changes it),
+    MEMORY.md, the marks files, and the catalog's database, log and
+    fingerprint (any write or refresh through mdmem changes one of them).
+    """
+    state = state_dir(root)
+    paths = [
+        root,
+        os.path.join(root, INDEX_NAME),
+        os.path.join(state, MARKS),
+        os.path.join(state, STALE_MARKS),
+        os.path.join(state, _catalog.CATALOG),
+        os.path.join(state, _catalog.CATALOG + "-wal"),
+        os.path.join(state, _catalog.FINGERPRINT),
+    ]
+    return "|".join(_lstat(p) for p in paths)
+
+
 def _timestamp(value: object, key: str, name: str) -> float | None:
+    from mdmem.store.note import parse_time
+
     try:
         moment = parse_time(value, key, name)
     except InvalidNote:
@@ -203,16 +249,33 @@ class Index:
         row = self._connect().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def sync(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Bring the index in line with the notes; return how many notes were (re-)indexed."""
+    def sync(
+        self, progress: Callable[[int, int], None] | None = None, *, full: bool = False
+    ) -> int:
+        """Bring the index in line with the notes; return how many notes were (re-)indexed.
+
+        Without ``full``, a settled store whose key (:func:`freshness_key`) is as
+        recorded, within :data:`MAX_AGE`, is not listed at all: the notes a query
+        returns are checked instead (:meth:`refresh`).
+        """
         db = self._connect()
-        if not os.path.isdir(self.store.path):
+        root = self.store.path
+        if not os.path.isdir(root):
             with db:
                 db.execute("DELETE FROM fts")
                 db.execute("DELETE FROM notes")
+                db.execute("DELETE FROM stats")
+                db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key')")
             return 0
-        fingerprint = _catalog.Scan(self.store.path).fingerprint()
+        if not full and progress is None and self._trusted(freshness_key(root)):
+            return 0
+        # The file-system clock before the listing: only a directory older than this
+        # can vouch for the listing later (a change within the same tick could not).
+        before = _catalog.fs_now(root, private=self.store.private)
+        scan = _catalog.Scan(root)
+        fingerprint = scan.fingerprint()
         if fingerprint == self._meta("fingerprint"):
+            self._trust(db, scan, before)
             return 0
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
@@ -239,11 +302,137 @@ class Index:
                 "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
                 (fingerprint if settled else "",),
             )
+            db.execute("DELETE FROM meta WHERE key = 'key'")
+            if settled:
+                self._record_stats(db, scan)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if settled:
+            self._trust(db, scan, before)
         return len(notes)
+
+    # -- freshness: the key, and the notes a query returns ---------------------------
+
+    def _trusted(self, key: str) -> bool:
+        """Whether the recorded key is ``key`` and young enough to skip the listing."""
+        recorded = self._meta("key")
+        if recorded is None:
+            return False
+        when, _, value = recorded.partition("\n")
+        try:
+            age = time.time() - float(when)
+        except ValueError:
+            return False
+        return value == key and 0 <= age < MAX_AGE
+
+    def _trust(self, db: sqlite3.Connection, scan: _catalog.Scan, before: int) -> None:
+        """Record the key, when the store is settled as ``scan`` listed it (stats recorded).
+
+        The directory and MEMORY.md must still be as listed, and the directory
+        older than the file-system clock read before the listing (``before``),
+        else a change in the same clock tick could hide behind an equal stat.
+        """
+        key = freshness_key(self.store.path)
+        parts = key.split("|")
+        listed = scan.dir_stat
+        if (
+            listed is None
+            or before <= 0
+            or parts[0] != " ".join(map(str, listed))
+            or parts[1] != (" ".join(map(str, scan.index_stat)) if scan.index_stat else "")
+            or listed[0] >= before
+            or listed[3] >= before
+        ):
+            return
+        with contextlib.suppress(sqlite3.Error):
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{time.time()!r}\n{key}",)
+            )
+
+    @staticmethod
+    def _record_stats(db: sqlite3.Connection, scan: _catalog.Scan) -> None:
+        """Record each note's stat as the (settled) listing saw it; only the differences."""
+        old = dict(db.execute("SELECT name, st FROM stats").fetchall())
+        new = {name: " ".join(map(str, st)) for name, st in scan.notes()}
+        db.executemany(
+            "DELETE FROM stats WHERE name = ?", [(name,) for name in old if name not in new]
+        )
+        db.executemany(
+            "INSERT OR REPLACE INTO stats VALUES (?, ?)",
+            [(name, st) for name, st in new.items() if old.get(name) != st],
+        )
+
+    def refresh(self, names: Iterable[str]) -> bool:
+        """Re-index those of ``names`` whose file changed since it was indexed; whether any did.
+
+        One ``stat`` per note; a note whose stat differs from the one recorded at
+        the last full check is read and hashed, and re-indexed (or removed, when
+        it is gone or no longer a note) only if its content changed. A caller
+        that gets True runs its query again.
+        """
+        wanted = sorted(set(names))
+        if not wanted:
+            return False
+        db = self._connect()
+        known: dict[str, tuple[str, str | None]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for name, sha, st in db.execute(
+                f"SELECT n.name, n.sha, s.st FROM notes n LEFT JOIN stats s ON s.name = n.name"
+                f" WHERE n.name IN ({marks})",
+                chunk,
+            ):
+                known[str(name)] = (str(sha), None if st is None else str(st))
+        root = self.store.path
+        suspects = []
+        for name in wanted:
+            sha, st = known.get(name, ("", None))
+            try:
+                # Followed, as the listing does for a note that is a link.
+                now = os.stat(os.path.join(root, name))
+                if st is not None and st == (
+                    f"{now.st_mtime_ns} {now.st_size} {now.st_ino} {now.st_ctime_ns}"
+                ):
+                    continue
+            except OSError:
+                pass
+            suspects.append((name, sha))
+        if not suspects:
+            return False
+        return self._reindex(db, suspects)
+
+    def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str]]) -> bool:
+        from mdmem.store.note import parse
+
+        puts: list[tuple[Note, str]] = []
+        gone: list[str] = []
+        for name, indexed_sha in suspects:
+            try:
+                text = self.store.read_text(name)
+                sha = _catalog.content_hash(text.encode("utf-8"))
+                if sha == indexed_sha:
+                    continue
+                puts.append((parse(text, name), sha))
+            except (NoteNotFound, InvalidNote, InvalidPath):
+                if indexed_sha:
+                    gone.append(name)
+        if not puts and not gone:
+            return False
+        self._forget()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name in gone:
+                self._remove(db, name)
+            for note, sha in puts:
+                self._put(db, note, sha)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return True
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index every note again from scratch; return how many were indexed."""
@@ -252,8 +441,9 @@ class Index:
         with db:
             db.execute("DELETE FROM fts")
             db.execute("DELETE FROM notes")
-            db.execute("DELETE FROM meta WHERE key = 'fingerprint'")
-        return self.sync(progress)
+            db.execute("DELETE FROM stats")
+            db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key')")
+        return self.sync(progress, full=True)
 
     def _forget(self) -> None:
         self._count = None
@@ -363,7 +553,7 @@ class Index:
 
     def hidden(self, now: datetime | None = None) -> set[str]:
         """Notes recall leaves out: expired ones, and those a current note supersedes."""
-        moment = (now or datetime.now(timezone.utc)).timestamp()
+        moment = now.timestamp() if now is not None else time.time()
         # Worked out again after a sync, and at least once a minute (notes expire).
         if now is None and self._hidden is not None and moment - self._hidden[0] < 60:
             return self._hidden[1]

@@ -17,6 +17,7 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from mdmem._kinds import Level, NoteType
+from mdmem._lines import clean_inline
 from mdmem.errors import InvalidNote
 
 if TYPE_CHECKING:
@@ -81,21 +82,6 @@ class IndexEntry:
 
 
 # -- inline text (titles and summaries) -------------------------------------------
-
-_INLINE_BREAKS = re.compile(r"[\s\u2028\u2029\x85]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean_inline(text: str, limit: int | None = None) -> str:
-    """One line of plain text: control characters removed, white space collapsed, cut to ``limit``.
-
-    This is what keeps a title or summary from ever injecting a newline, a
-    control character or a fake heading into MEMORY.md or the prompt.
-    """
-    text = _INLINE_BREAKS.sub(" ", _CONTROL.sub("", text)).strip()
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    return text
 
 
 def format_time(moment: datetime) -> str:

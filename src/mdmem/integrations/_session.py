@@ -1,0 +1,84 @@
+"""What a Claude Code session has in its context, as mdmem's hooks put it there.
+
+One small JSON file per session in the project store's state folder
+(``claude-code/recalled/<session id>.json``): the notes the SessionStart
+block listed (``start``) and those UserPromptSubmit recalled since
+(``recalled``, at most :data:`MAX_SEEN`, the latest). Reading it costs the same
+whatever the store's size and the session's length. Imported by both hooks,
+so it imports only the standard library and the store's file helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from mdmem.store import _catalog, _fs
+from mdmem.store.paths import state_dir
+
+__all__ = ["MAX_SEEN", "names_in", "read_seen", "remember_session_start", "seen_path", "write_seen"]
+
+#: The most recalled note names a session's file keeps (the latest).
+MAX_SEEN = 1000
+_SEEN_DIR = os.path.join("claude-code", "recalled")
+_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_NOTE_NAME = re.compile(r"\(([^()/\\\s;]+\.md)[;)]")
+
+
+def seen_path(root: str, session: object) -> str | None:
+    if not isinstance(session, str) or not _SESSION.match(session):
+        return None
+    return os.path.join(state_dir(root), _SEEN_DIR, f"{session}.json")
+
+
+def read_seen(path: str | None) -> tuple[list[str], list[str]] | None:
+    """What the session has seen: (notes SessionStart listed, notes recalled); None if unknown."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read(1_000_000))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    start, recalled = data.get("start"), data.get("recalled")
+    if not isinstance(start, list) or not isinstance(recalled, list):
+        return None
+    return [n for n in start if isinstance(n, str)], [n for n in recalled if isinstance(n, str)]
+
+
+def write_seen(root: str, path: str | None, start: list[str], recalled: list[str]) -> None:
+    if path is None:
+        return
+    try:
+        _catalog.ensure_state_dir(root)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        payload = json.dumps({"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False)
+        _fs.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
+    except OSError:
+        pass  # remembering is a nicety; the next prompt may repeat a note, nothing worse
+
+
+def names_in(block: str) -> list[str]:
+    """The note file names a block's lines name (``(name.md)`` or ``(name.md; level, date)``)."""
+    return list(dict.fromkeys(_NOTE_NAME.findall(block)))
+
+
+def remember_session_start(project_root: str, payload: dict[str, object], context: str) -> None:
+    """Record what the SessionStart hook put in the session's context (called by that hook).
+
+    After ``/compact`` or ``/clear`` the notes recalled earlier in the session are
+    gone from the context, so they are forgotten too; after a start or a resume
+    they are kept.
+    """
+    path = seen_path(project_root, payload.get("session_id"))
+    if path is None:
+        return
+    recalled: list[str] = []
+    if payload.get("source") not in ("compact", "clear"):
+        known = read_seen(path)
+        if known is not None:
+            recalled = known[1]
+    write_seen(project_root, path, names_in(context), recalled)
