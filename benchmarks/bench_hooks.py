@@ -5,14 +5,22 @@ time of a whole ``mdmem hook session-end`` process (the extraction itself runs
 later, in a detached worker). Each case runs in a fresh interpreter, round by
 round with ``python -c pass`` interleaved, and the table gives medians.
 
-    python benchmarks/bench_hooks.py              # 15 rounds (~30 s)
+    python benchmarks/bench_hooks.py              # 15 rounds (~1 minute)
     python benchmarks/bench_hooks.py --repeat 30
+    python benchmarks/bench_hooks.py --notes 0    # without the 10,000-note store
 
 The workspace holds the bundled example store; the transcript is the test
 fixture ``interrupted.jsonl`` (16 lines). "nothing new" runs against a ledger
 that already holds every message; "one new turn" appends a fresh user and
 assistant line before each run, so the hook journals a turn and starts a
 worker (offline provider).
+
+``hook user-prompt-submit`` runs against a second workspace of ``--notes``
+generated notes (default 10,000; ``bench_recall.py``'s generator, settled and
+indexed before the rounds), with a UserPromptSubmit payload as Claude Code
+sends it and a new prompt each round that names a note the session has not
+seen: "in a session" after that session's SessionStart hook ran, "first
+prompt" in a session SessionStart did not record.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 from _util import REPO, Summary, fmt_ms, interleaved, machine_rows, table
 
@@ -33,10 +43,75 @@ FIXTURE = os.path.join(REPO, "tests", "fixtures", "claude_code", "interrupted.js
 EXAMPLE = os.path.join(REPO, ".PseudoClaude.example", "memory")
 
 
+def _prompt_cases(base: str, env: dict[str, str], notes: int) -> dict[str, Callable[[], float]]:
+    """The UserPromptSubmit cases, on a workspace of ``notes`` generated notes."""
+    from bench_recall import generated, write_store
+
+    big = os.path.join(base, "big")
+    os.makedirs(os.path.join(big, ".git"))
+    saved = {k: os.environ.get(k) for k in ("MDMEM_STATE_DIR", "MDMEM_USER_DIR")}
+    os.environ.update(MDMEM_STATE_DIR=env["MDMEM_STATE_DIR"], MDMEM_USER_DIR=env["MDMEM_USER_DIR"])
+    try:
+        items, probes = generated(notes)
+        write_store(items, Path(big) / ".PseudoClaude" / "memory")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    big_env = {**env, "CLAUDE_PROJECT_DIR": big, "MDMEM_SEMANTIC": "off"}
+    py = sys.executable
+    state = {"round": 0, "first": 0}
+
+    def run(event: str, payload: dict[str, object]) -> float:
+        start = time.perf_counter()
+        subprocess.run(
+            [py, "-m", "mdmem", "hook", event],
+            input=json.dumps(payload),
+            text=True,
+            env=big_env,
+            cwd=big,
+            capture_output=True,
+            check=True,
+        )
+        return time.perf_counter() - start
+
+    def prompt(session: str) -> dict[str, object]:
+        state["round"] += 1
+        query = probes[state["round"] % len(probes)][0]
+        return {
+            "session_id": session,
+            "transcript_path": os.path.join(base, "big-session.jsonl"),
+            "cwd": big,
+            "permission_mode": "default",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": f"Where is {query} configured, and what does it do?",
+        }
+
+    def first() -> float:
+        state["first"] += 1
+        return run("user-prompt-submit", prompt(f"first-{state['first']}"))
+
+    # Indexed and settled, as a store is after its first search; SessionStart ran.
+    run("session-start", {"session_id": "big", "cwd": big, "source": "startup"})
+    run("user-prompt-submit", prompt("warm-up"))
+    label = f"{notes:,} notes"
+    return {
+        f"`hook user-prompt-submit`, {label}, in a session": lambda: run(
+            "user-prompt-submit", prompt("big")
+        ),
+        f"`hook user-prompt-submit`, {label}, first prompt": first,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its Markdown report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15, help="rounds (default 15)")
+    parser.add_argument(
+        "--notes", type=int, default=10_000, help="notes of the prompt hook's store (0: skip)"
+    )
     args = parser.parse_args(argv)
     base = tempfile.mkdtemp(prefix="mdmem-bench-hooks-")
     try:
@@ -93,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             "`hook stop`, nothing new": lambda: hook("stop", common),
             "`hook session-end`, one new turn": new_turn,
         }
+        if args.notes:
+            cases.update(_prompt_cases(base, env, args.notes))
         samples = interleaved(cases, args.repeat, label="hooks")
         rows = []
         for name, values in samples.items():

@@ -361,15 +361,67 @@ def write_store(notes: list[Note], root: Path) -> Store:
     return store
 
 
-def run_cold(
-    argv: list[str], env: dict[str, str], stdin: str | None = None, rounds: int = 7
-) -> float:
-    times = []
-    for _ in range(rounds):
+def cold_processes(
+    ws: Path, probes: list[tuple[str, str]], env: dict[str, str], rounds: int
+) -> dict[str, float]:
+    """Medians (ms) of cold processes, interleaved round by round with ``python -c pass``.
+
+    The processes run with their bytecode cached, as an installed mdmem does
+    (``PYTHONDONTWRITEBYTECODE`` is dropped, and one untimed run writes it).
+    ``search``: ``mdmem search QUERY --json``. ``hook``: ``mdmem hook
+    user-prompt-submit`` with a UserPromptSubmit payload as Claude Code sends
+    it, in a session whose SessionStart hook ran, a new prompt each round (so
+    each one recalls notes not shown before). ``hook, first prompt``: a session
+    without SessionStart's record (the hook falls back to its cached block).
+    """
+    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    exe = [sys.executable, "-m", "mdmem"]
+
+    recalled = [0]
+
+    def run(argv: list[str], stdin: str | None = None) -> float:
         started = time.perf_counter()
-        subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, check=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+        done = subprocess.run(
+            argv, input=stdin, env=env, capture_output=True, text=True, check=True
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        recalled[0] += "additionalContext" in done.stdout and "Recalled" in done.stdout
+        return elapsed
+
+    def payload(prompt: str, session: str) -> str:
+        return json.dumps(
+            {
+                "session_id": session,
+                "transcript_path": str(ws / "session.jsonl"),
+                "cwd": str(ws),
+                "permission_mode": "default",
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": f"Where is {prompt} configured, and what does it do?",
+            }
+        )
+
+    start = {"session_id": "bench", "cwd": str(ws), "source": "startup"}
+    run([*exe, "hook", "session-start"], json.dumps({**start, "hook_event_name": "SessionStart"}))
+    run([*exe, "--workspace", str(ws), "search", probes[0][0], "--json"])  # bytecode, settle
+    out: dict[str, list[float]] = {
+        "floor": [],
+        "import": [],
+        "search": [],
+        "hook": [],
+        "hook, first prompt": [],
+    }
+    for r in range(rounds):
+        query = probes[(r + 1) % len(probes)][0]
+        out["floor"].append(run([sys.executable, "-c", "pass"]))
+        out["import"].append(run([sys.executable, "-c", "import mdmem.recall"]))
+        out["search"].append(run([*exe, "--workspace", str(ws), "search", query, "--json"]))
+        out["hook"].append(run([*exe, "hook", "user-prompt-submit"], payload(query, "bench")))
+        out["hook, first prompt"].append(
+            run([*exe, "hook", "user-prompt-submit"], payload(query, f"new-{r}"))
+        )
+    result = {name: statistics.median(values) for name, values in out.items()}
+    result["recalled"] = recalled[0] / (2 * rounds)  # the share of hook runs that recalled notes
+    return result
 
 
 def latency(args: argparse.Namespace) -> None:
@@ -389,6 +441,7 @@ def latency(args: argparse.Namespace) -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     cpu_notes: list[str] = []
+    cold_rows: list[tuple[int, dict[str, float]]] = []
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
             env = {
@@ -424,24 +477,15 @@ def latency(args: argparse.Namespace) -> None:
             # upkeep: one note changed by hand, then the next query's sync
             victim = store.root / notes[n // 2].filename
             victim.write_text(victim.read_text() + "\nOne more line.\n", encoding="utf-8")
+            # A full check (what a write through mdmem, or the key's age, leads to).
+            index = engine.index_of(store)
             t0 = time.perf_counter()
-            engine.index_of(store, fresh=True)
+            index.sync(full=True)
             upkeep = (time.perf_counter() - t0) * 1000
             engine.index_of(store, fresh=True)  # settle
-            query = probes[0][0]
-            exe = [sys.executable, "-m", "mdmem"]
-            cold_search = run_cold([*exe, "--workspace", str(ws), "search", query, "--json"], env)
-            payload = json.dumps(
-                {
-                    "session_id": "bench",
-                    "cwd": str(ws),
-                    "prompt": query,
-                    "hook_event_name": "UserPromptSubmit",
-                    "transcript_path": "",
-                }
-            )
-            cold_hook = run_cold([*exe, "hook", "user-prompt-submit"], env, stdin=payload)
-            floor = run_cold([sys.executable, "-c", "pass"], env)
+            cold = cold_processes(ws, probes, env, args.rounds)
+            cold_search, cold_hook, floor = cold["search"], cold["hook"], cold["floor"]
+            cold_rows.append((n, cold))
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             extra = "–"
             if with_extra and n <= args.semantic_max:
@@ -455,6 +499,22 @@ def latency(args: argparse.Namespace) -> None:
             engine._INDEXES.clear()
     # CPU time is what a loaded machine disturbs least (wall-clock waits for the cores).
     print(f"\nwarm recall, CPU ms per query (median of 3 rounds): {'; '.join(cpu_notes)}")
+
+    print(
+        f"\nCold processes, {args.rounds} interleaved rounds, medians (ms);"
+        f" load average now {os.getloadavg()[0]:.1f}:\n"
+    )
+    print(
+        "| notes | `python -c pass` | `import mdmem.recall` | `mdmem search` | hook, prompt"
+        " in a session | hook, first prompt | search / floor | hook / floor | hooks that recalled |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, c in cold_rows:
+        print(
+            f"| {n:,} | {c['floor']:.1f} | {c['import']:.1f} | {c['search']:.1f} | {c['hook']:.1f}"
+            f" | {c['hook, first prompt']:.1f} | {c['search'] / c['floor']:.1f}×"
+            f" | {c['hook'] / c['floor']:.1f}× | {c['recalled']:.0%} |"
+        )
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -523,6 +583,7 @@ def main() -> None:
     lat = sub.add_parser("latency")
     lat.add_argument("--sizes", default="100,1000,10000")
     lat.add_argument("--lexical-only", action="store_true")
+    lat.add_argument("--rounds", type=int, default=9, help="rounds of the cold processes")
     lat.add_argument(
         "--semantic-max",
         type=int,

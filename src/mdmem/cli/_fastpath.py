@@ -20,7 +20,7 @@ from mdmem.store.workspace import resolve
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
-    from mdmem.store.results import Hit
+    from mdmem.store.hit import Hit
 
 __all__ = ["index_text", "search_text", "try_fast"]
 

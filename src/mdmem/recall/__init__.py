@@ -15,6 +15,6 @@ The light functions here need no Manager, so a cold hook process can call them.
 from __future__ import annotations
 
 from mdmem.recall.engine import estimate_tokens, recall, recall_block, search
-from mdmem.store.results import Hit
+from mdmem.store.hit import Hit
 
 __all__ = ["Hit", "estimate_tokens", "recall", "recall_block", "search"]

@@ -37,7 +37,7 @@ from mdmem.recall.disputes import dispute_penalty, disputed
 from mdmem.recall.glossary import expand
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
-from mdmem.store.results import Hit
+from mdmem.store.hit import Hit
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ import, and ``mdmem index`` (run at every agent session start) needs none.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from mdmem._kinds import Level
+from mdmem.store.hit import Hit  # re-exported: no dataclass, see mdmem.store.hit
 
 __all__ = ["Applied", "ApplyResult", "Hit", "Problem", "ReindexReport", "Rejected", "TrashItem"]
 
@@ -70,21 +70,3 @@ class TrashItem:
     filename: str
     deleted_at: str
     path: str
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One recalled note: which note, how well it matched, and a piece of it to show.
-
-    ``score`` only orders hits of one search (higher is better); it is not a
-    probability and not comparable across queries.
-    """
-
-    filename: str
-    level: Level
-    type: str
-    title: str
-    summary: str
-    score: float
-    updated: datetime | None = None
-    snippet: str = ""
