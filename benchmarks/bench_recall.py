@@ -7,6 +7,7 @@ Prints Markdown tables; ``docs/benchmarks.md`` quotes them.
     python benchmarks/bench_recall.py quality --cjk 1    # the same with CJK unigrams (or 3)
     python benchmarks/bench_recall.py latency            # 100 / 1k / 10k notes (~3 minutes)
     python benchmarks/bench_recall.py latency --sizes 100,1000,10000,100000
+    python benchmarks/bench_recall.py latency --before ../main/src   # cold: before -> after
 
 Quality: each set (recall-dev: ``--data``, default ``../shared/data/recall-dev``
 beside the repository; recall-holdout: ``benchmarks/data/recall-holdout``, a
@@ -362,30 +363,42 @@ def write_store(notes: list[Note], root: Path) -> Store:
 
 
 def cold_processes(
-    ws: Path, probes: list[tuple[str, str]], env: dict[str, str], rounds: int
-) -> dict[str, float]:
+    ws: Path,
+    probes: list[tuple[str, str]],
+    env: dict[str, str],
+    rounds: int,
+    before: str | None = None,
+) -> dict[str, dict[str, float]]:
     """Medians (ms) of cold processes, interleaved round by round with ``python -c pass``.
 
     The processes run with their bytecode cached, as an installed mdmem does
-    (``PYTHONDONTWRITEBYTECODE`` is dropped, and one untimed run writes it).
+    (``PYTHONDONTWRITEBYTECODE`` is dropped, and untimed runs write it).
     ``search``: ``mdmem search QUERY --json``. ``hook``: ``mdmem hook
     user-prompt-submit`` with a UserPromptSubmit payload as Claude Code sends
     it, in a session whose SessionStart hook ran, a new prompt each round (so
     each one recalls notes not shown before). ``hook, first prompt``: a session
     without SessionStart's record (the hook falls back to its cached block).
+    ``before`` is the ``src`` folder of another checkout (e.g. ``main``), run
+    in the same rounds with a state folder of its own.
     """
-    env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    import shutil
+
+    base = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    trees: dict[str, dict[str, str]] = {"after": base}
+    if before is not None:
+        state = base["MDMEM_STATE_DIR"] + "-before"
+        shutil.copytree(base["MDMEM_STATE_DIR"], state)
+        trees["before"] = {**base, "MDMEM_STATE_DIR": state, "PYTHONPATH": before}
     exe = [sys.executable, "-m", "mdmem"]
+    recalled = dict.fromkeys(trees, 0)
 
-    recalled = [0]
-
-    def run(argv: list[str], stdin: str | None = None) -> float:
+    def run(tree: str, argv: list[str], stdin: str | None = None) -> float:
         started = time.perf_counter()
         done = subprocess.run(
-            argv, input=stdin, env=env, capture_output=True, text=True, check=True
+            argv, input=stdin, env=trees[tree], capture_output=True, text=True, check=True
         )
         elapsed = (time.perf_counter() - started) * 1000
-        recalled[0] += "additionalContext" in done.stdout and "Recalled" in done.stdout
+        recalled[tree] += "additionalContext" in done.stdout and "Recalled" in done.stdout
         return elapsed
 
     def payload(prompt: str, session: str) -> str:
@@ -401,26 +414,36 @@ def cold_processes(
         )
 
     start = {"session_id": "bench", "cwd": str(ws), "source": "startup"}
-    run([*exe, "hook", "session-start"], json.dumps({**start, "hook_event_name": "SessionStart"}))
-    run([*exe, "--workspace", str(ws), "search", probes[0][0], "--json"])  # bytecode, settle
-    out: dict[str, list[float]] = {
-        "floor": [],
-        "import": [],
-        "search": [],
-        "hook": [],
-        "hook, first prompt": [],
+    for tree in trees:
+        run(tree, [*exe, "hook", "session-start"], json.dumps(start))
+        for _ in range(2):  # bytecode written, index built and settled
+            run(tree, [*exe, "--workspace", str(ws), "search", probes[0][0], "--json"])
+    recalled = dict.fromkeys(trees, 0)
+    kinds = ("import", "search", "hook", "hook, first prompt")
+    out: dict[str, dict[str, list[float]]] = {
+        tree: {kind: [] for kind in ("floor", *kinds)} for tree in trees
     }
     for r in range(rounds):
         query = probes[(r + 1) % len(probes)][0]
-        out["floor"].append(run([sys.executable, "-c", "pass"]))
-        out["import"].append(run([sys.executable, "-c", "import mdmem.recall"]))
-        out["search"].append(run([*exe, "--workspace", str(ws), "search", query, "--json"]))
-        out["hook"].append(run([*exe, "hook", "user-prompt-submit"], payload(query, "bench")))
-        out["hook, first prompt"].append(
-            run([*exe, "hook", "user-prompt-submit"], payload(query, f"new-{r}"))
-        )
-    result = {name: statistics.median(values) for name, values in out.items()}
-    result["recalled"] = recalled[0] / (2 * rounds)  # the share of hook runs that recalled notes
+        floor = run("after", [sys.executable, "-c", "pass"])
+        for tree in trees if r % 2 == 0 else reversed(list(trees)):
+            times = out[tree]
+            times["floor"].append(floor)
+            times["import"].append(run(tree, [sys.executable, "-c", "import mdmem.recall"]))
+            times["search"].append(
+                run(tree, [*exe, "--workspace", str(ws), "search", query, "--json"])
+            )
+            times["hook"].append(
+                run(tree, [*exe, "hook", "user-prompt-submit"], payload(query, "bench"))
+            )
+            times["hook, first prompt"].append(
+                run(tree, [*exe, "hook", "user-prompt-submit"], payload(query, f"new-{r}"))
+            )
+    result: dict[str, dict[str, float]] = {}
+    for tree, times in out.items():
+        result[tree] = {kind: statistics.median(values) for kind, values in times.items()}
+        # The share of hook runs that recalled notes (SessionStart may have shown them all).
+        result[tree]["recalled"] = recalled[tree] / (2 * rounds)
     return result
 
 
@@ -483,8 +506,9 @@ def latency(args: argparse.Namespace) -> None:
             index.sync(full=True)
             upkeep = (time.perf_counter() - t0) * 1000
             engine.index_of(store, fresh=True)  # settle
-            cold = cold_processes(ws, probes, env, args.rounds)
-            cold_search, cold_hook, floor = cold["search"], cold["hook"], cold["floor"]
+            cold = cold_processes(ws, probes, env, args.rounds, args.before)
+            after = cold["after"]
+            cold_search, cold_hook, floor = after["search"], after["hook"], after["floor"]
             cold_rows.append((n, cold))
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             extra = "–"
@@ -505,16 +529,19 @@ def latency(args: argparse.Namespace) -> None:
         f" load average now {os.getloadavg()[0]:.1f}:\n"
     )
     print(
-        "| notes | `python -c pass` | `import mdmem.recall` | `mdmem search` | hook, prompt"
+        "| notes | code | `python -c pass` | `import mdmem.recall` | `mdmem search` | hook, prompt"
         " in a session | hook, first prompt | search / floor | hook / floor | hooks that recalled |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, c in cold_rows:
-        print(
-            f"| {n:,} | {c['floor']:.1f} | {c['import']:.1f} | {c['search']:.1f} | {c['hook']:.1f}"
-            f" | {c['hook, first prompt']:.1f} | {c['search'] / c['floor']:.1f}×"
-            f" | {c['hook'] / c['floor']:.1f}× | {c['recalled']:.0%} |"
-        )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, trees in cold_rows:
+        for tree in sorted(trees, reverse=True):  # before, then after
+            c = trees[tree]
+            print(
+                f"| {n:,} | {tree} | {c['floor']:.1f} | {c['import']:.1f} | {c['search']:.1f}"
+                f" | {c['hook']:.1f} | {c['hook, first prompt']:.1f}"
+                f" | {c['search'] / c['floor']:.1f}× | {c['hook'] / c['floor']:.1f}×"
+                f" | {c['recalled']:.0%} |"
+            )
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -584,6 +611,10 @@ def main() -> None:
     lat.add_argument("--sizes", default="100,1000,10000")
     lat.add_argument("--lexical-only", action="store_true")
     lat.add_argument("--rounds", type=int, default=9, help="rounds of the cold processes")
+    lat.add_argument(
+        "--before",
+        help="the src folder of another checkout, whose cold processes run in the same rounds",
+    )
     lat.add_argument(
         "--semantic-max",
         type=int,

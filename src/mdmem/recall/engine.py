@@ -131,7 +131,10 @@ def _reads(store: Store) -> dict[str, tuple[int, float]]:
 
 
 def index_of(store: Store, *, fresh: bool = False) -> Index:
-    """The store's search index, brought up to date (kept open for the process's next call)."""
+    """The store's search index, brought up to date (kept open for the process's next call).
+
+    ``fresh`` asks for a full check (every note listed), not the key's shortcut.
+    """
     path = store.path
     try:
         dir_mtime = os.stat(path).st_mtime_ns
@@ -149,7 +152,7 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
     ):
         return known[0]
     index = known[0] if known is not None else Index(store)
-    index.sync()
+    index.sync(full=fresh)
     _INDEXES[path] = (index, dir_mtime, now)
     return index
 
