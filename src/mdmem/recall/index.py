@@ -355,7 +355,7 @@ class Index:
     def _record_stats(db: sqlite3.Connection, scan: _catalog.Scan) -> None:
         """Record each note's stat as the (settled) listing saw it; only the differences."""
         old = dict(db.execute("SELECT name, st FROM stats").fetchall())
-        new = {name: " ".join(map(str, st)) for name, st in scan.notes()}
+        new = {name: f"{m} {size} {ino} {c}" for name, (m, size, ino, c) in scan.notes()}
         db.executemany(
             "DELETE FROM stats WHERE name = ?", [(name,) for name in old if name not in new]
         )
