@@ -143,7 +143,7 @@ def embed(
         try:
             # Notes may change while embedding: look again, a few times at most.
             for _ in range(3):
-                index.sync()
+                index.sync(full=True)  # every note: not the key's shortcut (recall.index)
                 versions = index.versions()
                 current = {sha for _, sha, _ in versions}
                 have = vectors.shas()
