@@ -96,7 +96,7 @@ def probes(stores: Sequence[Store], *, limit: int = 500, seed: int = 0) -> tuple
     out: list[Probe] = []
     total = 0
     for store in stores:
-        index = index_of(store)
+        index = index_of(store, fresh=True)  # every note: a full check
         hidden = index.hidden()
         for row in sorted(index.rows(), key=lambda r: r.name):
             if row.name in hidden:
