@@ -134,7 +134,11 @@ def test_end_to_end_through_the_sdk(
     assert "role=user\nPlease make the tests faster." in prompt
     assert "role=assistant\nDone: the suite now runs" in prompt
     assert "toolu_1" not in prompt and "tool_result" not in prompt  # tools left out by default
-    assert "<existing_project_memory>\n(empty)" in prompt
+    # The instructions, then the memory the session sees: each a cached block, in that order.
+    system = body["system"]
+    assert [b.get("cache_control") for b in system] == [{"type": "ephemeral"}] * 2
+    assert "<existing_project_memory>\n(empty)" in system[1]["text"]
+    assert "<existing_project_memory>" not in prompt
     assert request.headers["authorization"] == "Bearer test-key"
 
 
@@ -300,7 +304,7 @@ def test_two_processes_process_each_pending_turn_exactly_once(
 
 def test_second_queued_turn_sees_the_first_turns_note(workspace: Path) -> None:
     def second(request: ExtractionRequest) -> object:
-        assert "project_knowledge_first-fact.md" in request.prompt
+        assert "project_knowledge_first-fact.md" in request.memory
         assert "project_knowledge_first-fact.md" in request.project_index
         return [create_op("Second fact")]
 

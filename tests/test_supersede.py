@@ -157,6 +157,8 @@ def test_the_extraction_prompt_shows_dates_and_teaches_supersession(store: Store
     store.apply([create("Build", "Run make.")], now=NOW)
     index = dated_index(store)
     assert "[updated 2026-11-29] (project_knowledge_build.md)" in index
+    # Given the lines to date (the prompt block's), only those are looked up.
+    assert dated_index(store, prompt_index(store)) == index
     request = prompt.build([], index, "", NOW.date())
-    assert "[updated 2026-11-29]" in request.prompt
+    assert "[updated 2026-11-29]" in request.memory
     assert '"supersedes"' in request.system and '"expires"' in request.system

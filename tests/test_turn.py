@@ -95,8 +95,10 @@ def test_prompt_holds_date_indexes_and_turn() -> None:
         date(2026, 11, 30),
     )
     assert "Today is 2026-11-30." in request.prompt
-    assert "(a.md)" in request.prompt
-    assert "<existing_user_memory>\n(empty)\n</existing_user_memory>" in request.prompt
+    # The memory is the stable part, after the instructions: not in the per-turn message.
+    assert "(a.md)" in request.memory and "(a.md)" not in request.prompt
+    assert "<existing_user_memory>\n(empty)\n</existing_user_memory>" in request.memory
+    assert request.full_system == f"{request.system}\n\n{request.memory}"
     assert "<turn>\nrole=user\nRemember X\nrole=assistant\nOK\n</turn>" in request.prompt
     for word in (
         "user_preference",
@@ -112,17 +114,18 @@ def test_prompt_holds_date_indexes_and_turn() -> None:
 def test_prompt_indexes_are_bounded() -> None:
     big = "".join(f"- [project_knowledge] Note {i} {'z' * 200} (n{i}.md)\n" for i in range(500))
     request = prompt.build([Message("user", "hi")], big, big, date(2026, 1, 1))
-    total = estimate_tokens(request.system) + estimate_tokens(request.prompt)
+    total = estimate_tokens(request.full_system) + estimate_tokens(request.prompt)
     assert total <= prompt.PROMPT_TOKENS
-    assert "more notes not shown" in request.prompt
+    assert len(request.memory.encode()) <= prompt.INDEX_BYTES
+    assert "more notes not shown" in request.memory
 
 
 def test_a_small_index_leaves_room_to_the_other() -> None:
     small = "- [user_preference] Short — s. (s.md)\n"
     big = "".join(f"- [project_knowledge] Note {i} {'z' * 200} (n{i}.md)\n" for i in range(500))
     request = prompt.build([Message("user", "hi")], big, small, date(2026, 1, 1))
-    assert "(s.md)" in request.prompt
-    assert request.prompt.count("(n") > 50
+    assert "(s.md)" in request.memory
+    assert request.memory.count("(n") > 50
 
 
 wide = st.text(
@@ -130,9 +133,14 @@ wide = st.text(
 )
 
 
-@given(st.lists(wide, min_size=1, max_size=15), st.integers(0, 400), st.integers(0, 400))
+@given(
+    st.lists(wide, min_size=1, max_size=15),
+    st.integers(0, 400),
+    st.integers(0, 400),
+    st.integers(0, 60),
+)
 def test_whole_prompt_stays_under_budget_in_any_script(
-    texts: list[str], project_notes: int, user_notes: int
+    texts: list[str], project_notes: int, user_notes: int, related_notes: int
 ) -> None:
     messages = from_messages([{"role": "user", "content": t} for t in texts])
     line = "- [project_knowledge] 发布流程很重要的说明 — 推送 tag 即发布，必须先跑检查。 (n{}.md)\n"
@@ -141,8 +149,25 @@ def test_whole_prompt_stays_under_budget_in_any_script(
         "".join(line.format(i) for i in range(project_notes)),
         "".join(line.format(i) for i in range(user_notes)),
         date(2026, 1, 1),
+        related="".join("- project: " + line[2:].format(f"r{i}") for i in range(related_notes)),
     )
-    assert estimate_tokens(request.system) + estimate_tokens(request.prompt) <= 8_000
+    total = estimate_tokens(request.full_system) + estimate_tokens(request.prompt)
+    assert total <= prompt.PROMPT_TOKENS
+    assert len(request.memory.encode()) <= prompt.INDEX_BYTES
+
+
+def test_the_memory_part_does_not_move_with_the_turn() -> None:
+    """What a provider caches (instructions + memory) is byte for byte the same across turns."""
+    big = "".join(f"- [project_knowledge] Note {i} {'z' * 80} (n{i}.md)\n" for i in range(300))
+    related = "- project: [project_knowledge] Deploy — push a tag. (d.md)"
+    short = prompt.build([Message("user", "hi")], big, "", date(2026, 1, 1), related=related)
+    longer = prompt.build(
+        [Message("user", "word " * 1500)], big, "", date(2026, 1, 2), related=related
+    )
+    assert short.memory == longer.memory
+    assert short.system == longer.system
+    assert "(d.md)" in short.prompt and "<related_notes>" in short.prompt
+    assert "not every note" in short.memory
 
 
 def test_render_and_estimate() -> None:

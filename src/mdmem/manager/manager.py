@@ -5,7 +5,8 @@ that completed normally. The call writes the turn (redacted) to a journal on
 disk and returns a future at once. One worker thread per Manager then, turn by
 turn and under both stores' turn locks (so across processes too):
 
-    read both indexes -> build the prompt -> provider -> operations
+    the prompt block + the notes related to the turn -> the prompt -> provider
+    -> operations
     -> validate -> apply to the project store, then the user store
     -> refresh the prompt block -> drop the turn from the journal
 
@@ -54,7 +55,7 @@ from mdmem.manager import feedback, provenance
 from mdmem.manager import review as review_
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import _catalog, ledger
-from mdmem.store.index import prompt_block
+from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, prompt_block
 from mdmem.store.marks import dated_index
 from mdmem.store.operations import Operation, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
@@ -78,6 +79,12 @@ JOURNAL_DIR = "turns"
 OUTPUT_ALLOWANCE = 1_000
 #: A turn held by the daily budget is looked at again at least this often (seconds).
 BUDGET_RECHECK = 600.0
+#: The extraction prompt lists at most this many existing notes related to the turn
+#: (found by recall over the turn's first RELATED_QUERY_CHARS characters), within
+#: RELATED_TOKENS, besides the prompt block.
+RELATED_NOTES = 25
+RELATED_TOKENS = 2_000
+RELATED_QUERY_CHARS = 2_000
 
 
 def budget_from_env(name: str) -> int | None:
@@ -208,8 +215,21 @@ class Manager:
             return self._index
 
     def refresh_index(self) -> str:
-        """Recompute the prompt block from both stores, and return it."""
-        return self._set_index(prompt_block(self.project, self.user))
+        """Recompute the prompt block from both stores, and return it.
+
+        Through the block cache ``mdmem index`` uses (the same block): when
+        neither store changed since it was last computed, this is a few
+        ``lstat`` calls; when it was recomputed, the next session start reads it.
+        """
+        from mdmem.store.blockcache import cached
+
+        block = cached(
+            "index-all",
+            self.project.path,
+            self.user.path,
+            lambda: prompt_block(self.project, self.user),
+        )
+        return self._set_index(block)
 
     def _set_index(self, block: str) -> str:
         with self._cond:
@@ -460,9 +480,38 @@ class Manager:
             raise
         self._memory_turns.pop(turn_id, None)
         self._journal.remove(turn_id)
-        self.refresh_stale()
+        written = [a.filename for a in result.project.applied]
+        if self._stale_due(written):
+            self.refresh_stale()
         self.refresh_index()
         return result
+
+    def _stale_due(self, written: Iterable[str]) -> bool:
+        """Whether the staleness marks need a check after a turn that wrote ``written``.
+
+        A check reads the whole store, so it runs when it can change
+        something: the code moved (HEAD, the git index) since the last check,
+        or the turn rewrote a note that is marked. A note the turn just
+        created is checked with the next code change (it was written from
+        this code).
+        """
+        from mdmem.store.marks import STALE_MARKS, tree_key
+
+        if self.project.unavailable is not None:
+            return False
+        path = os.path.join(state_dir(self.project.path), STALE_MARKS)
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read(1 << 20).splitlines()
+        except (OSError, UnicodeDecodeError):
+            return True
+        if not lines:
+            return True
+        key, _, workspace = lines[0].partition("\t")
+        if workspace != self.workspace or key != tree_key(self.workspace):
+            return True
+        marked = {line.partition("\t")[0] for line in lines[1:]}
+        return any(name in marked for name in written)
 
     def _project_turn_lock(self) -> AbstractContextManager[None]:
         # Without a project store there is nothing to serialise, and its state
@@ -495,11 +544,14 @@ class Manager:
             ledger.record(self.user.path, "skip", self.clock(), turn=turn_id)
             turn["skipped"] = True
             return _by_level([])
+        project_view, user_view = self._memory_view()
+        shown = {n for view in (project_view, user_view) for n in _names(view)}
         request = prompt.build(
             messages,
-            dated_index(self.project),
-            dated_index(self.user),
+            project_view,
+            user_view,
             datetime.fromtimestamp(self.clock(), timezone.utc).date(),
+            related=self._related(messages, shown),
         )
         provider = self.provider
         self._check_budget(request, turn, provider.name)
@@ -519,6 +571,58 @@ class Manager:
                 ) from None
         return _by_level(items)
 
+    def _memory_view(self) -> tuple[str, str]:
+        """The prompt block as sessions see it, split by store, each line dated.
+
+        Bounded whatever the store holds (the block's 200 lines and 25,600
+        bytes): the extraction prompt never lists every note.
+        """
+        sections: dict[str, list[str]] = {PROJECT_HEADING: [], USER_HEADING: []}
+        current: list[str] | None = None
+        for line in self.index.splitlines():
+            if line in sections:
+                current = sections[line]
+            elif current is not None and line_filename(line):
+                current.append(line)
+        return (
+            dated_index(self.project, "\n".join(sections[PROJECT_HEADING])),
+            dated_index(self.user, "\n".join(sections[USER_HEADING])),
+        )
+
+    def _related(self, messages: list[Message], shown: set[str]) -> str:
+        """The existing notes most related to this turn (recall over its text), as prompt lines.
+
+        So the model can update or delete the note a turn is about, whatever
+        the store holds. Notes the memory view already shows are not repeated.
+        A failing search costs the list, never the turn.
+        """
+        query = " ".join(m.text for m in messages if m.role in ("user", "assistant"))
+        query = query[:RELATED_QUERY_CHARS].strip()
+        stores = [s for s in (self.project, self.user) if s.unavailable is None]
+        if not query or not stores:
+            return ""
+        import sqlite3
+
+        from mdmem.recall import recall
+
+        try:
+            # Lexical only: a turn must not wait for embeddings of a large store
+            # (minutes at 10,000 notes the first time); the turn shares the words
+            # of the note it is about.
+            hits = recall(
+                stores, query, RELATED_TOKENS, RELATED_NOTES, semantic=False, exclude=shown
+            )
+        except (MdmemError, OSError, sqlite3.Error) as exc:
+            log.warning("cannot look up the notes related to this turn: %s", exc)
+            return ""
+        lines = []
+        for hit in hits:
+            level = hit.level.value if isinstance(hit.level, Level) else str(hit.level)
+            about = f"{hit.title} — {hit.summary}" if hit.summary else hit.title
+            when = f" [updated {hit.updated.date().isoformat()}]" if hit.updated else ""
+            lines.append(f"- {level}: [{hit.type}] {about}{when} ({hit.filename})")
+        return "\n".join(lines)
+
     def _check_budget(self, request: ExtractionRequest, turn: dict[str, object], name: str) -> None:
         """Raise :class:`_Held` when the daily budget cannot take this turn today.
 
@@ -528,7 +632,7 @@ class Manager:
         """
         if name == "offline" or (self.daily_tokens is None and self.turn_tokens is None):
             return
-        need = turn_.estimate_tokens(request.system + request.prompt) + OUTPUT_ALLOWANCE
+        need = turn_.estimate_tokens(request.full_system + request.prompt) + OUTPUT_ALLOWANCE
         if self.turn_tokens is not None and need > self.turn_tokens:
             raise ProviderError(
                 f"this turn needs about {need} tokens, more than MDMEM_TURN_TOKENS="
@@ -707,6 +811,10 @@ class Manager:
                 log.error("turn %s moved aside after %d attempt(s): %s", turn_id, attempts, where)
         except OSError as io_error:
             log.error("cannot record the failure of turn %s: %s", turn_id, io_error)
+
+
+def _names(view: str) -> list[str]:
+    return [n for n in map(line_filename, view.splitlines()) if n]
 
 
 def _by_level(items: list[object]) -> dict[str, list[object]]:

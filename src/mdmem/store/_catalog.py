@@ -816,6 +816,37 @@ def updated_times(root: str) -> dict[str, str]:
         cat.close()
 
 
+def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:
+    """``(updated, expires)`` of the named notes that have an index line: one lookup each."""
+    if not names:
+        return {}
+    import json
+
+    cat = Catalog(root, private=True)
+    out: dict[str, tuple[str | None, str | None]] = {}
+    try:
+        con = cat._open()
+        for name in names:
+            row = con.execute(
+                "SELECT updated, extra FROM notes WHERE name = ? AND line IS NOT NULL", (name,)
+            ).fetchone()
+            if row is None:
+                continue
+            expires = None
+            if row[1]:
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    value = json.loads(str(row[1])).get("expires")
+                    expires = str(value) if value else None
+            out[name] = (str(row[0]) if row[0] else None, expires)
+        return out
+    except Exception as exc:
+        if is_damage(exc):
+            return {}
+        raise
+    finally:
+        cat.close()
+
+
 def ensure_state_dir(root: str, *, private: bool = True) -> str:
     """Create the store's state folder (see :func:`mdmem.store.paths.state_dir`) and return it.
 

@@ -281,22 +281,35 @@ def prompt_index(store: Store, now: float | None = None) -> str:
     return visible_lines(text, leave_out, stale)
 
 
-def dated_index(store: Store) -> str:
-    """The prompt index with each note's last update (and expiry) before its file name.
+def dated_index(store: Store, text: str | None = None) -> str:
+    """Index lines with each note's last update (and expiry) before its file name.
 
     For the extraction prompt: the model sees how old a note is, so it can
-    tell a fact that changed from one that is still true.
+    tell a fact that changed from one that is still true. Without ``text``,
+    the whole prompt index (every note: grows with the store); with it, only
+    those lines (the prompt block's, at most 200), each dated by one catalog
+    lookup.
     """
-    text = prompt_index(store)
+    if text is None:
+        text = prompt_index(store)
+        names = None
+    else:
+        names = [n for n in map(_filename_of, text.splitlines()) if n is not None]
     if not text:
         return text
     dates: dict[str, str] = {}
-    for entry in store.entries():
-        parts = [f"updated {entry.updated[:10]}"] if entry.updated else []
-        if entry.expires:
-            parts.append(f"expires {entry.expires[:10]}")
+    if names is None:
+        found = {e.filename: (e.updated, e.expires) for e in store.entries()}
+    else:
+        from mdmem.store._catalog import dates_of
+
+        found = dates_of(store.path, names)
+    for filename, (updated, expires) in found.items():
+        parts = [f"updated {updated[:10]}"] if updated else []
+        if expires:
+            parts.append(f"expires {expires[:10]}")
         if parts:
-            dates[entry.filename] = ", ".join(parts)
+            dates[filename] = ", ".join(parts)
     out = []
     for line in text.splitlines():
         name = _filename_of(line.rstrip())

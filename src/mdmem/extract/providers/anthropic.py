@@ -10,11 +10,14 @@ The SDK reads ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_AUTH_TOKEN`` and
 ``ANTHROPIC_BASE_URL``; this module translates its errors into
 :class:`~mdmem.errors.ProviderError`, saying whether a later try may help.
 
-The fixed instructions go in a system block marked for prompt caching
-(``cache_control: ephemeral``): they are the same for every turn, so after the
-first call of a few minutes they are read from the cache at a tenth of the
-price. The tokens of each call (input, output, cache reads and writes) are
-kept in :attr:`AnthropicProvider.last_usage` for the usage ledger.
+The fixed instructions, then the memory the session sees, go in two system
+blocks, each marked for prompt caching (``cache_control: ephemeral``): both are
+the same from turn to turn (the memory until a turn changes the prompt block),
+so a call within a few minutes of the last reads them from the cache at a
+tenth of the price, when the prefix is above the model's minimum (1,024 to
+4,096 tokens; see docs/concepts/worker.md). The tokens of each call (input,
+output, cache reads and writes) are kept in
+:attr:`AnthropicProvider.last_usage` for the usage ledger.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = [
     "TOOL_NAME",
     "AnthropicProvider",
     "operations_schema",
+    "system_blocks",
     "usage_of",
 ]
 
@@ -124,10 +128,7 @@ class AnthropicProvider:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            # A list of blocks, so the fixed instructions can be marked for caching.
-            "system": [
-                {"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}
-            ],
+            "system": system_blocks(request),
             "messages": [{"role": "user", "content": request.prompt}],
             "tools": [
                 {
@@ -151,6 +152,21 @@ class AnthropicProvider:
             raise _translate(exc) from exc
         self.last_usage = usage_of(message, self.model)
         return _answer_of(message)
+
+
+def system_blocks(request: ExtractionRequest) -> list[dict[str, Any]]:
+    """The system prompt as blocks, each stable part ending in a cache breakpoint.
+
+    The instructions never change; the memory changes only when a turn
+    changes what the prompt block shows. A breakpoint after each lets a call
+    reuse the longest prefix it shares with an earlier one. A prefix under
+    the model's minimum (see docs/concepts/worker.md) is simply not cached.
+    """
+    mark = {"type": "ephemeral"}
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": request.system, "cache_control": mark}]
+    if request.memory:
+        blocks.append({"type": "text", "text": request.memory, "cache_control": mark})
+    return blocks
 
 
 def usage_of(message: Any, model: str = "") -> Usage | None:

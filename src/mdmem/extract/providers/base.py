@@ -28,12 +28,22 @@ class ExtractionRequest:
     system: str
     """Instructions for the model (the extraction prompt without the turn)."""
     prompt: str
-    """The user message: current indexes, today's date, and the turn as ``role=...`` lines."""
+    """The user message: today's date, the notes related to the turn, the turn (``role=...``)."""
     messages: tuple[Message, ...]
     """The turn itself, redacted, for providers that do not call a model."""
     project_index: str
     user_index: str
     today: date
+    memory: str = ""
+    """The existing memory the session sees: after ``system``, before ``prompt``; stable across
+    turns, so a provider that caches prompts marks the end of it (see ``prompt.build``)."""
+    related: str = ""
+    """The lines of the existing notes most related to this turn (also in ``prompt``)."""
+
+    @property
+    def full_system(self) -> str:
+        """``system`` and ``memory`` as one text, for providers with a single system message."""
+        return f"{self.system}\n\n{self.memory}" if self.memory else self.system
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ class ClaudeCodeProvider:
                 or printed something that is not its JSON result.
         """
         self.last_usage = None
-        argv = command_line(self._executable(), self.model, request.system)
+        argv = command_line(self._executable(), self.model, request.full_system)
         env = dict(os.environ)
         env[NESTED_ENV] = "1"
         env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"

@@ -118,7 +118,7 @@ class OpenAIProvider:
             "model": self.model,
             self.limit_param: self.max_tokens,
             "messages": [
-                {"role": "system", "content": request.system},
+                {"role": "system", "content": request.full_system},
                 {"role": "user", "content": request.prompt},
             ],
         }
