@@ -145,28 +145,55 @@ def generate(cache: str, size: int) -> str:
     return ws
 
 
+#: A realistic short turn: what the related-notes lookup of the prompt searches with.
+TURN = [
+    {
+        "role": "user",
+        "content": "The integration tests need the database: run `docker compose up -d db` "
+        "before `make integration`, and remember that money is integer cents.",
+    },
+    {
+        "role": "assistant",
+        "content": "Noted: the integration suite needs the db container first; amounts "
+        "are stored as integer cents, never floats.",
+    },
+]
+
+
 class Zero:
-    """A provider that answers at once: three creates."""
+    """A provider that answers at once: three creates (with ``named``, each gives its file
+    name, which skips the planner's duplicate search). Records the size of each prompt."""
 
     name = "zero"
 
-    def __init__(self) -> None:
+    def __init__(self, named: bool = False) -> None:
         self.n = 0
+        self.named = named
+        self.prompt_tokens = 0
+        self.memory_bytes = 0
+        self.related = 0
 
     def extract(self, request: object) -> str:
+        from mdmem.extract.turn import estimate_tokens
+
         self.n += 1
-        return json.dumps(
-            [
-                {
-                    "action": "create",
-                    "level": "project",
-                    "type": "project_knowledge",
-                    "title": f"Turn {self.n} fact {k}",
-                    "content": f"What turn {self.n} taught, number {k}.",
-                }
-                for k in range(3)
-            ]
-        )
+        full = getattr(request, "full_system", "") + getattr(request, "prompt", "")
+        self.prompt_tokens = estimate_tokens(full)
+        self.memory_bytes = len(str(getattr(request, "memory", "")).encode("utf-8"))
+        self.related = len(str(getattr(request, "related", "")).splitlines())
+        ops = []
+        for k in range(3):
+            op = {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": f"Turn {self.n} fact {k}",
+                "content": f"What turn {self.n} taught, number {k}.",
+            }
+            if self.named:
+                op["filename"] = f"project_knowledge_zero-{os.getpid()}-{self.n}-{k}.md"
+            ops.append(op)
+        return json.dumps(ops)
 
 
 _LAUNCHER = r"""
@@ -341,26 +368,45 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
 
     # A Manager turn: 3 creates, zero-latency provider, update_async to its result.
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
-    turn_times = []
-    turn_fsyncs = 0
-    with Manager(ws, user_dir=user, provider=Zero(), resume=False) as mgr:
-        for _ in range(repeat):
-            with Fsyncs() as f:
-                start = time.perf_counter()
-                result = mgr.update_async(
-                    [
-                        {"role": "user", "content": "remember these"},
-                        {"role": "assistant", "content": "ok"},
-                    ]
-                ).result()
-                turn_times.append(time.perf_counter() - start)
-            turn_fsyncs = f.count
+
+    def turns(provider: Zero) -> tuple[list[float], int]:
+        times: list[float] = []
+        count = 0
+        with Manager(ws, user_dir=user, provider=provider, resume=False) as mgr:
+            # Untimed: the first turn builds the search index the related-notes lookup
+            # uses (once per store, like the catalog), and the stale-marks cache.
+            warm = mgr.update_async(TURN).result()
             store.apply(
                 [
                     {"action": "delete", "level": "project", "filename": a.filename}
-                    for a in result.project.applied
+                    for a in warm.project.applied
                 ]
             )
+            for _ in range(repeat):
+                with Fsyncs() as f:
+                    start = time.perf_counter()
+                    result = mgr.update_async(TURN).result()
+                    times.append(time.perf_counter() - start)
+                count = f.count
+                store.apply(
+                    [
+                        {"action": "delete", "level": "project", "filename": a.filename}
+                        for a in result.project.applied
+                    ]
+                )
+        return times, count
+
+    zero = Zero()
+    turn_times, turn_fsyncs = turns(zero)
+    named_times, _ = turns(Zero(named=True))
+    prompt_size = (zero.prompt_tokens, zero.memory_bytes, zero.related)
+    if args.only_turns:
+        return {
+            "turn": turn_times,
+            "turn_named": named_times,
+            "turn_fsyncs": turn_fsyncs,
+            "prompt": prompt_size,
+        }
 
     settle(store)
     print(f"  [{size}] processes", file=sys.stderr, flush=True)
@@ -400,7 +446,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
         "samples": samples,
         "fsyncs": fsyncs,
         "turn": turn_times,
+        "turn_named": named_times,
         "turn_fsyncs": turn_fsyncs,
+        "prompt": prompt_size,
         "procs": procs,
         "settled": settled["settled"],
         "slow": slow,
@@ -428,6 +476,9 @@ def main() -> None:
     parser.add_argument(
         "--writes-only", action="store_true", help="only the single-op writes and their floor"
     )
+    parser.add_argument(
+        "--only-turns", action="store_true", help="only the Manager turns (and their prompt)"
+    )
     args = parser.parse_args()
     args.repeat = args.repeat or (5 if args.quick else 15)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
@@ -451,7 +502,42 @@ def main() -> None:
     def med(xs: list[float]) -> str:
         return fmt_ms(Summary.of(xs).median)
 
-    print("### Writes (in process, median ms)\n")
+    rows = []
+    for size, r in results.items():
+        if "prompt" not in r:
+            continue  # --writes-only
+        tokens, memory_bytes, related = r["prompt"]  # type: ignore[misc]
+        rows.append(
+            [
+                f"{size:,}",
+                f"{med(r['turn'])} ({r['turn_fsyncs']})",  # type: ignore[arg-type]
+                med(r["turn_named"]),  # type: ignore[arg-type]
+                f"{tokens:,}",
+                f"{memory_bytes:,}",
+                str(related),
+            ]
+        )
+    if rows:
+        print("### Manager turns (median ms) and the extraction prompt they send\n")
+        print(
+            table(
+                [
+                    "notes",
+                    "turn, 3 creates (fsyncs)",
+                    "turn, 3 named creates (no dedupe)",
+                    "prompt, est. tokens",
+                    "memory part, bytes",
+                    "related notes",
+                ],
+                rows,
+                right=range(6),  # type: ignore[arg-type]
+            )
+        )
+    if args.only_turns:
+        return
+    print(
+        "\n### Writes (in process, median ms)\n" if rows else "### Writes (in process, median ms)\n"
+    )
     rows = []
     for size, r in results.items():
         s = r["samples"]  # type: ignore[index]

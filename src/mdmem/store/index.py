@@ -224,9 +224,14 @@ def fitted(
     hint: str = "cli",
 ) -> str:
     """:func:`merge` of two prompt indexes, reading the notes' dates only when not all fit."""
-    block = merge(project_index, user_index, hint=hint)
-    if not block.endswith(HINTS.get(hint, hint) + ")"):
-        return block  # everything fitted: MEMORY.md's order, no dates needed
+    # Clearly too large for the block: rank once, with the dates (a first merge
+    # without them would rank every line only to find that they do not fit).
+    lines = project_index.count("\n") + user_index.count("\n")
+    size = len(project_index) + len(user_index)
+    if lines <= MAX_LINES and size <= MAX_BYTES:
+        block = merge(project_index, user_index, hint=hint)
+        if not block.endswith(HINTS.get(hint, hint) + ")"):
+            return block  # everything fitted: MEMORY.md's order, no dates needed
     return merge(
         project_index,
         user_index,
