@@ -7,6 +7,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from mdmem import Manager
 from mdmem._kinds import NoteType
 from mdmem.extract import prompt
@@ -171,3 +173,59 @@ def test_an_update_of_a_note_the_prompt_did_not_list_is_still_applied(workspace:
     assert isinstance(rejected.operation, dict)
     assert rejected.operation.get("filename") == "project_knowledge_missing.md"
     assert (root / unlisted).read_text().endswith("New.\n")
+
+
+def test_the_staleness_check_runs_after_a_turn_only_when_it_can_change_something(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdmem.store import stale
+
+    workspace = tmp_path / "plain"  # no git: only missing paths count
+    workspace.mkdir()
+    calls: list[str] = []
+    real = stale.check
+
+    def counting(store: object, ws: str, **kwargs: object) -> object:
+        calls.append(ws)
+        return real(store, ws, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stale, "check", counting)
+    gone = {
+        "action": "create",
+        "level": "project",
+        "type": "project_knowledge",
+        "title": "Old entry point",
+        "content": "Start with `src/app/old_main.py`.",
+    }
+    fact = {
+        "action": "create",
+        "level": "project",
+        "type": "project_knowledge",
+        "title": "Plain fact",
+        "content": "Nothing to check.",
+    }
+    marked = "project_knowledge_old-entry-point.md"
+    fix = {"action": "update", "level": "project", "filename": marked, "content": "Gone."}
+    provider = ScriptedList([gone], [fact], [fix], [])
+    with Manager(workspace, provider=provider, discover=False) as manager:
+        manager.update_async(TURN).result(30)  # no marks yet: checked
+        assert len(calls) == 1
+        assert "[stale: path gone: src/app/old_main.py]" in manager.index
+        manager.update_async(TURN).result(30)  # same code, a new note: not checked
+        assert len(calls) == 1
+        manager.update_async(TURN).result(30)  # a marked note rewritten: checked
+        assert len(calls) == 2
+        assert "[stale:" not in manager.index
+        (workspace / ".git").mkdir()  # the code moved (here: it became a repository): checked
+        manager.update_async(TURN).result(30)
+        assert len(calls) == 3
+
+
+class ScriptedList:
+    name = "scripted"
+
+    def __init__(self, *answers: list[dict[str, str]]) -> None:
+        self.answers = list(answers)
+
+    def extract(self, request: ExtractionRequest) -> object:
+        return self.answers.pop(0)
