@@ -816,6 +816,39 @@ def updated_times(root: str) -> dict[str, str]:
         cat.close()
 
 
+#: The prompt block's order (see mdmem.store.index): behaviour rules, then project
+#: knowledge, then references, newest first, then by name.
+_RANK = (
+    "CASE type WHEN 'correction_feedback' THEN 0 WHEN 'user_preference' THEN 0 "
+    "WHEN 'project_knowledge' THEN 1 WHEN 'reference_material' THEN 2 ELSE 3 END, "
+    "COALESCE(updated, '') DESC, name"
+)
+
+
+def ranked_lines(root: str, limit: int) -> tuple[int, list[tuple[str, str, str | None]]] | None:
+    """How many notes have an index line, and the first ``limit`` in the prompt block's order.
+
+    ``(name, line, updated)`` each; one sorted query instead of ranking every
+    line in Python. None when the catalog cannot answer (the caller ranks).
+    """
+    cat = Catalog(root, private=True)
+    try:
+        con = cat._open()
+        (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
+        rows = con.execute(
+            f"SELECT name, line, updated FROM notes WHERE line IS NOT NULL ORDER BY {_RANK} "
+            "LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return int(count), [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
+    except Exception as exc:
+        if is_damage(exc):
+            return None
+        raise
+    finally:
+        cat.close()
+
+
 def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:
     """``(updated, expires)`` of the named notes that have an index line: one lookup each."""
     if not names:

@@ -108,6 +108,7 @@ def merge(
     hint: str = "cli",
     hidden: tuple[Collection[str], Collection[str]] = ((), ()),
     updated: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
+    totals: tuple[int | None, int | None] = (None, None),
 ) -> str:
     """The merged prompt block of a project index and a user index, trimmed (see the module).
 
@@ -116,20 +117,26 @@ def merge(
 
     ``hidden`` names, per store (project, user), notes to leave out;
     ``updated`` gives, per store, each note's ``updated`` time (ISO 8601), so
-    the newest are kept first when not everything fits.
+    the newest are kept first when not everything fits. ``totals`` says, per
+    store, that its text holds only its best lines (at least ``max_lines``,
+    in MEMORY.md's order) of that many: the block is the same as from all.
     """
     sections: list[tuple[str, list[str], Mapping[str, str]]] = []
-    for heading, text, gone, times in (
-        (PROJECT_HEADING, project, hidden[0], updated[0]),
-        (USER_HEADING, user, hidden[1], updated[1]),
+    total = 0
+    partial = False
+    for heading, text, gone, times, count in (
+        (PROJECT_HEADING, project, hidden[0], updated[0], totals[0]),
+        (USER_HEADING, user, hidden[1], updated[1], totals[1]),
     ):
         lines = [line for line in _lines(text) if not gone or line_filename(line) not in gone]
         if lines:
             sections.append((heading, lines, times))
+        total += len(lines) if count is None else count
+        partial = partial or (count is not None and count > len(lines))
     if not sections:
         return ""
     head = len(PREAMBLE.encode("utf-8")) + 2  # the line, its newline and the blank line
-    body = _body(sections, max_lines - 2, max_bytes - head, hint)
+    body = _body(sections, max_lines - 2, max_bytes - head, hint, total, partial)
     return f"{PREAMBLE}\n\n{body}" if body else ""
 
 
@@ -138,13 +145,16 @@ def _body(
     max_lines: int,
     max_bytes: int,
     hint: str,
+    total: int,
+    partial: bool,
 ) -> str:
     whole = [
         line for i, (h, ls, _) in enumerate(sections) for line in ([""] if i else []) + [h, *ls]
     ]
-    if len(whole) <= max_lines and sum(_size(line) for line in whole) - 1 <= max_bytes:
+    fits = len(whole) <= max_lines and sum(_size(line) for line in whole) - 1 <= max_bytes
+    if fits and not partial:
         return "\n".join(whole)
-    return _fit(sections, max_lines, max_bytes, hint)
+    return _fit(sections, max_lines, max_bytes, hint, total)
 
 
 def _fit(
@@ -152,8 +162,8 @@ def _fit(
     max_lines: int,
     max_bytes: int,
     hint: str,
+    total: int,
 ) -> str:
-    total = sum(len(lines) for _, lines, _ in sections)
     # Room for the notes: the limits less the "more" line, the headings and the blank line.
     fixed_lines = 1 + len(sections) + (len(sections) - 1)
     fixed_bytes = (
@@ -244,13 +254,28 @@ def fitted(
 
 
 def prompt_block(project: Store | None, user: Store | None, *, hint: str = "cli") -> str:
-    """Both stores' indexes (up to date, superseded and expired notes left out), merged."""
-    from mdmem.store.marks import prompt_index
+    """Both stores' indexes (up to date, superseded and expired notes left out), merged.
 
-    return fitted(
-        prompt_index(project) if project is not None else "",
-        prompt_index(user) if user is not None else "",
-        project,
-        user,
+    A large store is ranked by its catalog (one sorted query for its best
+    lines), not line by line: the block is the same, at a cost that does not
+    grow with every note's line.
+    """
+    from mdmem.store.marks import ranked_index
+
+    parts = [
+        ranked_index(store, MAX_LINES) if store is not None else ("", None, {})
+        for store in (project, user)
+    ]
+    if all(total is None for _, total, _ in parts):
+        return fitted(parts[0][0], parts[1][0], project, user, hint=hint)
+    times = [
+        times if total is not None else note_times(store) if text else {}
+        for (text, total, times), store in zip(parts, (project, user), strict=True)
+    ]
+    return merge(
+        parts[0][0],
+        parts[1][0],
         hint=hint,
+        updated=(times[0], times[1]),
+        totals=(parts[0][1], parts[1][1]),
     )

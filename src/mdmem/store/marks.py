@@ -47,6 +47,7 @@ __all__ = [
     "left_out",
     "note_marks",
     "prompt_index",
+    "ranked_index",
     "save",
     "superseded_by",
     "tree_key",
@@ -279,6 +280,36 @@ def prompt_index(store: Store, now: float | None = None) -> str:
     leave_out = _read_marks(store.path, moment)
     stale = cached_marks(store.path)
     return visible_lines(text, leave_out, stale)
+
+
+def ranked_index(
+    store: Store, limit: int, now: float | None = None
+) -> tuple[str, int | None, dict[str, str]]:
+    """The store's prompt index, or for a large store only its ``limit`` best lines.
+
+    ``(text, total, times)``: for a store of more than ``2 * limit`` notes,
+    ``text`` holds the first ``limit`` shown lines in the prompt block's order
+    (as :func:`prompt_index` would show them, in MEMORY.md's order), ``total``
+    how many lines :func:`prompt_index` would show, ``times`` their
+    ``updated`` times; otherwise ``(prompt_index(store), None, {})``.
+    """
+    text = store.load_index()  # the stat pass: brings the catalog up to date
+    if not text or text.count("\n") <= 2 * limit:
+        return prompt_index(store, now), None, {}
+    from mdmem.store._catalog import ranked_lines
+
+    moment = time.time() if now is None else now
+    leave_out = _read_marks(store.path, moment)
+    found = ranked_lines(store.path, limit + len(leave_out))
+    if found is None:
+        return prompt_index(store, now), None, {}
+    count, rows = found
+    # The left-out notes that have a line (a few names, looked up in the text).
+    hidden_shown = sum(1 for name in leave_out if f" ({name})\n" in text + "\n")
+    kept = sorted([r for r in rows if r[0] not in leave_out][:limit], key=lambda r: r[0])
+    lines = "\n".join(line for _, line, _ in kept) + "\n"
+    times = {name: updated for name, _, updated in kept if updated}
+    return visible_lines(lines, {}, cached_marks(store.path)), count - hidden_shown, times
 
 
 def dated_index(store: Store, text: str | None = None) -> str:
