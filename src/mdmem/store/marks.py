@@ -294,15 +294,17 @@ def ranked_index(
     ``updated`` times; otherwise ``(prompt_index(store), None, {})``.
     """
     text = store.load_index()  # the stat pass: brings the catalog up to date
-    if not text or text.count("\n") <= 2 * limit:
-        return prompt_index(store, now), None, {}
-    from mdmem.store._catalog import ranked_lines
-
+    if not text:
+        return text, None, {}
     moment = time.time() if now is None else now
     leave_out = _read_marks(store.path, moment)
+    if text.count("\n") <= 2 * limit:
+        return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
+    from mdmem.store._catalog import ranked_lines
+
     found = ranked_lines(store.path, limit + len(leave_out))
     if found is None:
-        return prompt_index(store, now), None, {}
+        return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
     count, rows = found
     # The left-out notes that have a line (a few names, looked up in the text).
     hidden_shown = sum(1 for name in leave_out if f" ({name})\n" in text + "\n")
