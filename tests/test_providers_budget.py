@@ -70,10 +70,14 @@ def test_the_system_prompt_is_cached_and_usage_adds_up(workspace: Path, api: Fak
     with Manager(workspace, clock=clock) as manager:
         manager.update_async(turn("Note that the build uses make.")).result(30)
         manager.update_async(turn("Note that the tests use pytest.")).result(30)
-    for request in api.requests:
-        [system] = request.body["system"]
-        assert system["cache_control"] == {"type": "ephemeral"}
-        assert "long-term memory of a coding agent" in system["text"]
+    first, second = (request.body["system"] for request in api.requests)
+    for instructions, memory in (first, second):
+        # Two cached blocks: the instructions, then the memory the session sees.
+        assert instructions["cache_control"] == memory["cache_control"] == {"type": "ephemeral"}
+        assert "long-term memory of a coding agent" in instructions["text"]
+        assert "<existing_project_memory>" in memory["text"]
+    assert first[0] == second[0]  # the instructions' prefix is the same from turn to turn
+    assert "(project_knowledge_first.md)" in second[1]["text"]  # the first turn's note
     days = ledger.load(manager.user.path)["days"]
     assert days == {  # type: ignore[comparison-overlap]
         "2026-12-01": {"in": 620, "out": 90, "cr": 2500, "cw": 2500, "calls": 2}
