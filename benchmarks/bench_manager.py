@@ -910,8 +910,9 @@ def bench_prompt(base: str) -> tuple[str, list[tuple[str, int]]]:
         start = request.prompt.index("<turn>")
         end = request.prompt.index("</turn>") + len("</turn>")
         turn_text = request.prompt[start:end]
-        indexes = request.prompt[:start]
-        tokens = turn_.estimate_tokens(request.system) + turn_.estimate_tokens(request.prompt)
+        # The memory the session sees (a system block), then the date and related notes.
+        indexes = request.memory + request.prompt[:start]
+        tokens = turn_.estimate_tokens(request.full_system) + turn_.estimate_tokens(request.prompt)
         rows.append(
             [
                 label,
@@ -919,7 +920,7 @@ def bench_prompt(base: str) -> tuple[str, list[tuple[str, int]]]:
                 f"{len(request.system):,}",
                 f"{len(indexes):,}",
                 f"{len(turn_text):,}",
-                f"{len(request.system) + len(request.prompt):,}",
+                f"{len(request.full_system) + len(request.prompt):,}",
                 f"{tokens:,}",
                 f"{turn_.estimate_tokens(turn_text):,}",
             ]
@@ -931,7 +932,7 @@ def bench_prompt(base: str) -> tuple[str, list[tuple[str, int]]]:
             "turn",
             "stores",
             "system chars",
-            "date + indexes chars",
+            "memory + date + related chars",
             "turn chars",
             "total chars",
             "est. tokens",
@@ -944,8 +945,10 @@ def bench_prompt(base: str) -> tuple[str, list[tuple[str, int]]]:
         f"The 1 MB turn is {raw_big:,} characters of JSON"
         f" (~{turn_.estimate_tokens(json.dumps(big, ensure_ascii=False)):,} estimated tokens)"
         f" before mdmem cuts it. Limits: {turn_.TurnLimits()} ;"
-        f" the whole prompt within {prompt_.PROMPT_TOKENS:,} estimated tokens, the indexes"
-        f" sharing what the turn leaves (at least {prompt_.MIN_INDEX_BYTES:,} bytes)."
+        f" the whole prompt within {prompt_.PROMPT_TOKENS:,} estimated tokens; the memory"
+        f" the session sees at most {prompt_.INDEX_BYTES:,} bytes and the related notes"
+        f" {prompt_.RELATED_BYTES:,}, both giving way to a long turn (related first,"
+        f" down to {prompt_.MIN_RELATED_BYTES:,} and {prompt_.MIN_INDEX_BYTES:,} bytes)."
     )
     return f"{out}\n\n{note}", verdicts
 
