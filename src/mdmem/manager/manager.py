@@ -606,9 +606,9 @@ class Manager:
         from mdmem.recall import recall
 
         try:
-            # Lexical only: a turn must not wait for embeddings of a large store
-            # (minutes at 10,000 notes the first time); the turn shares the words
-            # of the note it is about.
+            # Lexical only: no embedding model in the worker's turn, a cost that does
+            # not depend on what is installed; a turn shares the words of the note
+            # it is about.
             hits = recall(
                 stores, query, RELATED_TOKENS, RELATED_NOTES, semantic=False, exclude=shown
             )
