@@ -78,3 +78,15 @@ def test_a_small_store_is_read_whole(tmp_path: Path) -> None:
     text, total, times = ranked_index(store, 200)
     assert (text, total, times) == (prompt_index(store), None, {})
     assert prompt_block(store, None) == fitted(prompt_index(store), "", store, None)
+
+
+def test_a_large_store_has_a_block_even_when_its_index_file_is_too_large_to_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdmem.store import store as store_module
+
+    store = write_store(tmp_path / "p", 450, 5)
+    whole = prompt_block(store, None)
+    monkeypatch.setattr(store_module, "MAX_INDEX_BYTES", 1_000)  # MEMORY.md is "too large"
+    assert store.load_index() == ""
+    assert prompt_block(store, None) == whole

@@ -825,8 +825,11 @@ _RANK = (
 )
 
 
-def ranked_lines(root: str, limit: int) -> tuple[int, list[tuple[str, str, str | None]]] | None:
-    """How many notes have an index line, and the first ``limit`` in the prompt block's order.
+def ranked_lines(
+    root: str, limit: int, hidden: Collection[str] = ()
+) -> tuple[int, list[tuple[str, str, str | None]]] | None:
+    """How many notes not in ``hidden`` have an index line, and the first ``limit`` of
+    those in the prompt block's order.
 
     ``(name, line, updated)`` each; one sorted query instead of ranking every
     line in Python. None when the catalog cannot answer (the caller ranks).
@@ -835,12 +838,15 @@ def ranked_lines(root: str, limit: int) -> tuple[int, list[tuple[str, str, str |
     try:
         con = cat._open()
         (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
+        shown_hidden = len(cat.present(hidden))
         rows = con.execute(
             f"SELECT name, line, updated FROM notes WHERE line IS NOT NULL ORDER BY {_RANK} "
             "LIMIT ?",
-            (limit,),
+            (limit + len(hidden),),
         ).fetchall()
-        return int(count), [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
+        kept = [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
+        kept = [row for row in kept if row[0] not in hidden][:limit]
+        return int(count) - shown_hidden, kept
     except Exception as exc:
         if is_damage(exc):
             return None

@@ -291,27 +291,27 @@ def ranked_index(
     ``text`` holds the first ``limit`` shown lines in the prompt block's order
     (as :func:`prompt_index` would show them, in MEMORY.md's order), ``total``
     how many lines :func:`prompt_index` would show, ``times`` their
-    ``updated`` times; otherwise ``(prompt_index(store), None, {})``.
+    ``updated`` times; otherwise ``(prompt_index(store), None, {})``. A large
+    store's lines come from its catalog, so they are there even when MEMORY.md
+    is too large to read whole.
     """
+    if getattr(store, "unavailable", None) is not None:
+        return "", None, {}
     text = store.load_index()  # the stat pass: brings the catalog up to date
-    if not text:
-        return text, None, {}
     moment = time.time() if now is None else now
     leave_out = _read_marks(store.path, moment)
-    if text.count("\n") <= 2 * limit:
+    if text and text.count("\n") <= 2 * limit:
         return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
     from mdmem.store._catalog import ranked_lines
 
-    found = ranked_lines(store.path, limit + len(leave_out))
-    if found is None:
-        return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
-    count, rows = found
-    # The left-out notes that have a line (a few names, looked up in the text).
-    hidden_shown = sum(1 for name in leave_out if f" ({name})\n" in text + "\n")
-    kept = sorted([r for r in rows if r[0] not in leave_out][:limit], key=lambda r: r[0])
+    found = ranked_lines(store.path, limit, leave_out) if os.path.isdir(store.path) else None
+    if found is None or found[0] <= 2 * limit:
+        return visible_lines(text, leave_out, cached_marks(store.path)) if text else "", None, {}
+    total, rows = found
+    kept = sorted(rows, key=lambda r: r[0])
     lines = "\n".join(line for _, line, _ in kept) + "\n"
     times = {name: updated for name, _, updated in kept if updated}
-    return visible_lines(lines, {}, cached_marks(store.path)), count - hidden_shown, times
+    return visible_lines(lines, {}, cached_marks(store.path)), total, times
 
 
 def dated_index(store: Store, text: str | None = None) -> str:
