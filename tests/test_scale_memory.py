@@ -349,3 +349,28 @@ def test_doctor_compares_in_order_and_out_of_order(root: Path) -> None:
     assert [f.message for f in examine(store).problems if f.check == "index"] == [
         "MEMORY.md is not UTF-8"
     ]
+
+
+def test_stats_counts_from_the_catalog_and_rows_only_what_it_shows(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdmem.manager.stats import collect
+
+    project = Store(root, Level.PROJECT)
+    user = Store(root.parent.parent.parent / "user", Level.USER)
+    project.reindex()
+
+    def no_parse(self: Store, filename: str) -> object:
+        raise AssertionError("stats parsed a note")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Store, "read", no_parse)
+        full = collect(project, user)
+        lean = collect(project, user, per_note=False)
+    assert full["notes"] == lean["notes"]
+    assert full["notes"]["project"] == {  # type: ignore[index]
+        "total": 320,
+        "by_type": dict.fromkeys(sorted(TYPES), 80),
+    }
+    assert len(full["usage"]) == 320 and lean["usage"] == []  # type: ignore[arg-type]
+    assert full["unused"] == lean["unused"] and full["most_used"] == lean["most_used"]
