@@ -784,11 +784,13 @@ class Catalog:
     def put_many(self, items: Iterable[tuple[str, Entry]]) -> None:
         """:meth:`put` for many rows: one statement, run for each (a bulk load's batch)."""
         items = list(items)
+        if not items:
+            return  # nothing to write, and no dedupe module to import
         self._open().executemany(_PUT, [_put_row(name, entry) for name, entry in items])
         self._keep_keys(items)
 
     def _keep_keys(self, items: list[tuple[str, Entry]]) -> None:
-        if self._keeps_keys():
+        if items and self._keeps_keys():
             from mdmem.store import _dedupe_keys
 
             for name, entry in items:
