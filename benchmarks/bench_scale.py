@@ -18,14 +18,18 @@ interleaved round by round with its floor:
   to its result), with its fsyncs;
 - ``mdmem index`` and ``mdmem list`` as processes on a settled store, against
   ``python -c pass``; the settled check in process (``load_index``);
-- the first ``mdmem index`` after a clone (no derived state), and ``mdmem
-  reindex``, as processes;
+- the first ``mdmem index`` after a clone (no derived state), ``mdmem
+  reindex``, a cold ``mdmem search`` that builds the recall index, ``mdmem
+  doctor`` and ``mdmem stats``, as processes, against the floor of reading and
+  parsing every note in a process; ``mdmem hook session-start`` after a hand
+  edit (its block cache cold);
 - peak memory (``ru_maxrss``) of each of those processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -201,8 +205,8 @@ import json, os, subprocess, sys, time
 for line in sys.stdin:
     job = json.loads(line)
     start = time.perf_counter()
-    proc = subprocess.Popen(job["argv"], env=job["env"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(job["argv"], env=job["env"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
     print(json.dumps([took, usage.ru_maxrss, os.waitstatus_to_exitcode(status)]), flush=True)
@@ -276,7 +280,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
     root = os.path.join(ws, ".PseudoClaude", "memory")
     user = os.path.join(args.cache, f"user-{args.label}")
     os.environ["MDMEM_USER_DIR"] = user
-    env = {**env, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws}
+    # Lexical recall only: the semantic extra's model load is measured in bench_recall.py.
+    env = {**env, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
     store = Store(root, Level.PROJECT)
     print(f"  [{size}] settling", file=sys.stderr, flush=True)
     settle(store)
@@ -434,13 +439,48 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
 
     def clone_load() -> float:
         shutil.rmtree(state_dir(root), ignore_errors=True)
+        # The block cache is kept with the user store: a real clone misses it (its
+        # directory is new), so it goes too.
+        for name in os.listdir(state_dir(user)) if os.path.isdir(state_dir(user)) else ():
+            if name.startswith("block-"):
+                os.unlink(os.path.join(state_dir(user), name))
         return proc("first mdmem index after a clone", [py, "-m", "mdmem", "index"])
 
     def reindex() -> float:
         return proc("mdmem reindex", [py, "-m", "mdmem", "reindex", "--level", "project"])
 
+    def search_cold() -> float:
+        # The first search after a clone builds the recall index from every note.
+        from mdmem.recall.index import FILE
+
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(state_dir(root), FILE + suffix))
+        argv = [py, "-m", "mdmem", "search", "cache retry", "--level", "project"]
+        return proc("cold mdmem search (recall index built)", argv)
+
+    def parse_floor() -> float:
+        # The floor of a first load: read and parse every note, in a process.
+        return proc("floor: parse every note", [py, "-c", _PARSE_ALL, root])
+
     slow_rounds = 1 if size >= 100_000 else max(1, min(3, repeat))
-    slow = interleaved({"clone": clone_load, "reindex": reindex}, slow_rounds)
+    slow = interleaved(
+        {
+            "parse": parse_floor,
+            "clone": clone_load,
+            "reindex": reindex,
+            "search": search_cold,
+            "doctor": lambda: proc("mdmem doctor", [py, "-m", "mdmem", "doctor"]),
+            "stats": lambda: proc("mdmem stats", [py, "-m", "mdmem", "stats"]),
+        },
+        slow_rounds,
+    )
+    settle(store)
+    # The session-start hook on a store just changed (its block cache is cold).
+    hook = interleaved(
+        {"hook": lambda: _hook(proc, py, root, names, store)},
+        max(2, repeat // 3) if size < 100_000 else 2,
+    )
     settle(store)
     return {
         "samples": samples,
@@ -452,8 +492,32 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
         "procs": procs,
         "settled": settled["settled"],
         "slow": slow,
+        "hook": hook["hook"],
         "memory": memory,
     }
+
+
+_PARSE_ALL = """
+import os, sys
+from mdmem.store.note import index_line, parse
+root = sys.argv[1]
+for name in os.listdir(root):
+    if name.endswith(".md") and name != "MEMORY.md":
+        with open(os.path.join(root, name), "rb") as f:
+            index_line(parse(f.read().decode("utf-8"), name))
+"""
+
+
+def _hook(proc: object, py: str, root: str, names: list[str], store: Store) -> float:
+    # A hand edit of one note: the block must be computed again, over the whole store.
+    path = os.path.join(root, names[0])
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(" ")
+    took = proc(
+        "mdmem hook session-start (block cache cold)", [py, "-m", "mdmem", "hook", "session-start"]
+    )  # type: ignore[operator]
+    assert isinstance(took, float)
+    return took
 
 
 def _timed(fn: object) -> float:
@@ -612,21 +676,60 @@ def main() -> None:
             right=range(7),  # type: ignore[arg-type]
         )
     )
-    print("\n### Peak memory of each process (MiB, ru_maxrss)\n")
+    print("\n### Whole-store commands (processes, median ms)\n")
+    rows = []
+    for size, r in results.items():
+        slow = r["slow"]  # type: ignore[index]
+        parse = Summary.of(slow["parse"]).median
+        rows.append(
+            [
+                f"{size:,}",
+                fmt_ms(parse),
+                *(
+                    f"{fmt_ms(Summary.of(slow[k]).median)}"
+                    f" ({fmt_ratio(Summary.of(slow[k]).median / parse)})"
+                    for k in ("clone", "reindex", "search", "doctor", "stats")
+                ),
+                med(r["hook"]),  # type: ignore[arg-type]
+            ]
+        )
+    print(
+        table(
+            [
+                "notes",
+                "floor: parse every note",
+                "first `mdmem index` after a clone (× floor)",
+                "`mdmem reindex`",
+                "cold `mdmem search`, recall index built",
+                "`mdmem doctor`",
+                "`mdmem stats`",
+                "`mdmem hook session-start`, block cache cold",
+            ],
+            rows,
+            right=range(8),  # type: ignore[arg-type]
+        )
+    )
+    print("\n### Peak memory of each process (MiB, ru_maxrss; target ≤ 100 at 100,000)\n")
     kinds = [
         "python -c pass",
+        "floor: parse every note",
         "mdmem index",
         "mdmem list",
         "first mdmem index after a clone",
         "mdmem reindex",
+        "cold mdmem search (recall index built)",
+        "mdmem doctor",
+        "mdmem stats",
+        "mdmem hook session-start (block cache cold)",
     ]
     rows = [
         [f"{size:,}", *(f"{r['memory'].get(k, 0) / 1024:.0f}" for k in kinds)]  # type: ignore[union-attr]
         for size, r in results.items()
     ]
-    print(table(["notes", *kinds], rows, right=range(6)))  # type: ignore[arg-type]
+    print(table(["notes", *kinds], rows, right=range(len(kinds) + 1)))  # type: ignore[arg-type]
     print(
-        f"\nrounds: {args.repeat} (first load after a clone and reindex: up to 3; 1 at 100,000)\n"
+        f"\nrounds: {args.repeat} (whole-store commands: up to 3; 1 at 100,000)"
+        f"; load average at the end: {os.getloadavg()[0]:.1f}\n"
     )
     print(table(["machine", ""], machine_rows(args.cache)))
 

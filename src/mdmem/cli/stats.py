@@ -38,6 +38,7 @@ def stats(
         unused_days=unused_days,
         daily_tokens=budget_from_env("MDMEM_DAILY_TOKENS"),
         turn_tokens=budget_from_env("MDMEM_TURN_TOKENS"),
+        per_note=as_json,  # the text shows the most used and the unused, not every row
     )
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))

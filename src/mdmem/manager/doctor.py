@@ -16,6 +16,7 @@ cannot be saved is kept under the store's state folder (``rescued/``) (:func:`re
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import re
@@ -31,6 +32,7 @@ from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
     STATE_DIR,
+    check_name,
     is_candidate_name,
     note_path,
     printable_name,
@@ -39,9 +41,8 @@ from mdmem.store.paths import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
-    from mdmem.store.note import Note
     from mdmem.store.store import Store
 
 __all__ = [
@@ -275,12 +276,18 @@ def _note_names(store: Store) -> tuple[list[str], list[Finding]]:
     return names, refused
 
 
-def _read_notes(store: Store) -> tuple[dict[str, Note], list[Finding]]:
-    names, findings = _note_names(store)
-    notes = {}
+def _note_lines(store: Store, findings: list[Finding]) -> Iterator[tuple[str, str]]:
+    """(name, index line) of every readable note, sorted by name, parsed one at a time.
+
+    What cannot be read as a note is added to ``findings`` instead; no note is kept.
+    """
+    from mdmem.store.note import index_line
+
+    names, refused = _note_names(store)
+    findings.extend(refused)
     for name in names:
         try:
-            notes[name] = store.read(name)
+            yield name, index_line(store.read(name))
         except InvalidNote as exc:
             findings.append(
                 Finding("notes", name, f"cannot be read as a note: {exc.reason}; fix it by hand")
@@ -289,44 +296,113 @@ def _read_notes(store: Store) -> tuple[dict[str, Note], list[Finding]]:
             findings.append(Finding("notes", name, f"not a note: {exc.reason}; left alone"))
         except NoteNotFound:
             continue
-    return notes, findings
 
 
 def _find_malformed(store: Store) -> list[Finding]:
-    return _read_notes(store)[1]
+    findings: list[Finding] = []
+    for _ in _note_lines(store, findings):
+        pass
+    return findings
+
+
+def _pieces(data: bytes) -> Iterator[str]:
+    """The lines of MEMORY.md's bytes as ``str.splitlines`` gives them, one at a time.
+
+    Raises:
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        yield from data[start:end].decode("utf-8").splitlines() or [""]
+        start = end + 1
+
+
+def _index_entries(data: bytes, flags: list[bool]) -> Iterator[tuple[str, str]]:
+    """MEMORY.md's index lines as (name, line); ``flags[0]`` is cleared if it holds others.
+
+    Lines whose name is not a valid note name are dropped, as a reindex would
+    never write them (see ``merge.index_lines``).
+    """
+    from mdmem.store.note import parse_index_line
+
+    if data and not data.endswith(b"\n"):
+        flags[0] = False
+    for raw in _pieces(data):
+        line = raw.rstrip()
+        entry = parse_index_line(line)
+        if entry is None:
+            flags[0] = False
+            continue
+        try:
+            check_name(entry.filename)
+        except InvalidPath:
+            flags[0] = False
+            continue
+        if line != raw:
+            flags[0] = False
+        yield entry.filename, line
+
+
+def _is_utf8(data: bytes) -> bool:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for start in range(0, len(data), 1 << 20):
+            decoder.decode(data[start : start + (1 << 20)])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _find_index(store: Store) -> list[Finding]:
-    from mdmem.store.merge import index_lines
-    from mdmem.store.note import index_line
-
-    notes, _ = _read_notes(store)
-    expected = {name: index_line(note) for name, note in notes.items()}
+    """MEMORY.md against the notes: the two sorted sequences side by side, nothing held whole."""
     try:
-        text = _fs.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES).decode()
+        data = _fs.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES)
     except FileNotFoundError:
-        text = ""
-    except UnicodeDecodeError:
-        return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+        data = b""
     except (OSError, ValueError) as exc:  # a symlink, a FIFO, a device, too large
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         return [Finding("index", INDEX_NAME, f"MEMORY.md is {reason}", fixable=True)]
-    actual = index_lines(text)
+    if not _is_utf8(data):
+        return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+    malformed: list[Finding] = []  # reported by the notes check
+    expected: Iterator[tuple[str, str]] = _note_lines(store, malformed)
+    previous, ordered = None, True
+    for name, _ in _index_entries(data, [True]):
+        if previous is not None and name <= previous:
+            ordered = False
+            break
+        previous = name
+    flags = [ordered]
+    if ordered:
+        actual: Iterator[tuple[str, str]] = _index_entries(data, flags)
+    else:  # out of order or repeated names (the last line wins): by name, in memory
+        actual = iter(sorted(dict(_index_entries(data, flags)).items()))
+        expected = iter(sorted(dict(expected).items()))
     found = []
-    for name in sorted(actual.keys() | expected.keys()):
-        if name not in expected:
-            missing = os.path.lexists(os.path.join(store.path, name))
+    a, e = next(actual, None), next(expected, None)
+    while a is not None or e is not None:
+        if e is None or (a is not None and a[0] < e[0]):
+            assert a is not None
+            missing = os.path.lexists(os.path.join(store.path, a[0]))
             what = "cannot be read" if missing else "does not exist"
-            message = f"MEMORY.md lists this note, which {what}"
-        elif name not in actual:
-            message = "this note is missing from MEMORY.md"
-        elif actual[name] != expected[name]:
-            message = "MEMORY.md's line for this note is out of date"
+            found.append(
+                Finding("index", a[0], f"MEMORY.md lists this note, which {what}", fixable=True)
+            )
+            a = next(actual, None)
+        elif a is None or e[0] < a[0]:
+            found.append(
+                Finding("index", e[0], "this note is missing from MEMORY.md", fixable=True)
+            )
+            e = next(expected, None)
         else:
-            continue
-        found.append(Finding("index", name, message, fixable=True))
-    canonical = "".join(f"{expected[name]}\n" for name in sorted(expected))
-    if not found and text != canonical:
+            if a[1] != e[1]:
+                message = "MEMORY.md's line for this note is out of date"
+                found.append(Finding("index", a[0], message, fixable=True))
+            a, e = next(actual, None), next(expected, None)
+    if not found and not flags[0]:
         found.append(
             Finding(
                 "index",

@@ -34,14 +34,15 @@ def _iso(t: object) -> str | None:
 def _notes(store: Store) -> tuple[dict[str, object], list[str]]:
     names: list[str] = []
     types: Counter[str] = Counter()
-    for note in store.notes():
-        names.append(note.filename)
-        types[note.type.value] += 1
+    # The catalog's entries, a page at a time: counting types parses no note.
+    for entry in store.iter_entries():
+        names.append(entry.filename)
+        types[entry.type] += 1
     return {"total": len(names), "by_type": dict(sorted(types.items()))}, names
 
 
 def _usage(
-    store: Store, names: list[str], now: float, unused_days: int
+    store: Store, names: list[str], now: float, unused_days: int, per_note: bool = True
 ) -> tuple[list[dict[str, object]], list[str]]:
     summary = ledger.load(store.path)
     recorded = summary["notes"]
@@ -51,14 +52,16 @@ def _usage(
     since = now - unused_days * 86_400
     for name in names:
         entry = recorded.get(name) or {}
+        last_use = max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
+        if last_use < since:
+            unused.append(name)
+        if not per_note and not entry:
+            continue  # never used: only its name counts, among the unused
         row: dict[str, object] = {"filename": name, "level": store.level.value}
         for kind, label in (("inject", "injected"), ("read", "read"), ("write", "written")):
             row[label] = int(entry.get(kind, 0))
             row[f"last_{label}"] = _iso(entry.get(f"last_{kind}"))
         rows.append(row)
-        last_use = max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
-        if last_use < since:
-            unused.append(name)
     return rows, unused
 
 
@@ -72,8 +75,13 @@ def collect(
     daily_tokens: int | None = None,
     turn_tokens: int | None = None,
     now: float | None = None,
+    per_note: bool = True,
 ) -> dict[str, object]:
-    """The figures of ``mdmem stats`` as one JSON-ready dict (see docs/reference/api.md)."""
+    """The figures of ``mdmem stats`` as one JSON-ready dict (see docs/reference/api.md).
+
+    With ``per_note=False``, ``usage`` lists only the notes with recorded use
+    (what the text form needs): a large store's never-used notes cost no row.
+    """
     now = time.time() if now is None else now
     notes: dict[str, object] = {}
     usage: list[dict[str, object]] = []
@@ -81,7 +89,7 @@ def collect(
     for store in (project, user):
         counts, names = _notes(store)
         notes[store.level.value] = counts
-        rows, never = _usage(store, names, now, unused_days)
+        rows, never = _usage(store, names, now, unused_days, per_note)
         usage.extend(rows)
         unused.extend({"level": store.level.value, "filename": n} for n in never)
     block = merge(project.load_index(), user.load_index())

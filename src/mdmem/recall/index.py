@@ -56,6 +56,9 @@ MAX_AGE = 600.0
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
+# Past this many notes to (re-)index, a sync reads and inserts them a chunk at a time.
+_BULK = 256
+_CHUNK = 256
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -280,6 +283,8 @@ class Index:
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
         changed, gone = changed_notes(self.store, indexed)
+        if len(changed) > _BULK:
+            return self._bulk(db, changed, gone, indexed, (fingerprint, scan, before), progress)
         notes = []
         for done, name in enumerate(sorted(changed), 1):
             try:
@@ -445,6 +450,73 @@ class Index:
             db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key')")
         return self.sync(progress, full=True)
 
+    def _bulk(
+        self,
+        db: sqlite3.Connection,
+        changed: dict[str, str],
+        gone: list[str],
+        indexed: dict[str, str],
+        listed: tuple[str, _catalog.Scan, int],
+        progress: Callable[[int, int], None] | None,
+    ) -> int:
+        """Index many notes: read a chunk, insert it with one statement per table, repeat.
+
+        No more than a chunk of notes is held at once, and it all happens in one
+        transaction: a reader (or a kill) sees the old index or the new one.
+        ``listed`` is what :meth:`sync` listed: (fingerprint, scan, clock before).
+        """
+        fingerprint, scan, before = listed
+        names = sorted(changed)
+        count = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name in gone:
+                self._remove(db, name)
+            next_id = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0])
+            for start in range(0, len(names), _CHUNK):
+                rows: list[tuple[object, ...]] = []
+                texts: list[tuple[object, ...]] = []
+                for name in names[start : start + _CHUNK]:
+                    if name in indexed:
+                        self._remove(db, name)
+                    try:
+                        note = self.store.read(name)
+                    except (NoteNotFound, InvalidNote, InvalidPath):
+                        continue  # changed under our feet; the next sync sees it
+                    row, fields = self._row(note, changed[name])
+                    rows.append((next_id, *row))
+                    texts.append((next_id, *fields))
+                    next_id += 1
+                db.executemany(
+                    "INSERT INTO notes(id, name, sha, type, title, summary, body, updated,"
+                    " expires, supersedes, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                db.executemany(
+                    "INSERT INTO fts(rowid, title, summary, body, type) VALUES (?, ?, ?, ?, ?)",
+                    texts,
+                )
+                count += len(rows)
+                if progress is not None:
+                    progress(min(start + _CHUNK, len(names)), len(names))
+            # As sync: only a settled store may be recognised by its fingerprint later.
+            saved = _catalog.read_fingerprint(self.store.path)
+            settled = saved is not None and saved.full == fingerprint
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
+                (fingerprint if settled else "",),
+            )
+            db.execute("DELETE FROM meta WHERE key = 'key'")
+            if settled:
+                self._record_stats(db, scan)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if settled:
+            self._trust(db, scan, before)
+        return count
+
     def _forget(self) -> None:
         self._count = None
         self._hidden = None
@@ -458,8 +530,9 @@ class Index:
             db.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
             db.execute("DELETE FROM notes WHERE id = ?", (row[0],))
 
-    def _put(self, db: sqlite3.Connection, note: Note, sha: str) -> None:
-        self._remove(db, note.filename)
+    @staticmethod
+    def _row(note: Note, sha: str) -> tuple[tuple[object, ...], tuple[str, str, str, str]]:
+        """A note's row of ``notes`` (without its id), and its four FTS fields."""
         kind = note.type.value
         fields = (
             " ".join(terms(note.title)),
@@ -467,21 +540,27 @@ class Index:
             " ".join(terms(note.body)),
             " ".join(terms(_type_words(kind))),
         )
+        row = (
+            note.filename,
+            sha,
+            kind,
+            note.title,
+            note.summary,
+            note.body,
+            note.updated.timestamp() if note.updated else None,
+            _timestamp(note.extra.get("expires"), "expires", note.filename),
+            json.dumps(_supersedes(note.extra.get("supersedes"))),
+            " ".join(sorted(set(" ".join(fields).split()))),
+        )
+        return row, fields
+
+    def _put(self, db: sqlite3.Connection, note: Note, sha: str) -> None:
+        self._remove(db, note.filename)
+        row, fields = self._row(note, sha)
         cursor = db.execute(
             "INSERT INTO notes(name, sha, type, title, summary, body, updated, expires,"
             " supersedes, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                note.filename,
-                sha,
-                kind,
-                note.title,
-                note.summary,
-                note.body,
-                note.updated.timestamp() if note.updated else None,
-                _timestamp(note.extra.get("expires"), "expires", note.filename),
-                json.dumps(_supersedes(note.extra.get("supersedes"))),
-                " ".join(sorted(set(" ".join(fields).split()))),
-            ),
+            row,
         )
         db.execute(
             "INSERT INTO fts(rowid, title, summary, body, type) VALUES (?, ?, ?, ?, ?)",

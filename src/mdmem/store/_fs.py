@@ -22,6 +22,10 @@ import errno
 import os
 import stat
 
+TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 __all__ = [
     "TMP_SUFFIX",
     "NotRegularFile",
@@ -84,15 +88,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _temp_file(path: str, data: bytes, mode: int, *, private: bool, durable: bool) -> str:
-    """Write ``data`` to a new unique temporary file beside ``path``; return its name."""
+def _temp_file(
+    path: str, data: bytes | Iterable[bytes], mode: int, *, private: bool, durable: bool
+) -> str:
+    """Write ``data`` (bytes, or chunks of them) to a new unique temporary file beside
+    ``path``; return its name."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         try:
-            _write_all(fd, data)
+            if isinstance(data, bytes):
+                _write_all(fd, data)
+            else:
+                for chunk in data:
+                    _write_all(fd, chunk)
             if durable:
                 os.fsync(fd)
         finally:
@@ -106,8 +117,10 @@ def _temp_file(path: str, data: bytes, mode: int, *, private: bool, durable: boo
     return tmp
 
 
-def atomic_write(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` atomically.
+def atomic_write(
+    path: str, data: bytes | Iterable[bytes], *, private: bool = False, durable: bool = True
+) -> None:
+    """Write ``data`` (bytes, or chunks of them, written as they come) to ``path`` atomically.
 
     ``private`` creates the file ``0600``; otherwise an existing file keeps
     its mode and a new one gets ``0666`` less the umask. ``durable`` fsyncs
@@ -281,7 +294,9 @@ def read_bytes(path: str, limit: int) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
-            chunk = os.read(fd, limit + 1 - size)
+            # What the file holds, then a little more to see it grow: never a buffer of
+            # ``limit`` bytes for a small file.
+            chunk = os.read(fd, min(limit + 1 - size, max(st.st_size - size, 0) + 65_536))
             if not chunk:
                 break
             chunks.append(chunk)

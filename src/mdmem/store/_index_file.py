@@ -15,11 +15,16 @@ from __future__ import annotations
 import os
 import stat
 
+try:  # as _catalog.content_hash: blake2 without hashlib's OpenSSL import
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - interpreters without the _blake2 module
+    from hashlib import blake2b as _blake2b
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["PATCH_LIMIT", "join", "name_of", "patch", "splice"]
+__all__ = ["PATCH_LIMIT", "chunks", "digest", "join", "name_of", "patch", "splice"]
 
 #: Past this many changed lines, rebuilding from the catalog is as cheap as patching.
 PATCH_LIMIT = 1_000
@@ -36,6 +41,29 @@ def name_of(line: bytes) -> bytes:
 def join(lines: Iterable[str]) -> bytes:
     """MEMORY.md's bytes for index lines already in order."""
     return b"".join(line.encode("utf-8") + b"\n" for line in lines)
+
+
+def chunks(lines: Iterable[str], size: int = 1_000) -> Iterator[bytes]:
+    """:func:`join`'s bytes, ``size`` lines at a time (a rebuild never holds the whole file)."""
+    batch: list[bytes] = []
+    for line in lines:
+        batch.append(line.encode("utf-8") + b"\n")
+        if len(batch) >= size:
+            yield b"".join(batch)
+            batch.clear()
+    if batch:
+        yield b"".join(batch)
+
+
+def digest(parts: Iterable[bytes]) -> tuple[str, int, int]:
+    """(content hash as the catalog records it, size, line count) of the bytes ``parts`` make."""
+    h = _blake2b(digest_size=16)
+    size = count = 0
+    for part in parts:
+        h.update(part)
+        size += len(part)
+        count += part.count(b"\n")
+    return h.hexdigest(), size, count
 
 
 def _find(data: bytes, key: bytes) -> tuple[int, int, bool]:

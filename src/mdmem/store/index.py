@@ -32,7 +32,7 @@ from mdmem._lines import MAX_BYTES, MAX_LINES, trim
 
 TYPE_CHECKING = False  # not typing's: `mdmem index` should not import typing
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection, Iterator, Mapping
 
     from mdmem.store.store import Store
 
@@ -69,12 +69,6 @@ _WORTH = {
 }
 
 
-def _lines(index: str) -> list[str]:
-    # Only the lines MEMORY.md is made of; blank lines and stray text a person
-    # typed into it are not worth prompt space.
-    return [line.rstrip() for line in index.splitlines() if line.strip()]
-
-
 def line_filename(line: str) -> str:
     """The note file name an index line ends with (``""`` for a line that names none)."""
     if not line.endswith(")"):
@@ -99,6 +93,64 @@ def _size(line: str) -> int:
     return len(line.encode("utf-8")) + 1
 
 
+def _iter_lines(index: str) -> Iterator[str]:
+    """The lines MEMORY.md is made of, one at a time (a large one is never split whole).
+
+    Blank lines and stray text a person typed into it are not worth prompt space.
+    """
+    start = 0
+    while start < len(index):
+        end = index.find("\n", start)
+        end = len(index) if end < 0 else end
+        piece = index[start:end]
+        start = end + 1
+        if not piece.strip():
+            continue
+        for line in piece.splitlines():
+            if line.strip():
+                yield line.rstrip()
+
+
+class _Section:
+    """One store's lines as the block needs them: counted, the first few kept, and the
+    best ranked few (all that a trimmed block can show), never all of them."""
+
+    __slots__ = ("bytes", "count", "first", "heading", "ranked", "room", "times")
+
+    def __init__(self, heading: str, times: Mapping[str, str], room: int) -> None:
+        self.heading = heading
+        self.times = times
+        self.room = room  # more than any block shows: the candidates kept
+        self.count = 0
+        self.bytes = 0
+        self.first: list[str] = []
+        self.ranked: list[tuple[int, str]] = []
+
+    def add(self, line: str) -> None:
+        if len(self.first) <= self.room:
+            self.first.append(line)
+        self.ranked.append((self.count, line))
+        self.count += 1
+        self.bytes += _size(line)
+        if len(self.ranked) >= 2 * self.room + 64:
+            self._cut()
+
+    def _cut(self) -> None:
+        # Types by worth, newest first within a type; then file name, then MEMORY.md's
+        # order (stable sorts: the order a sort of every line would give).
+        times = self.times
+        ranked = self.ranked
+        ranked.sort(key=lambda item: (line_filename(item[1]), item[0]))
+        ranked.sort(key=lambda item: times.get(line_filename(item[1])) or "", reverse=True)
+        ranked.sort(key=lambda item: _WORTH.get(_line_type(item[1]), 3))
+        del ranked[self.room :]
+
+    def best(self) -> list[tuple[int, str]]:
+        """The best ranked lines, best first: (position in MEMORY.md, line)."""
+        self._cut()
+        return self.ranked
+
+
 def merge(
     project: str,
     user: str,
@@ -120,19 +172,26 @@ def merge(
     the newest are kept first when not everything fits. ``totals`` says, per
     store, that its text holds only its best lines (at least ``max_lines``,
     in MEMORY.md's order) of that many: the block is the same as from all.
+
+    The indexes are read line by line; only the lines a block can show are
+    kept (a store of 100,000 notes costs no more memory than its text).
     """
-    sections: list[tuple[str, list[str], Mapping[str, str]]] = []
+    sections: list[_Section] = []
+    room = max(max_lines, 0) + 1
     total = 0
     partial = False
     for heading, text, gone, times, count in (
         (PROJECT_HEADING, project, hidden[0], updated[0], totals[0]),
         (USER_HEADING, user, hidden[1], updated[1], totals[1]),
     ):
-        lines = [line for line in _lines(text) if not gone or line_filename(line) not in gone]
-        if lines:
-            sections.append((heading, lines, times))
-        total += len(lines) if count is None else count
-        partial = partial or (count is not None and count > len(lines))
+        section = _Section(heading, times, room)
+        for line in _iter_lines(text):
+            if not gone or line_filename(line) not in gone:
+                section.add(line)
+        if section.count:
+            sections.append(section)
+        total += section.count if count is None else count
+        partial = partial or (count is not None and count > section.count)
     if not sections:
         return ""
     head = len(PREAMBLE.encode("utf-8")) + 2  # the line, its newline and the blank line
@@ -141,75 +200,63 @@ def merge(
 
 
 def _body(
-    sections: list[tuple[str, list[str], Mapping[str, str]]],
-    max_lines: int,
-    max_bytes: int,
-    hint: str,
-    total: int,
-    partial: bool,
+    sections: list[_Section], max_lines: int, max_bytes: int, hint: str, total: int, partial: bool
 ) -> str:
-    whole = [
-        line for i, (h, ls, _) in enumerate(sections) for line in ([""] if i else []) + [h, *ls]
-    ]
-    fits = len(whole) <= max_lines and sum(_size(line) for line in whole) - 1 <= max_bytes
-    if fits and not partial:
+    count = sum(s.count for s in sections) + 2 * len(sections) - 1
+    size = sum(s.bytes + _size(s.heading) for s in sections) + len(sections) - 1
+    if not partial and count <= max_lines and size - 1 <= max_bytes:
+        whole = [
+            line
+            for i, s in enumerate(sections)
+            for line in ([""] if i else []) + [s.heading, *s.first]
+        ]
         return "\n".join(whole)
     return _fit(sections, max_lines, max_bytes, hint, total)
 
 
-def _fit(
-    sections: list[tuple[str, list[str], Mapping[str, str]]],
-    max_lines: int,
-    max_bytes: int,
-    hint: str,
-    total: int,
-) -> str:
+def _fit(sections: list[_Section], max_lines: int, max_bytes: int, hint: str, total: int) -> str:
     # Room for the notes: the limits less the "more" line, the headings and the blank line.
     fixed_lines = 1 + len(sections) + (len(sections) - 1)
     fixed_bytes = (
-        _size(_omitted(total, hint)) + sum(_size(h) for h, _, _ in sections) + len(sections) - 1
+        _size(_omitted(total, hint)) + sum(_size(s.heading) for s in sections) + len(sections) - 1
     )
     room_lines = max_lines - fixed_lines
     room_bytes = max_bytes - fixed_bytes
     if room_lines <= 0 or room_bytes <= 0:
         return _omitted(total, hint) if _size(_omitted(total, hint)) - 1 <= max_bytes else ""
-    ranked = []
-    for _, lines, times in sections:
-        names = [line_filename(line) for line in lines]
-        order = sorted(range(len(lines)), key=names.__getitem__)
-        order.sort(key=lambda i: times.get(names[i]) or "", reverse=True)
-        order.sort(key=lambda i: _WORTH.get(_line_type(lines[i]), 3))
-        ranked.append(order)
-    kept: list[set[int]] = [set() for _ in sections]
+    # Each section's best lines, best first; a block never reaches past them (it keeps
+    # at most room_lines lines, and stops at the first that does not fit).
+    ranked = [s.best() for s in sections]
+    kept: list[dict[int, str]] = [{} for _ in sections]
     used_lines = used_bytes = 0
     # First each section within its fair share, then what is left, project first.
     share_lines = room_lines // len(sections)
     share_bytes = room_bytes // len(sections)
     for pass_ in (0, 1):
-        for s, (_, lines, _) in enumerate(sections):
-            s_lines = sum(1 for _ in kept[s])
-            s_bytes = sum(_size(lines[i]) for i in kept[s])
-            for i in ranked[s]:
+        for s in range(len(sections)):
+            s_lines = len(kept[s])
+            s_bytes = sum(_size(line) for line in kept[s].values())
+            for i, line in ranked[s]:
                 if i in kept[s]:
                     continue
-                cost = _size(lines[i])
+                cost = _size(line)
                 if pass_ == 0 and (s_lines + 1 > share_lines or s_bytes + cost > share_bytes):
                     break
                 if used_lines + 1 > room_lines or used_bytes + cost > room_bytes:
                     break
-                kept[s].add(i)
+                kept[s][i] = line
                 s_lines += 1
                 s_bytes += cost
                 used_lines += 1
                 used_bytes += cost
     out: list[str] = []
-    for s, (heading, lines, _) in enumerate(sections):
+    for s, section in enumerate(sections):
         if not kept[s]:
             continue
         if out:
             out.append("")
-        out.append(heading)
-        out.extend(lines[i] for i in sorted(kept[s]))
+        out.append(section.heading)
+        out.extend(kept[s][i] for i in sorted(kept[s]))
     shown = sum(len(k) for k in kept)
     if shown < total:
         out.append(_omitted(total - shown, hint))

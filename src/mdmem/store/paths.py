@@ -37,8 +37,9 @@ __all__ = [
 ]
 
 INDEX_NAME = "MEMORY.md"
-# MEMORY.md is derived, one short line per note: 10,000 notes take a few MB.
-MAX_INDEX_BYTES = 16 * 1024 * 1024
+# MEMORY.md is derived, one short line per note (about 180 bytes): 100,000 notes take
+# 18 MB, so the cap leaves room for a few hundred thousand.
+MAX_INDEX_BYTES = 64 * 1024 * 1024
 # The name of the state folder older versions kept inside a store. mdmem never
 # reads, follows or writes it now (a repository could commit it); doctor reports it.
 STATE_DIR = ".mdmem"

@@ -311,15 +311,13 @@ def check(
     old = old_notes if isinstance(old_notes, dict) else {}
     if refresh:
         store.entries()
-    catalog, _ = _catalog.load(store.path)
-    listing = sorted((name, e.get("updated")) for name, e in catalog.items() if e.get("line"))
+    listing = _catalog.listing(store.path)  # (name, updated, sha), sorted by name
     git = key != "none"
     history: tuple[dict[str, float], dict[str, str], set[str]] | None = None
     notes: dict[str, dict[str, object]] = {}
     wanted: dict[str, list[str]] = {}  # note -> the symbols it names, checked at the end
     since = 0.0
-    for filename, _updated in listing:
-        sha = str(catalog.get(filename, {}).get("sha", ""))
+    for filename, _updated, sha in listing:
         prev = old.get(filename)
         if isinstance(prev, dict) and prev.get("sha") == sha and sha:
             notes[filename] = prev
@@ -338,7 +336,7 @@ def check(
             continue
         if history is None:
             if git:
-                updated = [parse_time(u) for _, u in listing if u]
+                updated = [parse_time(u) for _, u, _ in listing if u]
                 since = min((u.timestamp() for u in updated if u), default=0.0)
                 history = _history(workspace, since)
             else:
@@ -349,7 +347,7 @@ def check(
     known: dict[str, bool] = {}  # symbol -> gone, for this tree state and this "then"
     then_cache: dict[str, object] = {}
     if wanted:
-        updated = [parse_time(u) for _, u in listing if u]
+        updated = [parse_time(u) for _, u, _ in listing if u]
         since = min((u.timestamp() for u in updated if u), default=0.0)
         cached = cache.get("symbols") if same_tree and cache.get("since") == since else None
         known = {k: bool(v) for k, v in cached.items()} if isinstance(cached, dict) else {}

@@ -623,26 +623,53 @@ class Store:
         now = _catalog.fs_now(self._root, private=self.private) if not cat.memory else 0
         if full:
             cat.clear()
-        saved = cat.stats()
-        scan.classify({name for name, rec in saved.items() if rec is not None})  # a set: O(1) each
+        # Names are validated once: the catalog is asked about a name the quick check
+        # cannot vouch for, instead of holding every recorded name.
+        scan.classify(cat.valid_names())
         changes: dict[str, str | None] = {}
         computed: dict[str, _catalog.Entry] = {}
         fresh = False  # a note as new as its row: its stat proves nothing yet
         total = scan.count()
         many = False  # more changed lines than a patch is worth: MEMORY.md is rebuilt
-        for done, (name, st) in enumerate(scan.notes(), 1):
-            rec = saved.pop(name, _ABSENT)
+        rejected = scan.rejected
+        seen_rejected: set[str] = set()
+        gone: list[str] = []
+        batch: list[tuple[str, _catalog.Entry]] = []
+
+        def unmatched(name: str, st: _catalog.Stat | None) -> None:
+            # A row no note of the listing matched: a rejected name, or a file gone.
+            reason = rejected.get(name)
+            if reason is None:
+                gone.append(name)
+                return
+            seen_rejected.add(name)
+            if st is None:
+                return  # rejected before, and the name cannot change
+            changes[name] = None
+            batch.append((name, {"error": reason}))
+
+        # The listing and the rows, both sorted by name, side by side: nothing holds
+        # every note's row, and rows go to SQLite in key order, a batch at a time.
+        rows = cat.iter_stats()
+        row = next(rows, None)
+        for done, (name, st) in enumerate(scan.sorted_notes(), 1):
+            while row is not None and row[0] < name:
+                unmatched(row[0], row[1])
+                row = next(rows, None)
+            rec: tuple[str, _catalog.Stat | None, int] | None = None
+            if row is not None and row[0] == name:
+                rec, row = row, next(rows, None)
             stamp = at if name in known else now
             if (
-                isinstance(rec, tuple)
-                and rec[:4] == st
-                and max(st[0], st[3]) < rec[4]
+                rec is not None
+                and rec[1] == st
+                and max(st[0], st[3]) < rec[2]
                 and name not in known
             ):
                 if progress is not None:
                     progress(done, total)
                 continue  # recorded, and the stat is old enough to prove it unchanged
-            prev = cat.get(name) if rec is not _ABSENT else None
+            prev = cat.get(name) if rec is not None else None
             hit = cache.get(name)
             if hit is not None and hit.get("st") == list(st) and name not in known:
                 entry = dict(hit)
@@ -655,7 +682,10 @@ class Store:
             entry["at"] = stamp
             fresh = fresh or max(st[0], st[3]) >= stamp
             if entry != prev:
-                cat.put(name, entry)
+                batch.append((name, entry))
+                if len(batch) >= _BATCH:
+                    cat.put_many(batch)
+                    batch.clear()
                 if len(computed) < _CACHE_ENTRIES:
                     computed[name] = entry
             if not many and entry.get("line") != (prev or {}).get("line"):
@@ -663,17 +693,17 @@ class Store:
                 many = len(changes) > _index_file.PATCH_LIMIT
             if progress is not None:
                 progress(done, total)
-        for name, reason in scan.rejected.items():
-            rec = saved.pop(name, _ABSENT)
-            if rec is None:
-                continue  # rejected before, and the name cannot change
-            if rec is not _ABSENT:
-                changes[name] = None
-            cat.put(name, {"error": reason})
-        if saved:  # rows of files that are gone
-            cat.remove(list(saved))
+        while row is not None:
+            unmatched(row[0], row[1])
+            row = next(rows, None)
+        for name, reason in rejected.items():
+            if name not in seen_rejected:  # rejected, and new to the catalog
+                batch.append((name, {"error": reason}))
+        cat.put_many(batch)
+        if gone:  # rows of files that are gone
+            cat.remove(gone)
             if not many:
-                changes.update(dict.fromkeys(saved))
+                changes.update(dict.fromkeys(gone))
         return self._write_index(
             cat,
             scan,
@@ -716,13 +746,11 @@ class Store:
         rewrote = False
         scan_dir: _catalog.Stat | None = None
         spliced = None
-        if (
-            locked
-            and not rebuild
-            and len(recorded) == 7
-            and len(changes) <= _index_file.PATCH_LIMIT
-            and self._index_stat_proves(recorded)
-        ):
+        # A rebuild from the catalog (a first load, a reindex, many changes) goes a
+        # chunk at a time: neither the old file nor the new one is held whole.
+        stream = rebuild or len(recorded) != 7 or len(changes) > _index_file.PATCH_LIMIT
+        streamed: tuple[str, int, int] | None = None
+        if locked and not stream and self._index_stat_proves(recorded):
             # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
             # reading, rendering or hashing the rest (see _index_file.splice).
             before = _catalog.stat_of(self._root)
@@ -734,17 +762,18 @@ class Store:
             ours, lines, rewrote = "stat", int(recorded[5]) + spliced[0], spliced[1]
             if rewrote and scan is not None and before == scan.dir_stat:
                 complete, scan_dir = True, _catalog.stat_of(self._root)
+            differs = False
+        elif stream:
+            streamed = _index_file.digest(_index_file.chunks(cat.lines()))
+            lines = streamed[2]
+            differs = streamed[:2] != _file_digest(index_path)
         else:
             try:
                 current = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
             except (OSError, ValueError):  # absent, not a regular file, too large: replaced
                 current = None
-            ours = (
-                self._index_is_ours(current, recorded)
-                if current is not None and len(recorded) == 7
-                else ""
-            )
-            if ours and not rebuild and len(changes) <= _index_file.PATCH_LIMIT:
+            ours = self._index_is_ours(current, recorded) if current is not None else ""
+            if ours:
                 assert current is not None
                 patched = _index_file.patch(current, changes)
                 if patched is not None:
@@ -752,8 +781,11 @@ class Store:
                     lines = int(recorded[5]) + delta
             if new is None:
                 new = _index_file.join(cat.lines())
-        if new is not None and new != (current or b""):
+            differs = new != (current or b"")
+        if differs:
             if not locked:
+                if new is None:  # for the answer, should the locked pass below fail
+                    new = _index_file.join(cat.lines())
                 cat.rollback()
                 try:
                     with self.lock(timeout=0):
@@ -768,7 +800,8 @@ class Store:
                         return new.decode("utf-8"), self._redo(changes, computed, scan, cat)
                     return new.decode("utf-8"), False
             before = _catalog.stat_of(self._root)
-            _fs.atomic_write(index_path, new, private=self.private, durable=False)
+            data = new if new is not None else _index_file.chunks(cat.lines())
+            _fs.atomic_write(index_path, data, private=self.private, durable=False)
             rewrote = True
             if scan is not None and before == scan.dir_stat:
                 # Only our own MEMORY.md moved the directory since the scan.
@@ -781,7 +814,7 @@ class Store:
         index_stat = _index_stat(self._root)
         if rewrote and index_stat is not None:
             self._written = None if new is None else (index_stat, new)
-        if rewrote or len(recorded) != 7 or ours in ("hash", "bytes"):
+        if rewrote or stream or ours in ("hash", "bytes"):
             # What mdmem wrote: its stat, hash, line count, and a time after which its stat
             # alone proves it (see _index_is_ours).
             when = now
@@ -793,6 +826,8 @@ class Store:
                     when = later
             if new is not None:
                 digest = _catalog.content_hash(new)
+            elif streamed is not None:
+                digest = streamed[0]
             elif when != now:
                 digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
             else:
@@ -826,7 +861,11 @@ class Store:
                     self._head_names(cat),
                 )
         _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
-        return (None if index_stat is not None or not new else new.decode("utf-8")), False
+        if index_stat is not None:
+            return None, False
+        if streamed is not None:  # MEMORY.md could not be written: the text, if any
+            return (_index_file.join(cat.lines()).decode("utf-8") if streamed[1] else None), False
+        return (new.decode("utf-8") if new else None), False
 
     def _index_stat_proves(self, recorded: list[str]) -> bool:
         """Whether MEMORY.md's stat alone proves it is what mdmem last wrote (the racy-clean
@@ -1340,6 +1379,8 @@ _ABSENT = object()
 # Parsed entries an unlocked pass hands to the locked one, at most: a first load of
 # a large store must not hold every note's entry in memory at once.
 _CACHE_ENTRIES = 5_000
+# Rows written to the catalog per statement while a pass reads many notes.
+_BATCH = 500
 
 
 def _suppress() -> contextlib.AbstractContextManager[None]:
@@ -1361,6 +1402,18 @@ def _hash_file(path: str) -> str | None:
         return _catalog.content_hash(_fs.read_bytes(path, MAX_INDEX_BYTES))
     except (OSError, ValueError):
         return None
+
+
+def _file_digest(path: str) -> tuple[str, int]:
+    """(content hash, size) of a file read in chunks; of no bytes when it cannot be read."""
+    try:
+        with _catalog.open_regular(path) as f:
+            found = _index_file.digest(iter(lambda: f.read(1 << 16), b""))
+    except OSError:
+        found = None
+    if found is None or found[1] > MAX_INDEX_BYTES:
+        return _index_file.digest(())[:2]
+    return found[:2]
 
 
 def _count_lines(path: str) -> int:
