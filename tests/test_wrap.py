@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,13 @@ class RecallingManager(Manager):
         )
 
 
+@pytest.fixture
+def sdk(fake_anthropic: FakeAnthropic) -> Iterator[anthropic.Anthropic]:
+    """The real SDK's client on the fake API, closed after the test (its sockets too)."""
+    with anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0) as client:
+        yield client
+
+
 def seeded(workspace: Path, cls: type[Manager] = Manager) -> Manager:
     manager = cls(workspace)
     manager.project.apply(
@@ -49,13 +57,11 @@ def seeded(workspace: Path, cls: type[Manager] = Manager) -> Manager:
 
 
 def test_sync_client_gets_memory_and_hands_the_exchange_over(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text("Noted."))
     with seeded(workspace) as manager:
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         reply = client.messages.create(
             model="claude-test",
             max_tokens=100,
@@ -76,14 +82,14 @@ def test_sync_client_gets_memory_and_hands_the_exchange_over(
 
 
 def test_recall_is_used_when_the_manager_has_it(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text("Sure."))
     manager = seeded(workspace, RecallingManager)
     manager.queries = []  # type: ignore[attr-defined]
     with manager:
         client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0),
+            sdk,
             manager,
             budget_tokens=300,
         )
@@ -104,13 +110,11 @@ def test_recall_is_used_when_the_manager_has_it(
 
 
 def test_a_tool_use_reply_is_not_handed_over(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.tool_use("search", {"q": "x"}))
     with Manager(workspace) as manager:
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         client.messages.create(
             model="claude-test",
             max_tokens=100,
@@ -148,14 +152,15 @@ def test_async_client(workspace: Path, fake_anthropic: FakeAnthropic) -> None:
 
 
 def test_a_memory_failure_never_breaks_the_call(
-    workspace: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    workspace: Path,
+    fake_anthropic: FakeAnthropic,
+    sdk: anthropic.Anthropic,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text("Fine."))
     with Manager(workspace) as manager:
         monkeypatch.setattr(type(manager), "index", property(lambda self: 1 / 0))
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         reply = client.messages.create(
             model="claude-test", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
@@ -195,13 +200,11 @@ def assert_handed_over_once(manager: RecordingManager) -> None:
 
 
 def test_a_stream_read_to_its_end_is_handed_over(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text(REPLY))
     with recording(workspace) as manager:
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         with client.messages.create(stream=True, **KWARGS) as stream:
             text = "".join(
                 e.delta.text
@@ -214,15 +217,13 @@ def test_a_stream_read_to_its_end_is_handed_over(
 
 
 def test_messages_stream_is_handed_over_when_read(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text(REPLY))
     manager = seeded(workspace, RecordingManager)
     manager.handed = []
     with manager:
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         with client.messages.stream(**KWARGS) as stream:
             assert stream.get_final_text() == REPLY
         assert_handed_over_once(manager)
@@ -230,13 +231,11 @@ def test_messages_stream_is_handed_over_when_read(
 
 
 def test_a_stream_closed_early_is_not_handed_over(
-    workspace: Path, fake_anthropic: FakeAnthropic
+    workspace: Path, fake_anthropic: FakeAnthropic, sdk: anthropic.Anthropic
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.text(REPLY), FakeAnthropic.text(REPLY))
     with recording(workspace) as manager:
-        client = wrap(
-            anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0), manager
-        )
+        client = wrap(sdk, manager)
         with client.messages.create(stream=True, **KWARGS) as stream:
             next(iter(stream))
         with client.messages.stream(**KWARGS) as managed:
