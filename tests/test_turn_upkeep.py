@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
@@ -21,6 +23,7 @@ from mdmem.recall.index import Index
 from mdmem.store import _catalog, _fs
 from mdmem.store.index import prompt_block
 from mdmem.store.note import render
+from mdmem.store.paths import is_plain_name
 
 TURN = [
     {"role": "user", "content": "The integration tests need the database container first."},
@@ -151,3 +154,9 @@ def test_hand_changes_between_two_writes_are_seen(root: Path) -> None:
     block = prompt_block(fresh, None)
     assert "project_knowledge_by-hand.md" in block
     assert block == prompt_block(Store(root, Level.PROJECT), None)
+
+
+@given(st.lists(st.text(min_size=1, max_size=40).map(lambda s: s + ".md"), max_size=20))
+def test_the_remembered_plain_names_answer_as_the_check(names: list[str]) -> None:
+    for name in names + names:  # the second time from the set
+        assert _catalog._plain_name(name) == is_plain_name(name)
