@@ -112,15 +112,18 @@ class Row:
 _COLUMNS = "n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expires, n.supersedes"
 
 
-def changed_notes(store: Store, indexed: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+def changed_notes(
+    store: Store, indexed: dict[str, str], scan: _catalog.Scan | None = None
+) -> tuple[dict[str, str], list[str]]:
     """Which notes must be (re-)indexed, and which indexed notes are gone.
 
     ``indexed`` maps note names to the content hash they were indexed with;
     the answer is (name -> current hash for every new or changed note, gone names).
     This is the one place that knows where the store keeps its content hashes:
-    today its catalog (read through the store, which brings it up to date).
+    today its catalog (read through the store, which brings it up to date from
+    ``scan`` when given: a listing just taken, so the store is not listed twice).
     """
-    current = store.entry_versions()
+    current = store.entry_versions(scan=scan)
     changed = {name: sha for name, sha in current.items() if indexed.get(name) != sha}
     gone = [name for name in indexed if name not in current]
     return changed, gone
@@ -282,7 +285,7 @@ class Index:
             return 0
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
-        changed, gone = changed_notes(self.store, indexed)
+        changed, gone = changed_notes(self.store, indexed, scan)
         if len(changed) > _BULK:
             return self._bulk(db, changed, gone, indexed, (fingerprint, scan, before), progress)
         notes = []

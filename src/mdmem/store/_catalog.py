@@ -108,6 +108,23 @@ def stat_of(path: str) -> Stat | None:
         return None
 
 
+#: Names :func:`is_plain_name` said yes to in this process (it depends on the name
+#: alone): a later scan asks a set, not the check, for each of them.
+_PLAIN_NAMES: set[str] = set()
+_PLAIN_NAMES_MAX = 250_000
+
+
+def _plain_name(name: str) -> bool:
+    if name in _PLAIN_NAMES:
+        return True
+    if not is_plain_name(name):
+        return False
+    if len(_PLAIN_NAMES) >= _PLAIN_NAMES_MAX:
+        _PLAIN_NAMES.clear()
+    _PLAIN_NAMES.add(name)
+    return True
+
+
 class Scan:
     """What a directory listing says about a store, without opening a note.
 
@@ -195,7 +212,7 @@ class Scan:
         plain = bytearray(len(self._names))  # 1: a regular file with a valid name
         for position, name in enumerate(self._names):
             mode = numbers[5 * position + 4]
-            if stat.S_ISREG(mode) and (is_plain_name(name) or name in valid):
+            if stat.S_ISREG(mode) and (_plain_name(name) or name in valid):
                 plain[position] = 1
                 continue
             try:

@@ -247,9 +247,12 @@ class Store:
             count = _count_lines(path)
         return head, max(count, len(head))
 
-    def _settle(self, *, keep: bool) -> bool:
-        """Bring the catalog up to date (nothing to do on a settled store); True: an overlay."""
-        scan = _catalog.Scan(self._root)
+    def _settle(self, *, keep: bool, scan: _catalog.Scan | None = None) -> bool:
+        """Bring the catalog up to date (nothing to do on a settled store); True: an overlay.
+
+        ``scan``: a listing the caller just took, used instead of taking another.
+        """
+        scan = scan if scan is not None else _catalog.Scan(self._root)
         fp = _catalog.read_fingerprint(self._root)
         if fp is not None and scan.fingerprint() == fp.full:
             # Settled, and if the catalog is the one that saw it settle (it still
@@ -365,17 +368,19 @@ class Store:
                 return None
         return [row for row in rows if row[0] not in superseded]
 
-    def entry_versions(self) -> dict[str, str]:
+    def entry_versions(self, *, scan: _catalog.Scan | None = None) -> dict[str, str]:
         """Every note's content hash by file name, from the catalog brought up to date.
 
         Cheap on a settled store (a stat pass and one query): a derived index
         (full-text search) compares it with what it indexed to learn which
-        notes changed or went away.
+        notes changed or went away. ``scan``: a listing of the store the caller
+        has just taken (the catalog is brought up to date from it, not from a
+        second listing).
         """
         if self.unavailable is not None or not os.path.isdir(self._root):
             return {}
         with self._catalog_guard:
-            overlay = self._settle(keep=True)
+            overlay = self._settle(keep=True, scan=scan)
             versions = self._cat().versions()
             if overlay:
                 self._cat().rollback()
