@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from itertools import islice
 from typing import Annotated
 
 import typer
@@ -28,7 +28,7 @@ def stats(
     Example: mdmem stats --json
     """
     from mdmem.manager.manager import budget_from_env
-    from mdmem.manager.stats import collect
+    from mdmem.manager.stats import collect, json_chunks
 
     _, project, user = options_of(ctx).stores()
     data = collect(
@@ -39,9 +39,12 @@ def stats(
         daily_tokens=budget_from_env("MDMEM_DAILY_TOKENS"),
         turn_tokens=budget_from_env("MDMEM_TURN_TOKENS"),
         per_note=as_json,  # the text shows the most used and the unused, not every row
+        stream=True,  # rows written as they are made, never all held
     )
     if as_json:
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        for chunk in json_chunks(data):
+            typer.echo(chunk, nl=False)
+        typer.echo()
         return
     for line in render(data):
         typer.echo(line)
@@ -85,7 +88,7 @@ def render(data: dict[str, object]) -> list[str]:
     unused = data["unused"]
     assert isinstance(unused, dict)
     out.append(f"Not used in {unused['days']} days: {len(unused['notes'])} notes")
-    for entry in unused["notes"][:20]:
+    for entry in islice(unused["notes"], 20):
         out.append(f"  {entry['level']:<8} {entry['filename']}")
     disputed, waiting = data.get("disputed", []), data.get("proposals_waiting", {})
     assert isinstance(disputed, list) and isinstance(waiting, dict)

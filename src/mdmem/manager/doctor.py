@@ -219,34 +219,39 @@ def _alive(pid: int) -> bool:
 
 
 def _find_temp_files(store: Store) -> list[Finding]:
-    found = []
+    found: list[Finding] = []
     now = time.time()
     state = state_dir(store.path)
     for folder in (store.path, state, os.path.join(state, RESCUED_DIR)):
         try:
-            entries = list(os.scandir(folder))
+            entries = os.scandir(folder)  # streamed: a DirEntry per note would be 70 MB at 100k
         except (FileNotFoundError, NotADirectoryError):
             continue
-        for entry in entries:
-            match = _TEMP.match(entry.name)
-            if match is None or not entry.is_file(follow_symlinks=False):
-                continue
-            pid = int(match["pid"])
-            age = now - entry.stat(follow_symlinks=False).st_mtime
-            # A write takes milliseconds: a temp file of a live writer is left alone
-            # unless it is old enough that the pid must have been reused.
-            if _alive(pid) and age < _TEMP_GRACE_SECONDS:
-                continue
-            subject = entry.name if folder == store.path else entry.path
-            found.append(
-                Finding(
-                    "temp-files",
-                    subject,
-                    f"a temporary file left by a write that never finished (pid {pid})",
-                    fixable=True,
-                )
-            )
+        with entries:
+            found.extend(_temp_findings(store, folder, entries, now))
     return found
+
+
+def _temp_findings(
+    store: Store, folder: str, entries: Iterator[os.DirEntry[str]], now: float
+) -> Iterator[Finding]:
+    for entry in entries:
+        match = _TEMP.match(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False):
+            continue
+        pid = int(match["pid"])
+        age = now - entry.stat(follow_symlinks=False).st_mtime
+        # A write takes milliseconds: a temp file of a live writer is left alone
+        # unless it is old enough that the pid must have been reused.
+        if _alive(pid) and age < _TEMP_GRACE_SECONDS:
+            continue
+        subject = entry.name if folder == store.path else entry.path
+        yield Finding(
+            "temp-files",
+            subject,
+            f"a temporary file left by a write that never finished (pid {pid})",
+            fixable=True,
+        )
 
 
 def _repair_temp_files(store: Store, findings: list[Finding]) -> list[str]:
@@ -531,6 +536,7 @@ _STATE_NAMES = frozenset(
         "marks",
         "stale.json",
         "stale.marks",
+        "stale.rows",
     }
 )
 
@@ -558,36 +564,46 @@ def _find_repository_state(store: Store) -> list[Finding]:
         try:
             if folder == legacy and not stat.S_ISDIR(os.lstat(legacy).st_mode):
                 continue  # a symlink is reported from the store's listing, never entered
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            entries = os.scandir(folder)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError:
-                continue
-            in_store = folder == store.path
-            if in_store and (is_candidate_name(entry.name) or entry.name == INDEX_NAME):
-                continue  # the notes and index checks report these, with their reason
-            kind = _kind(mode)
-            if kind == "a symlink":
-                target = printable_name(os.readlink(entry.path))
-                message = f"a symlink (to {target}); mdmem never follows it"
-            elif kind is not None:
-                message = f"{kind}; mdmem never reads it"
-            elif in_store and entry.name == STATE_DIR:
-                message = (
-                    "the state folder of an older mdmem (or planted by the repository); "
-                    "mdmem's state lives outside the repository now, so it is ignored: "
-                    "delete it, and untrack it in git"
-                )
-            elif in_store and entry.name in _STATE_NAMES:
-                message = "looks like mdmem state, which never lives in a repository; ignored"
-            else:
-                continue  # a plain file inside a legacy .mdmem/ is covered by the line above
-            subject = printable_name(os.path.relpath(entry.path, store.path))
-            found.append(Finding("repository-state", subject, message))
+        with entries:
+            found.extend(_state_findings(store, folder, entries))
     return found
+
+
+def _state_findings(
+    store: Store, folder: str, entries: Iterator[os.DirEntry[str]]
+) -> list[Finding]:
+    """The repository-state findings of one folder's entries (streamed), sorted by name."""
+    found: list[tuple[str, Finding]] = []
+    in_store = folder == store.path
+    for entry in entries:
+        if in_store and (is_candidate_name(entry.name) or entry.name == INDEX_NAME):
+            continue  # the notes and index checks report these, with their reason
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        kind = _kind(mode)
+        if kind == "a symlink":
+            target = printable_name(os.readlink(entry.path))
+            message = f"a symlink (to {target}); mdmem never follows it"
+        elif kind is not None:
+            message = f"{kind}; mdmem never reads it"
+        elif in_store and entry.name == STATE_DIR:
+            message = (
+                "the state folder of an older mdmem (or planted by the repository); "
+                "mdmem's state lives outside the repository now, so it is ignored: "
+                "delete it, and untrack it in git"
+            )
+        elif in_store and entry.name in _STATE_NAMES:
+            message = "looks like mdmem state, which never lives in a repository; ignored"
+        else:
+            continue  # a plain file inside a legacy .mdmem/ is covered by the line above
+        subject = printable_name(os.path.relpath(entry.path, store.path))
+        found.append((entry.name, Finding("repository-state", subject, message)))
+    return [finding for _, finding in sorted(found, key=lambda pair: pair[0])]
 
 
 def _find_stale(store: Store) -> list[Finding]:

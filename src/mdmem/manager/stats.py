@@ -4,25 +4,40 @@ Everything comes from the two stores and their usage ledgers
 (:mod:`mdmem.store.ledger`); nothing here writes. Model tokens are in the user
 store's ledger, shared by every workspace of the person, since that is what a
 budget counts.
+
+A large store costs no more memory than a few notes when asked to stream
+(``collect(..., stream=True)``, what the CLI does): the catalog is read a page
+at a time, MEMORY.md in chunks (only the lines a block can show are kept), and
+the per-note rows are :class:`Rows`, computed again from the catalog each time
+they are iterated; :func:`json_chunks` writes them out as they come.
 """
 
 from __future__ import annotations
 
+import codecs
+import heapq
+import json
+import os
+import stat
 import time
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from mdmem._lines import MAX_LINES
 from mdmem.extract.turn import estimate_tokens
 from mdmem.store import ledger
-from mdmem.store.index import merge
+from mdmem.store.index import _iter_lines, _Section, merge
 
 if TYPE_CHECKING:
     from mdmem.store.store import Store
 
-__all__ = ["collect"]
+__all__ = ["Rows", "collect", "json_chunks"]
 
 _TOKEN_KEYS = (("in", "input"), ("out", "output"), ("cr", "cache_read"), ("cw", "cache_write"))
+_CHUNK = 1 << 16
+_ROOM = MAX_LINES + 1  # the candidates a block can show, as merge() keeps them
 
 
 def _iso(t: object) -> str | None:
@@ -31,38 +46,133 @@ def _iso(t: object) -> str | None:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
 
 
-def _notes(store: Store) -> tuple[dict[str, object], list[str]]:
-    names: list[str] = []
-    types: Counter[str] = Counter()
-    # The catalog's entries, a page at a time: counting types parses no note.
-    for entry in store.iter_entries():
-        names.append(entry.filename)
-        types[entry.type] += 1
-    return {"total": len(names), "by_type": dict(sorted(types.items()))}, names
+class Rows:
+    """A sequence of rows made by a pass over the stores, again each time it is iterated.
+
+    ``len()`` is one more pass. Nothing is held between passes: a store of
+    100,000 notes costs a page of the catalog, not a row per note.
+    """
+
+    def __init__(self, make: Callable[[], Iterator[dict[str, object]]]) -> None:
+        self._make = make
+
+    def __iter__(self) -> Iterator[dict[str, object]]:
+        return self._make()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._make())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Rows, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
-def _usage(
-    store: Store, names: list[str], now: float, unused_days: int, per_note: bool = True
-) -> tuple[list[dict[str, object]], list[str]]:
-    summary = ledger.load(store.path)
-    recorded = summary["notes"]
-    assert isinstance(recorded, dict)
-    rows: list[dict[str, object]] = []
-    unused: list[str] = []
-    since = now - unused_days * 86_400
-    for name in names:
-        entry = recorded.get(name) or {}
-        last_use = max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
-        if last_use < since:
-            unused.append(name)
-        if not per_note and not entry:
-            continue  # never used: only its name counts, among the unused
-        row: dict[str, object] = {"filename": name, "level": store.level.value}
-        for kind, label in (("inject", "injected"), ("read", "read"), ("write", "written")):
-            row[label] = int(entry.get(kind, 0))
-            row[f"last_{label}"] = _iso(entry.get(f"last_{kind}"))
-        rows.append(row)
-    return rows, unused
+def _row(level: str, name: str, entry: Mapping[str, Any]) -> dict[str, object]:
+    row: dict[str, object] = {"filename": name, "level": level}
+    for kind, label in (("inject", "injected"), ("read", "read"), ("write", "written")):
+        row[label] = int(entry.get(kind, 0))
+        row[f"last_{label}"] = _iso(entry.get(f"last_{kind}"))
+    return row
+
+
+def _last_use(entry: Mapping[str, Any]) -> float:
+    return max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
+
+
+def _walk(
+    store: Store, recorded: Mapping[str, Mapping[str, Any]], *, settle: bool
+) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """(name, type, its ledger entry) of every note, from the catalog a page at a time."""
+    for entry in store.iter_entries(settle=settle):  # counting types parses no note
+        yield entry.filename, entry.type, recorded.get(entry.filename) or {}
+
+
+def _usage_rows(
+    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], per_note: bool, settle: bool
+) -> Iterator[dict[str, object]]:
+    for store, recorded in stores:
+        for name, _, entry in _walk(store, recorded, settle=settle):
+            if per_note or entry:  # never used: only its name counts, among the unused
+                yield _row(store.level.value, name, entry)
+
+
+def _unused_rows(
+    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float, settle: bool
+) -> Iterator[dict[str, object]]:
+    for store, recorded in stores:
+        for name, _, entry in _walk(store, recorded, settle=settle):
+            if _last_use(entry) < since:
+                yield {"level": store.level.value, "filename": name}
+
+
+def _index_lines(store: Store) -> tuple[str, int | None]:
+    """MEMORY.md as :func:`merge` needs it, read in chunks: the whole text when it is short,
+    else its best ranked lines (in MEMORY.md's order) and how many lines it has.
+
+    The store must be settled (the catalog pass before does it); otherwise, or
+    when the file is not a plain UTF-8 file, :meth:`Store.load_index` decides.
+    """
+    from mdmem.store import _catalog
+    from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
+
+    if store.unavailable is not None or not os.path.isdir(store.path):
+        return "", None
+    fp = _catalog.read_fingerprint(store.path)
+    if fp is None or _catalog.Scan(store.path).fingerprint() != fp.full:
+        return store.load_index(), None
+    section = _Section("", {}, _ROOM)
+    try:
+        fd = os.open(
+            os.path.join(store.path, INDEX_NAME), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+        )
+    except OSError:
+        return store.load_index(), None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_INDEX_BYTES:
+            return store.load_index(), None
+        for piece in split_lines(_read_chunks(fd)):
+            for line in _iter_lines(piece):
+                section.add(line)
+    except (OSError, UnicodeDecodeError):
+        return store.load_index(), None
+    finally:
+        os.close(fd)
+    if section.count <= len(section.first):
+        return "\n".join(section.first), None
+    return "\n".join(line for _, line in sorted(section.best())), section.count
+
+
+def _read_chunks(fd: int) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    while chunk := os.read(fd, _CHUNK):
+        yield decoder.decode(chunk)
+    yield decoder.decode(b"", final=True)
+
+
+def split_lines(chunks: Iterable[str]) -> Iterator[str]:
+    """The ``\\n``-separated pieces of the text made of ``chunks``, one at a time.
+
+    Equal to ``"".join(chunks).split("\\n")`` (a final empty piece included).
+    """
+    rest = ""
+    for chunk in chunks:
+        if "\n" not in chunk:
+            rest += chunk
+            continue
+        pieces = (rest + chunk).split("\n")
+        rest = pieces.pop()
+        yield from pieces
+    yield rest
+
+
+def _block(project: Store, user: Store) -> str:
+    """:func:`merge` of both stores' MEMORY.md (no dates), never holding either whole."""
+    (p_text, p_total), (u_text, u_total) = _index_lines(project), _index_lines(user)
+    return merge(p_text, u_text, totals=(p_total, u_total))
 
 
 def collect(
@@ -76,23 +186,42 @@ def collect(
     turn_tokens: int | None = None,
     now: float | None = None,
     per_note: bool = True,
+    stream: bool = False,
 ) -> dict[str, object]:
     """The figures of ``mdmem stats`` as one JSON-ready dict (see docs/reference/api.md).
 
     With ``per_note=False``, ``usage`` lists only the notes with recorded use
     (what the text form needs): a large store's never-used notes cost no row.
+    With ``stream=True``, ``usage`` and ``unused.notes`` are :class:`Rows`
+    (iterated, not held; dump with :func:`json_chunks`).
     """
     now = time.time() if now is None else now
+    since = now - unused_days * 86_400
     notes: dict[str, object] = {}
-    usage: list[dict[str, object]] = []
-    unused: list[dict[str, str]] = []
-    for store in (project, user):
-        counts, names = _notes(store)
-        notes[store.level.value] = counts
-        rows, never = _usage(store, names, now, unused_days, per_note)
-        usage.extend(rows)
-        unused.extend({"level": store.level.value, "filename": n} for n in never)
-    block = merge(project.load_index(), user.load_index())
+    stores = [(s, _recorded(s)) for s in (project, user)]
+
+    def used() -> Iterator[tuple[tuple[int, str], dict[str, object]]]:
+        # One pass per store: counts by type, and the used notes for the most used.
+        for store, recorded in stores:
+            types: Counter[str] = Counter()
+            total = 0
+            for name, kind, entry in _walk(store, recorded, settle=True):
+                total += 1
+                types[kind] += 1
+                uses = int(entry.get("inject", 0)) + int(entry.get("read", 0))
+                if uses > 0:
+                    yield (-uses, name), _row(store.level.value, name, entry)
+            notes[store.level.value] = {"total": total, "by_type": dict(sorted(types.items()))}
+
+    # As sorted(...)[:top] (stable), holding only ``top`` rows.
+    most = [row for _, row in heapq.nsmallest(max(top, 0), used(), key=lambda p: p[0])]
+    if top <= 0:
+        deque(used(), maxlen=0)
+    usage: Iterable[dict[str, object]] = Rows(lambda: _usage_rows(stores, per_note, False))
+    unused: Iterable[dict[str, object]] = Rows(lambda: _unused_rows(stores, since, False))
+    if not stream:
+        usage, unused = list(usage), list(unused)
+    block = _block(project, user)
 
     spent = ledger.load(user.path)
     per_day = spent["days"]
@@ -121,10 +250,6 @@ def collect(
             entry[label] = int(str(entry[label])) + int(value)
     turns = list(by_turn.values())
     totals = [sum(int(str(t[label])) for _, label in _TOKEN_KEYS) for t in turns]
-    most = sorted(
-        (r for r in usage if int(str(r["injected"])) + int(str(r["read"])) > 0),
-        key=lambda r: (-(int(str(r["injected"])) + int(str(r["read"]))), str(r["filename"])),
-    )[:top]
     return {
         "notes": notes,
         "prompt_block": {
@@ -177,3 +302,58 @@ def _control(project: Store, user: Store) -> dict[str, object]:
         ],
         "proposals_waiting": {s.level.value: pending_count(s) for s in stores},
     }
+
+
+def _recorded(store: Store) -> Mapping[str, Mapping[str, Any]]:
+    """The store's ledger summary per note (the notes with recorded use only)."""
+    recorded = ledger.load(store.path)["notes"]
+    assert isinstance(recorded, dict)
+    return recorded
+
+
+def json_chunks(data: object, indent: int = 2) -> Iterator[str]:
+    """``json.dumps(data, ensure_ascii=False, indent=indent)``, in chunks, as it is made.
+
+    Any iterable that is not a string, a dict or a list (a :class:`Rows`, a
+    generator) is written as a list, an item at a time: nothing is held whole.
+    """
+    buffer: list[str] = []
+    size = 0
+    for piece in _encode(data, indent, 0):
+        buffer.append(piece)
+        size += len(piece)
+        if size >= _CHUNK:
+            yield "".join(buffer)
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer)
+
+
+def _encode(value: object, indent: int, depth: int) -> Iterator[str]:
+    if isinstance(value, dict):
+        if not value:
+            yield "{}"
+            return
+        inner = "\n" + " " * (indent * (depth + 1))
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            text = (
+                json.dumps(key, ensure_ascii=False)
+                if isinstance(key, str)
+                else json.dumps({key: None}, ensure_ascii=False)[1:-7]  # as json spells a key
+            )
+            yield ("," if i else "") + inner + text + ": "
+            yield from _encode(item, indent, depth + 1)
+        yield "\n" + " " * (indent * depth) + "}"
+    elif isinstance(value, (str, int, float)) or value is None:
+        yield json.dumps(value, ensure_ascii=False)
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray)):
+        inner = "\n" + " " * (indent * (depth + 1))
+        first = True
+        for item in value:
+            yield ("[" if first else ",") + inner
+            first = False
+            yield from _encode(item, indent, depth + 1)
+        yield "[]" if first else "\n" + " " * (indent * depth) + "]"
+    else:
+        yield json.dumps(value, ensure_ascii=False)  # raises TypeError, as json.dumps does

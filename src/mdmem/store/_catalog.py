@@ -70,6 +70,7 @@ __all__ = [
     "fs_now",
     "is_busy",
     "is_damage",
+    "iter_listing",
     "listing",
     "load",
     "read_fingerprint",
@@ -997,18 +998,22 @@ def listing(root: str) -> list[tuple[str, str | None, str]]:
     For passes over the whole store that need no more of each entry (a row
     decoded whole costs ten times the memory at 100,000 notes).
     """
+    return list(iter_listing(root))
+
+
+def iter_listing(root: str) -> Iterator[tuple[str, str | None, str]]:
+    """:func:`listing`, a row at a time (the query's cursor, never the whole result held)."""
     cat = Catalog(root, private=True)
     try:
         rows = cat._open().execute(
             "SELECT name, updated, coalesce(sha, '') FROM notes"
             " WHERE line IS NOT NULL ORDER BY name"
         )
-        return [
-            (str(name), None if when is None else str(when), str(sha)) for name, when, sha in rows
-        ]
+        for name, when, sha in rows:
+            yield str(name), None if when is None else str(when), str(sha)
     except Exception as exc:
         if is_damage(exc):
-            return []
+            return
         raise
     finally:
         cat.close()

@@ -19,7 +19,9 @@ longer has is ``symbol gone: parseConfig``. A symbol the repository never had
 
 :func:`check` is incremental: its cache (``stale.json`` in the store's state)
 is keyed by the tree's state (HEAD's commit, the git index's stat) and, per
-note, by the note's content hash, so a settled workspace costs no git call and
+note, by the note's content hash (``stale.rows``: one line per note, sorted by
+name, read and written a line at a time, so a store of 100,000 notes costs
+no more memory than a few), so a settled workspace costs no git call and
 an edited note only re-checks itself. It also writes ``stale.marks``, which the
 prompt block reads (:func:`cached_marks`, no git, no parse): a mark is shown only
 while the tree is in the state it was computed for.
@@ -39,7 +41,7 @@ from mdmem.store.paths import state_dir
 
 TYPE_CHECKING = False  # not typing's: cached_marks is on the `mdmem index` path
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from typing import Protocol
 
     from mdmem._kinds import Level
@@ -54,7 +56,9 @@ if TYPE_CHECKING:
         @property
         def path(self) -> str: ...
 
-        def entries(self) -> list[IndexEntry]: ...
+        def iter_entries(
+            self, offset: int = ..., limit: int | None = ...
+        ) -> Iterator[IndexEntry]: ...
 
         def read(self, filename: str) -> Note: ...
 
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE",
     "MARKS",
+    "ROWS",
     "Stale",
     "cached_marks",
     "check",
@@ -76,7 +81,8 @@ __all__ = [
 ]
 
 CACHE = "stale.json"
-_CACHE_VERSION = 3
+ROWS = "stale.rows"
+_CACHE_VERSION = 4
 _TICKS = re.compile(r"`([^`\n]{1,300})`")
 # A bare name (no folder) counts only with a file extension, in lower case, that
 # code bases use: `Product.Price` and `money.Cents` are symbols, not files.
@@ -282,6 +288,63 @@ def _judge(
     return reasons, moved
 
 
+def _read_rows(path: str, key: str, workspace: str) -> Iterator[tuple[str, list[object]]]:
+    """The per-note rows of :data:`ROWS` (sorted by name), when computed for this tree."""
+    try:
+        f = open(path, encoding="utf-8")  # noqa: SIM115 (read lazily, closed below)
+    except OSError:
+        return
+    with f:
+        try:
+            head = json.loads(f.readline())
+        except ValueError:
+            return
+        if head != [_CACHE_VERSION, key, workspace]:
+            return
+        previous = None
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                return  # cut short (a crash): what follows is checked again
+            if not (isinstance(row, list) and len(row) == 5 and isinstance(row[0], str)):
+                return
+            if previous is not None and row[0] <= previous:
+                return
+            previous = row[0]
+            yield row[0], row
+
+
+def _merged(
+    listing: Iterator[tuple[str, str | None, str]], old: Iterator[tuple[str, list[object]]]
+) -> Iterator[tuple[str, str, list[object] | None]]:
+    """(name, sha, the cached row if its sha is the note's) for each note, both sorted by name."""
+    prev = next(old, None)
+    for name, _updated, sha in listing:
+        while prev is not None and prev[0] < name:
+            prev = next(old, None)
+        row = prev[1] if prev is not None and prev[0] == name else None
+        yield name, sha, row if row is not None and sha and row[1] == sha else None
+
+
+def _oldest(root: str) -> float:
+    """The oldest ``updated`` among the notes (a timestamp), 0 without any."""
+    from mdmem.store import _catalog
+    from mdmem.store.note import parse_time
+
+    oldest: float | None = None
+    for _, when, _ in _catalog.iter_listing(root):
+        moment = parse_time(when) if when else None
+        if moment is not None:
+            stamp = moment.timestamp()
+            oldest = stamp if oldest is None else min(oldest, stamp)
+    return oldest or 0.0
+
+
+def _strings(value: object) -> list[str]:
+    return [str(x) for x in value] if isinstance(value, list) else []
+
+
 def check(
     store: Store, workspace: str, *, use_cache: bool = True, refresh: bool = True
 ) -> list[Stale]:
@@ -291,9 +354,13 @@ def check(
     again; git runs once per tree state, never for a settled cache. Without
     ``refresh``, the store's catalog is taken as it is (MEMORY.md is not
     brought up to date first: ``mdmem doctor`` looks without writing).
+
+    Nothing is held per note: the catalog's listing and the cached rows
+    (:data:`ROWS`, one line per note, sorted by name) are walked side by side
+    and the new rows written as they come; only the distinct symbols named,
+    and the stale notes, are kept.
     """
     from mdmem.store import _catalog, _fs
-    from mdmem.store.note import parse_time
 
     if getattr(store, "unavailable", None) is not None:
         return []  # not used as a project store: nothing to check, nothing to cache
@@ -307,71 +374,87 @@ def check(
             if isinstance(loaded, dict) and loaded.get("version") == _CACHE_VERSION:
                 cache = loaded
     same_tree = cache.get("key") == key and cache.get("workspace") == workspace
-    old_notes = cache.get("notes") if same_tree else None
-    old = old_notes if isinstance(old_notes, dict) else {}
     if refresh:
-        store.entries()
-    listing = _catalog.listing(store.path)  # (name, updated, sha), sorted by name
+        for _ in store.iter_entries(limit=1):
+            pass
     git = key != "none"
     history: tuple[dict[str, float], dict[str, str], set[str]] | None = None
-    notes: dict[str, dict[str, object]] = {}
-    wanted: dict[str, list[str]] = {}  # note -> the symbols it names, checked at the end
-    since = 0.0
-    for filename, _updated, sha in listing:
-        prev = old.get(filename)
-        if isinstance(prev, dict) and prev.get("sha") == sha and sha:
-            notes[filename] = prev
-            continue
-        try:
-            note = store.read(filename)
-        except (KeyError, ValueError):  # a broken note is doctor's business, not ours
-            continue
-        paths = referenced_paths(note.body)
-        if git:
-            symbols = referenced_symbols(note.body)
-            if symbols:
-                wanted[filename] = symbols
-        if not paths:
-            notes[filename] = {"sha": sha, "reasons": [], "renames": []}
-            continue
-        if history is None:
-            if git:
-                updated = [parse_time(u) for _, u, _ in listing if u]
-                since = min((u.timestamp() for u in updated if u), default=0.0)
-                history = _history(workspace, since)
+    named: set[str] = set()  # every symbol the notes name (a vocabulary, not a note count)
+    since: list[float] = []  # the oldest note's time, read once, when needed
+
+    def oldest() -> float:
+        if not since:
+            since.append(_oldest(store.path))
+        return since[0]
+
+    def rows() -> Iterator[bytes]:
+        nonlocal history
+        yield json.dumps([_CACHE_VERSION, key, workspace], ensure_ascii=False).encode() + b"\n"
+        old = _read_rows(os.path.join(state, ROWS), key, workspace) if use_cache else iter(())
+        for filename, sha, prev in _merged(_catalog.iter_listing(store.path), old):
+            row: list[object]
+            if prev is not None:
+                row = prev
             else:
-                history = ({}, {}, set())
-        stamp = note.updated.timestamp() if note.updated else None
-        reasons, moved = _judge(workspace, paths, stamp, *history, git)
-        notes[filename] = {"sha": sha, "reasons": reasons, "renames": moved}
+                try:
+                    note = store.read(filename)
+                except (KeyError, ValueError):  # a broken note is doctor's business, not ours
+                    continue
+                paths = referenced_paths(note.body)
+                symbols = referenced_symbols(note.body) if git else []
+                reasons: list[str] = []
+                moved: list[tuple[str, str]] = []
+                if paths:
+                    if history is None:
+                        history = _history(workspace, oldest()) if git else ({}, {}, set())
+                    stamp = note.updated.timestamp() if note.updated else None
+                    reasons, moved = _judge(workspace, paths, stamp, *history, git)
+                row = [filename, sha, reasons, [list(m) for m in moved], symbols]
+            named.update(_strings(row[4]))
+            yield json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n"
+
+    rows_path = os.path.join(state, ROWS)
+    with contextlib.suppress(OSError):
+        _catalog.ensure_state_dir(store.path)
+    kept: Iterable[tuple[str, list[object]]]
+    try:
+        _fs.atomic_write(rows_path, rows(), private=True, durable=False)
+        kept = _read_rows(rows_path, key, workspace)
+    except OSError:  # no state folder to write in: checked again, in memory
+        named.clear()
+        kept = [(r[0], r) for r in (json.loads(b) for b in list(rows())[1:])]
     known: dict[str, bool] = {}  # symbol -> gone, for this tree state and this "then"
-    then_cache: dict[str, object] = {}
-    if wanted:
-        updated = [parse_time(u) for _, u, _ in listing if u]
-        since = min((u.timestamp() for u in updated if u), default=0.0)
-        cached = cache.get("symbols") if same_tree and cache.get("since") == since else None
+    then_data = cache.get("then") if use_cache else None
+    then_cache: dict[str, object] = then_data if isinstance(then_data, dict) else {}
+    stamp_since = cache.get("since")
+    if named:
+        stamp_since = oldest()
+        cached = cache.get("symbols") if same_tree and cache.get("since") == stamp_since else None
         known = {k: bool(v) for k, v in cached.items()} if isinstance(cached, dict) else {}
-        todo = {s for names in wanted.values() for s in names} - set(known)
-        then_data = cache.get("then") if use_cache else None
-        then_cache = then_data if isinstance(then_data, dict) else {}
-        gone = _symbols_gone(workspace, since, todo, then_cache)
+        todo = named - set(known)
+        gone = _symbols_gone(workspace, stamp_since, todo, then_cache)
         known.update({s: s in gone for s in todo})
-        for filename, symbols in wanted.items():
-            lost = [f"symbol gone: {s}" for s in symbols if known.get(s)]
-            reasons_of = notes[filename].get("reasons")
-            if lost and isinstance(reasons_of, list):
-                reasons_of.extend(lost)
+    out: list[Stale] = []
+    for _name, row in kept:
+        lost = [f"symbol gone: {s}" for s in _strings(row[4]) if known.get(s)]
+        found = _strings(row[2]) + lost
+        if found:
+            renames = row[3] if isinstance(row[3], list) else []
+            pairs = tuple(
+                (str(p[0]), str(p[1]))
+                for p in renames
+                if isinstance(p, (list, tuple)) and len(p) == 2
+            )
+            out.append(Stale(str(row[0]), tuple(found), pairs))
     payload = {
         "version": _CACHE_VERSION,
         "key": key,
         "workspace": workspace,
-        "notes": notes,
-        "since": since if wanted else cache.get("since"),
-        "symbols": known if wanted else (cache.get("symbols") if same_tree else {}),
-        "then": then_cache if wanted else cache.get("then", {}),
+        "since": stamp_since,
+        "symbols": known if named else (cache.get("symbols") if same_tree else {}),
+        "then": then_cache,
     }
     with contextlib.suppress(OSError):
-        _catalog.ensure_state_dir(store.path)
         _fs.atomic_write(
             os.path.join(state, CACHE),
             json.dumps(payload, ensure_ascii=False).encode("utf-8"),
@@ -379,28 +462,15 @@ def check(
             durable=False,
         )
         lines = [f"{key}\t{workspace}"]
-        for name, data in sorted(notes.items()):
-            found = data.get("reasons")
-            if isinstance(found, list) and found:
-                short = "; ".join(str(r) for r in found[:2])
-                lines.append(f"{name}\t{short[:160]}")
+        for item in out:
+            short = "; ".join(item.reasons[:2])
+            lines.append(f"{item.filename}\t{short[:160]}")
         _fs.atomic_write(
             os.path.join(state, MARKS),
             ("\n".join(lines) + "\n").encode("utf-8"),
             private=True,
             durable=False,
         )
-    out = []
-    for name, data in sorted(notes.items()):
-        listed = data.get("reasons")
-        if isinstance(listed, list) and listed:
-            renames = data.get("renames")
-            pairs = tuple(
-                (str(p[0]), str(p[1]))
-                for p in (renames if isinstance(renames, list) else [])
-                if isinstance(p, (list, tuple)) and len(p) == 2
-            )
-            out.append(Stale(name, tuple(str(r) for r in listed), pairs))
     return out
 
 
