@@ -12,6 +12,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from conftest import state
 from mdmem import Level, Store
 from mdmem.recall import search
 from mdmem.recall.index import Index
@@ -159,3 +160,37 @@ def test_an_unwritable_state_folder_still_answers(
     assert [h.filename for h in search([store], "zebra", semantic=False)] == [
         "project_knowledge_x.md"
     ]
+
+
+def test_the_user_stores_search_state_is_owner_only(tmp_path: Path) -> None:
+    """recall.sqlite, vectors.sqlite and their -wal/-shm are 0600 whatever the umask."""
+    import stat
+
+    from mdmem.recall.semantic import Vectors
+
+    old = os.umask(0o022)
+    try:
+        user = Store(tmp_path / "home" / "memory", Level.USER)
+        user.apply(
+            [
+                {
+                    "action": "create",
+                    "level": "user",
+                    "type": "user_preference",
+                    "title": "Answer in Chinese",
+                    "content": "用中文回答",
+                }
+            ]
+        )
+        assert user.search("Chinese")
+        vectors = Vectors(user.path)
+        assert vectors.get(["no-such-hash"]) == {}  # opens (creates) the file
+        vectors.close()
+    finally:
+        os.umask(old)
+    folder = state(user.root)
+    made = {p.name for p in folder.iterdir()}
+    assert {"recall.sqlite", "vectors.sqlite"} <= made, made
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

@@ -170,7 +170,8 @@ def record(
         try:
             for _ in range(1000):
                 payload["version"] = number
-                with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as f:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with open(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
                     json.dump(payload, f, ensure_ascii=False)
                     if durable:
                         f.flush()
