@@ -250,7 +250,7 @@ def why(
     if callable(history):
         try:
             versions = [getattr(v, "__dict__", v) for v in history(name)]
-        except Exception:  # another engineer's feature: never fatal here
+        except Exception:  # an optional feature: never fatal here
             versions = []
     workspace = options.stores()[0]
     git_lines = _git_log(workspace, os.path.join(store.path, name))
