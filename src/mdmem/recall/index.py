@@ -34,7 +34,7 @@ import time
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
-from mdmem.store import _catalog
+from mdmem.store import _catalog, _fs
 from mdmem.store.marks import MARKS, STALE_MARKS
 from mdmem.store.paths import INDEX_NAME, state_dir
 
@@ -216,7 +216,8 @@ class Index:
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
         for attempt in (1, 2):
-            _private(path)
+            if path != ":memory:":
+                _fs.owner_only(path)
             db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
             try:
                 try:  # an index of this version is used as it is: no schema statements
@@ -706,12 +707,3 @@ class Index:
         """Forget the embeddings an earlier version cached in this file."""
         with self._connect() as db:
             db.execute("DELETE FROM vectors")
-
-
-def _private(path: str) -> None:
-    """Create the database file owner-only before SQLite does (its -wal and -shm follow it)."""
-    if path == ":memory:":
-        return
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        os.chmod(path, 0o600)  # one made wider by an older mdmem

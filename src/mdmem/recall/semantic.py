@@ -35,7 +35,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from mdmem.store import _catalog
+from mdmem.store import _catalog, _fs
 from mdmem.store.paths import state_dir
 
 if TYPE_CHECKING:
@@ -179,7 +179,8 @@ class Vectors:
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
         for attempt in (1, 2):
-            _private(path)
+            if path != ":memory:":
+                _fs.owner_only(path)
             db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             try:
                 if path != ":memory:":
@@ -501,12 +502,3 @@ def scores(index: Index, query_vector: Any) -> Scores:
     with _one_blas_thread():
         every = matrix.matrix @ np.asarray(query_vector, dtype=np.float32)
     return Scores(binding, every[binding.rows])
-
-
-def _private(path: str) -> None:
-    """Create the database file owner-only before SQLite does (its -wal and -shm follow it)."""
-    if path == ":memory:":
-        return
-    with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        os.chmod(path, 0o600)  # one made wider by an older mdmem

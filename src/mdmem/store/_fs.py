@@ -81,6 +81,14 @@ def ensure_dir(path: str, *, private: bool = False) -> None:
         os.chmod(path, 0o700)  # exact, whatever the umask
 
 
+def owner_only(path: str) -> None:
+    """Create ``path`` empty and ``0600`` if missing, or narrow it to ``0600``: before a
+    database opens it (SQLite gives its -wal and -shm the same mode). Best effort."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600))
+        os.chmod(path, 0o600)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
