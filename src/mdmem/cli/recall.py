@@ -6,13 +6,19 @@ Each parses its arguments, calls :mod:`mdmem.recall`, and echoes the result.
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mdmem._kinds import NoteType
 from mdmem.cli._base import JsonOption, LevelOption, Which, app, options_of, progress_bar, selected
 from mdmem.cli._fastpath import search_text
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mdmem.store.store import Store
 
 SemanticOption = Annotated[
     bool | None,
@@ -110,6 +116,61 @@ def embed(ctx: typer.Context, level: LevelOption = Which.all) -> None:
             )
 
 
+class Questions(str, Enum):
+    """Where ``eval recall`` takes its queries from."""
+
+    sentences = "sentences"
+    model = "model"
+
+
+def _asker(stores: list[Store]) -> Callable[[str, str], str]:
+    """The configured model's ``ask``, within the daily budget and recorded in the ledger."""
+    import time
+
+    from mdmem.errors import ProviderError
+    from mdmem.extract.providers import choose, make
+    from mdmem.manager.manager import budget_from_env
+    from mdmem.store import ledger
+
+    name, reason = choose()
+    provider = make(name)
+    ask = getattr(provider, "ask", None)
+    if not callable(ask):
+        raise typer.BadParameter(
+            f"the {name} provider ({reason}) cannot write questions: set ANTHROPIC_API_KEY, "
+            "or MDMEM_OPENAI_BASE_URL for an OpenAI-compatible server",
+            param_hint="--questions",
+        )
+    user = next(s for s in stores if s.level.value == "user")  # the budget's ledger
+    daily = budget_from_env("MDMEM_DAILY_TOKENS")
+
+    def asked(system: str, prompt: str) -> str:
+        now = time.time()
+        if daily is not None and ledger.tokens_on(user.path, ledger.day_of(now)) >= daily:
+            raise ProviderError(f"the daily token budget (MDMEM_DAILY_TOKENS={daily}) is spent")
+        try:
+            return str(ask(system, prompt))
+        finally:
+            usage = getattr(provider, "last_usage", None)
+            if usage is not None:
+                ledger.record(
+                    user.path,
+                    "call",
+                    time.time(),
+                    turn="eval-recall",
+                    provider=name,
+                    model=usage.model,
+                    **{
+                        "in": usage.input_tokens,
+                        "out": usage.output_tokens,
+                        "cr": usage.cache_read_tokens,
+                        "cw": usage.cache_write_tokens,
+                    },
+                )
+
+    return asked
+
+
 eval_app = typer.Typer(help="Measure how well your memory works.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
@@ -125,13 +186,23 @@ def eval_recall(
         float, typer.Option("--seconds", min=1, help="Stop after this long.")
     ] = 60.0,
     semantic: SemanticOption = None,
+    questions: Annotated[
+        Questions,
+        typer.Option(
+            "--questions",
+            help="sentences: a sentence of each note is its query (no model). model: the "
+            "configured model writes a question each note answers, in its own words (costs "
+            "tokens, counted in the daily budget).",
+        ),
+    ] = Questions.sentences,
     as_json: JsonOption = False,
 ) -> None:
     """How well your own notes can be found: hit@1 and hit@5 of probes made from them.
 
     Each probe is a sentence of a note, used as the query, with that note as
-    the answer; no model is called. Reports per level and type, and the notes
-    hardest to find.
+    the answer; no model is called. With --questions model, the model you
+    configured for extraction (Anthropic or OpenAI-compatible) writes the
+    questions instead. Reports per level and type, and the notes hardest to find.
 
     Example: mdmem eval recall --json
     """
@@ -139,9 +210,10 @@ def eval_recall(
 
     options = options_of(ctx)
     stores = selected(options, level)
+    ask = _asker(selected(options, Which.all)) if questions is Questions.model else None
     with progress_bar(options, "probing") as progress:
         report = evaluate(
-            stores, limit=limit, seconds=seconds, semantic=semantic, progress=progress
+            stores, limit=limit, seconds=seconds, semantic=semantic, progress=progress, ask=ask
         )
     if as_json:
         typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))

@@ -6,10 +6,17 @@ and that note is the answer. :func:`evaluate` runs every probe through the
 same ranking as recall and reports hit@1 and hit@5 overall, per level and per
 type, and the notes that were hardest to find. It stops at a time limit and
 says how many probes it ran.
+
+With ``ask`` (a model, e.g. a provider's ``ask``), :func:`model_questions`
+has the model write each probe's query instead: a question in its own words
+that the note answers, which tests paraphrase rather than recall of a
+sentence. Notes go to the model in batches of :data:`BATCH`, under made-up
+ids; a note whose question does not come back keeps its sentence.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
@@ -24,7 +31,18 @@ if TYPE_CHECKING:
 
     from mdmem.store.store import Store
 
-__all__ = ["Miss", "Probe", "Report", "evaluate", "probes"]
+__all__ = ["BATCH", "Miss", "Probe", "Report", "evaluate", "model_questions", "probes"]
+
+#: Notes per request when a model writes the questions.
+BATCH = 10
+_QUESTION_SYSTEM = (
+    "You write test questions for a search engine over a developer's notes. For each note "
+    "you are given, write ONE question a developer would ask whose answer is in that note. "
+    "Use your own words: do not copy the note's title or its distinctive phrases. Write the "
+    "question in the note's language. Reply with only a JSON object that maps each note's id "
+    'to its question, e.g. {"n1": "How do we ...?"}.'
+)
+_NOTE_CHARS = 1500
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _MIN_TERMS = 3
@@ -64,6 +82,8 @@ class Report:
     hard: list[Miss] = field(default_factory=list)
     seconds: float = 0.0
     stopped_early: bool = False
+    source: str = "sentences"
+    """Where the queries came from: ``sentences`` of the notes, or ``model``-written."""
 
     def as_dict(self) -> dict[str, object]:
         """The report as JSON-ready data."""
@@ -77,6 +97,7 @@ class Report:
             "hard": [vars(m) for m in self.hard],
             "seconds": round(self.seconds, 3),
             "stopped_early": self.stopped_early,
+            "source": self.source,
         }
 
 
@@ -110,6 +131,44 @@ def probes(stores: Sequence[Store], *, limit: int = 500, seed: int = 0) -> tuple
     return out, total
 
 
+def _questions_of(text: str) -> dict[str, str]:
+    """The ``{id: question}`` object in a model's answer (prose around it is ignored)."""
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            return {str(k): v.strip() for k, v in value.items() if isinstance(v, str) and v.strip()}
+        start = text.find("{", start + 1)
+    return {}
+
+
+def model_questions(
+    stores: Sequence[Store], todo: Sequence[Probe], ask: Callable[[str, str], str]
+) -> list[Probe]:
+    """``todo`` with each query replaced by a question the model wrote about its note.
+
+    ``ask(system, prompt)`` returns the model's text. Raises what ``ask`` raises.
+    """
+    by_level = {store.level.value: store for store in stores}
+    out: list[Probe] = []
+    for first in range(0, len(todo), BATCH):
+        batch = list(todo[first : first + BATCH])
+        parts = []
+        for i, probe in enumerate(batch, 1):
+            note = by_level[probe.level].read(probe.filename)
+            text = f"{note.title}\n{note.summary}\n{note.body}"[:_NOTE_CHARS]
+            parts.append(f'<note id="n{i}">\n{text}\n</note>')
+        written = _questions_of(ask(_QUESTION_SYSTEM, "\n\n".join(parts)))
+        for i, probe in enumerate(batch, 1):
+            question = written.get(f"n{i}", "")[:500]
+            out.append(Probe(probe.level, probe.filename, probe.type, question or probe.query))
+    return out
+
+
 def evaluate(
     stores: Sequence[Store],
     *,
@@ -117,11 +176,18 @@ def evaluate(
     seconds: float = 60.0,
     semantic: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ask: Callable[[str, str], str] | None = None,
 ) -> Report:
-    """Run the probes of ``stores`` through recall's ranking (see the module docstring)."""
-    started = time.monotonic()
+    """Run the probes of ``stores`` through recall's ranking (see the module docstring).
+
+    ``ask``: a model writes the queries (:func:`model_questions`); the time limit
+    counts from after it has.
+    """
     todo, total = probes(stores, limit=limit)
-    report = Report(notes=total, probes=len(todo))
+    if ask is not None and todo:
+        todo = model_questions(stores, todo, ask)
+    started = time.monotonic()
+    report = Report(notes=total, probes=len(todo), source="model" if ask else "sentences")
     counts: dict[str, list[int]] = {}
     titles: dict[str, str] = {}
     misses: list[Miss] = []

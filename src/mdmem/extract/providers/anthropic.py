@@ -153,6 +153,26 @@ class AnthropicProvider:
         self.last_usage = usage_of(message, self.model)
         return _answer_of(message)
 
+    def ask(self, system: str, prompt: str, *, max_tokens: int = 2048) -> str:
+        """A plain question to the model, answered in text (for ``eval recall --questions model``).
+
+        Raises:
+            ProviderError: the API could not be reached, refused, or failed.
+        """
+        self.last_usage = None
+        try:
+            message = self._get_client().messages.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": prompt}],
+            )
+        except Exception as exc:
+            raise _translate(exc) from exc
+        self.last_usage = usage_of(message, self.model)
+        answer = _answer_of(message)
+        return answer if isinstance(answer, str) else ""
+
 
 def system_blocks(request: ExtractionRequest) -> list[dict[str, Any]]:
     """The system prompt as blocks, each stable part ending in a cache breakpoint.

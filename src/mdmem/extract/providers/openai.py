@@ -170,6 +170,40 @@ class OpenAIProvider:
         except Exception as exc:
             raise _translate(exc) from exc
 
+    def ask(self, system: str, prompt: str, *, max_tokens: int = 2048) -> str:
+        """A plain question to the model, answered in text (for ``eval recall --questions model``).
+
+        Raises:
+            ProviderError: the server could not be reached, refused, or failed.
+        """
+        self.last_usage = None
+        client = self._get_client()
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": prompt},
+            ],
+        }
+        for _ in range(2):
+            kwargs[self.limit_param] = max_tokens
+            try:
+                response = client.chat.completions.create(**kwargs)
+                break
+            except Exception as exc:
+                if self._limit_switched or not _refuses_limit(exc, self.limit_param):
+                    raise _translate(exc) from exc
+                del kwargs[self.limit_param]
+                self._limit_switched = True
+                self.limit_param = _OTHER_LIMIT[self.limit_param]
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            raise ProviderError("the server's answer is not a chat completion (no choices)")
+        usage, model = getattr(response, "usage", None), getattr(response, "model", None)
+        self.last_usage = _usage(usage, str(model or self.model))
+        message = getattr(choices[0], "message", None)
+        return str(getattr(message, "content", None) or "")
+
     def _call(self, client: Any, request: ExtractionRequest, mode: str) -> Answer:
         response = client.chat.completions.create(**self._kwargs(request, mode))
         if self.stream:
