@@ -304,17 +304,7 @@ class Index:
                 self._remove(db, name)
             for note, sha in notes:
                 self._put(db, note, sha)
-            # Only a settled store may be recognised by its fingerprint later: the
-            # store's own fingerprint says it is (see _catalog's racy-stat rule).
-            saved = _catalog.read_fingerprint(self.store.path)
-            settled = saved is not None and saved.full == fingerprint
-            db.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
-                (fingerprint if settled else "",),
-            )
-            db.execute("DELETE FROM meta WHERE key = 'key'")
-            if settled:
-                self._record_stats(db, scan)
+            settled = self._stamp(db, scan, fingerprint)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -322,6 +312,24 @@ class Index:
         if settled:
             self._trust(db, scan, before)
         return len(notes)
+
+    def _stamp(self, db: sqlite3.Connection, scan: _catalog.Scan, fingerprint: str) -> bool:
+        """Record, inside the caller's transaction, the fingerprint the index now matches.
+
+        Only a settled store may be recognised by its fingerprint later: the
+        store's own fingerprint says it is (see _catalog's racy-stat rule).
+        Returns whether it was settled (then each note's stat is recorded too).
+        """
+        saved = _catalog.read_fingerprint(self.store.path)
+        settled = saved is not None and saved.full == fingerprint
+        db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
+            (fingerprint if settled else "",),
+        )
+        db.execute("DELETE FROM meta WHERE key = 'key'")
+        if settled:
+            self._record_stats(db, scan)
+        return settled
 
     # -- freshness: the key, and the notes a query returns ---------------------------
 
@@ -504,16 +512,7 @@ class Index:
                 count += len(rows)
                 if progress is not None:
                     progress(min(start + _CHUNK, len(names)), len(names))
-            # As sync: only a settled store may be recognised by its fingerprint later.
-            saved = _catalog.read_fingerprint(self.store.path)
-            settled = saved is not None and saved.full == fingerprint
-            db.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
-                (fingerprint if settled else "",),
-            )
-            db.execute("DELETE FROM meta WHERE key = 'key'")
-            if settled:
-                self._record_stats(db, scan)
+            settled = self._stamp(db, scan, fingerprint)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
