@@ -97,10 +97,16 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _temp_file(
-    path: str, data: bytes | Iterable[bytes], mode: int, *, private: bool, durable: bool
+    path: str,
+    data: bytes | Iterable[bytes],
+    mode: int,
+    *,
+    private: bool,
+    durable: bool,
+    stamp: bool = False,
 ) -> str:
     """Write ``data`` (bytes, or chunks of them) to a new unique temporary file beside
-    ``path``; return its name."""
+    ``path``; return its name. ``stamp``: see :func:`stamped`."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -114,6 +120,8 @@ def _temp_file(
                     _write_all(fd, chunk)
             if durable:
                 os.fsync(fd)
+            if stamp:
+                _stamp(fd)
         finally:
             os.close(fd)
         if private:
@@ -126,13 +134,20 @@ def _temp_file(
 
 
 def atomic_write(
-    path: str, data: bytes | Iterable[bytes], *, private: bool = False, durable: bool = True
+    path: str,
+    data: bytes | Iterable[bytes],
+    *,
+    private: bool = False,
+    durable: bool = True,
+    derived: bool = False,
 ) -> None:
     """Write ``data`` (bytes, or chunks of them, written as they come) to ``path`` atomically.
 
     ``private`` creates the file ``0600``; otherwise an existing file keeps
     its mode and a new one gets ``0666`` less the umask. ``durable`` fsyncs
     the data before the rename (derived state may skip it: it can be rebuilt).
+    ``derived`` (MEMORY.md) is not fsynced, is stamped (:func:`stamped`) and is
+    swapped in (:func:`_swap_in`).
     """
     if private:
         mode = 0o600
@@ -142,9 +157,14 @@ def atomic_write(
             mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
         except FileNotFoundError:
             mode = 0o666  # os.open applies the umask
-    tmp = _temp_file(path, data, mode, private=private, durable=durable)
+    tmp = _temp_file(
+        path, data, mode, private=private, durable=durable and not derived, stamp=derived
+    )
     try:
-        os.replace(tmp, path)
+        if derived:
+            _swap_in(tmp, path)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         # Never leave a temp file behind, whatever stopped us.
         with contextlib.suppress(FileNotFoundError):
@@ -186,8 +206,9 @@ def atomic_write_parts(
     """Write ``path`` atomically from ``parts``: bytes, or (offset, end) ranges of ``source``.
 
     The ranges are copied file to file (``copy_file_range``), so a large file
-    changed in a few places is never read into memory. Not fsynced: only
-    derived files (MEMORY.md) are written this way.
+    changed in a few places is never read into memory. Only derived files
+    (MEMORY.md) are written this way: not fsynced, stamped (:func:`stamped`) and
+    swapped in (:func:`_swap_in`).
     """
     if private:
         mode = 0o600
@@ -208,15 +229,107 @@ def atomic_write_parts(
                     _write_all(fd, part)
                 elif part[1] > part[0]:
                     _copy_range(source, fd, part[0], part[1] - part[0])
+            _stamp(fd)
         finally:
             os.close(fd)
         if private:
             os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        _swap_in(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: How far before its change time a derived file's mtime is set (see :func:`stamp`): a
+#: whole second, so that no file system's granularity rounds the two together.
+STAMP_NS = 1_000_000_000
+
+
+def _stamp(fd: int) -> None:
+    st = os.fstat(fd)
+    os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns - STAMP_NS))
+
+
+def stamped(st: os.stat_result | tuple[int, int, int, int]) -> bool:
+    """Whether a stat (or mdmem's (mtime, size, ino, ctime) of it) is of a file as mdmem
+    writes a derived file: its mtime set :data:`STAMP_NS` before its ctime.
+
+    Writing a file sets its mtime to the clock's now, which is never before a
+    change time already recorded; so while a stamped file's stat is unchanged,
+    nothing has written it since, even within the clock tick of mdmem's own
+    write. Only a program that sets the mtime back to mdmem's own value can
+    hide an edit, and only within that tick (its ctime moves on after it; and on
+    Linux 6.13+ ext4, xfs, btrfs and tmpfs, a change after a stat always gets a
+    new ctime).
+    """
+    if isinstance(st, os.stat_result):  # a tuple too, of other fields
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+    else:
+        mtime, ctime = st[0], st[3]
+    return ctime - mtime >= STAMP_NS
+
+
+_EXCHANGE: list[object] = []  # [renameat2] once looked up; [None] where there is none
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+# The kernel or file system cannot exchange names: rename over instead.
+_NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV})
+
+
+def _renameat2() -> object:
+    if not _EXCHANGE:
+        found: object = None
+        if hasattr(os, "sched_getaffinity"):  # Linux: glibc 2.28+ and musl have renameat2
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                fn = libc.renameat2
+                fn.argtypes = [
+                    ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+                ]
+                fn.restype = ctypes.c_int
+                found = fn
+            except (OSError, AttributeError, ImportError):
+                found = None
+        _EXCHANGE.append(found)
+    return _EXCHANGE[0]
+
+
+def _swap_in(tmp: str, path: str) -> None:
+    """Put the file ``tmp`` at ``path`` atomically: a reader sees the old file or the new one.
+
+    Where the kernel can, the two names are exchanged (``renameat2`` with
+    ``RENAME_EXCHANGE``) and the old file, now at ``tmp``, unlinked. ext4 writes
+    back the data of a file renamed *over* another at once (its
+    ``auto_da_alloc`` guard for programs that forget to fsync), which for a
+    15 MB MEMORY.md is most of a write; a derived file needs no such guard (it
+    is rebuilt when wrong), and an exchange is not a rename over. Elsewhere, or
+    when ``path`` is not a regular file, ``os.replace``.
+    """
+    fn = _renameat2()
+    if fn is not None:
+        try:
+            regular = stat.S_ISREG(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            regular = False
+        if regular:
+            import ctypes
+
+            swapped = fn(  # type: ignore[operator]
+                _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE
+            )
+            if swapped == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                return
+            err = ctypes.get_errno()
+            if err not in _NO_EXCHANGE and err != errno.ENOENT:
+                raise OSError(err, os.strerror(err), path)
+            if err in _NO_EXCHANGE:
+                _EXCHANGE[0] = None
+    os.replace(tmp, path)
 
 
 def create_new(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:

@@ -806,7 +806,7 @@ class Store:
                     return new.decode("utf-8"), False
             before = _catalog.stat_of(self._root)
             data = new if new is not None else _index_file.chunks(cat.lines())
-            _fs.atomic_write(index_path, data, private=self.private, durable=False)
+            _fs.atomic_write(index_path, data, private=self.private, derived=True)
             rewrote = True
             if scan is not None and before == scan.dir_stat:
                 # Only our own MEMORY.md moved the directory since the scan.
@@ -823,7 +823,10 @@ class Store:
             # What mdmem wrote: its stat, hash, line count, and a time after which its stat
             # alone proves it (see _index_is_ours).
             when = now
-            if rewrote and index_stat is not None and not cat.memory:
+            if rewrote and index_stat is not None and _fs.stamped(index_stat):
+                # Stamped as it was written: its stat proves it from now on (_fs.stamped).
+                when = max(index_stat[0], index_stat[3]) + 1
+            elif rewrote and index_stat is not None and not cat.memory:
                 # Read after the file was renamed and its stat taken: once the clock is
                 # past its times, any later change of it shows in its stat.
                 later = _catalog.fs_now(self._root, private=self.private)
