@@ -83,6 +83,23 @@ def python_env(**extra: str) -> dict[str, str]:
 PYTHON = sys.executable
 
 
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every full listing of a store (``_catalog.Scan``) from now on, by store path."""
+    from mdmem.store import _catalog
+
+    listed: list[str] = []
+    real = _catalog.Scan
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, path: str) -> None:
+            listed.append(path)
+            super().__init__(path)
+
+    monkeypatch.setattr(_catalog, "Scan", Counting)
+    return listed
+
+
 def state(root: Path | str) -> Path:
     """mdmem's state folder for the store at ``root`` (outside the repository)."""
     from mdmem.store.paths import state_dir

@@ -125,11 +125,11 @@ def test_memory_md_is_stamped_so_the_next_write_goes_by_its_stat(
         raise AssertionError("MEMORY.md was patched in memory, not spliced")
 
     # Back to back, well within one clock tick: never hashed, never read whole.
-    monkeypatch.setattr(_catalog, "content_hash", no_index_hash)
-    monkeypatch.setattr(_index_file, "patch", refuse)
-    for i in range(5):
-        store.apply([_create(f"More {i}")])
-    monkeypatch.undo()
+    with monkeypatch.context() as m:
+        m.setattr(_catalog, "content_hash", no_index_hash)
+        m.setattr(_index_file, "patch", refuse)
+        for i in range(5):
+            store.apply([_create(f"More {i}")])
     text = index.read_text(encoding="utf-8")
     assert all(f"More {i}" in text for i in range(5))
     assert Store(store.root, Level.PROJECT).reindex().changed is False

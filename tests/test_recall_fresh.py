@@ -22,7 +22,6 @@ from conftest import PYTHON, python_env
 from mdmem import Level, Note, NoteType, Store
 from mdmem.recall import engine, search
 from mdmem.recall.index import Index, freshness_key
-from mdmem.store import _catalog
 from mdmem.store.note import render
 
 T0_TITLE = "Deploy with the zeppelin"
@@ -62,18 +61,9 @@ def root(workspace: Path) -> Path:
 
 
 @pytest.fixture
-def no_listing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def no_listing(listings: list[str]) -> list[str]:
     """Record every full listing of a store (a key that holds must spare it)."""
-    listed: list[str] = []
-    real = _catalog.Scan
-
-    class Counting(real):  # type: ignore[misc, valid-type]
-        def __init__(self, path: str) -> None:
-            listed.append(path)
-            super().__init__(path)
-
-    monkeypatch.setattr(_catalog, "Scan", Counting)
-    return listed
+    return listings
 
 
 def test_a_settled_store_is_answered_without_listing_it(root: Path, no_listing: list[str]) -> None:

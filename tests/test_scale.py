@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from conftest import state
 from mdmem import Level, Store
+from mdmem.recall import index as recall_index
 from mdmem.store import _catalog, _dedupe_keys
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: s\n---\n{body}\n"
@@ -57,6 +58,8 @@ class DerivedState(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="mdmem-scale-"))
         self.root = self.tmp / "mem"
         self.store = Store(self.root, Level.PROJECT)
+        # A search index kept from step to step: it follows the store's change log.
+        self.index = recall_index.Index(self.store)
         self.n = 0
 
     @initialize()
@@ -153,6 +156,8 @@ class DerivedState(RuleBasedStateMachine):
             Path(f"{catalog}-wal").write_bytes(b"\0" * 100)
         # A kill is a new process: nothing of the old one survives.
         self.store = Store(self.root, Level.PROJECT)
+        self.index.close()
+        self.index = recall_index.Index(self.store)
 
     @rule()
     def time_passes(self) -> None:
@@ -171,6 +176,10 @@ class DerivedState(RuleBasedStateMachine):
         self._dedupe_keys_are_a_rebuild(entries)
         lines = expected.splitlines()
         assert total == len(lines) and head == lines[: len(head)]
+        # The search index, caught up (by the change log, or by a listing), is a rebuild.
+        self.index.sync()
+        indexed = self.index._connect().execute("SELECT name, sha FROM notes").fetchall()
+        assert dict(indexed) == self.store.entry_versions()
         # The rebuild replaced the derived state: a new process starts from it.
         self.store = Store(self.root, Level.PROJECT)
         assert self.store.load_index() == expected
@@ -189,6 +198,7 @@ class DerivedState(RuleBasedStateMachine):
         assert df == sorted(Counter(x for g in grams.values() for x in g).items())
 
     def teardown(self) -> None:
+        self.index.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -114,24 +114,13 @@ def test_after_turns_the_recall_index_and_the_block_equal_fresh_ones(
     assert [n[0] for n in kept(root) if "quokka" in str(n[0])] == on_disk
 
 
-def test_a_search_after_a_write_lists_the_store_once(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_search_after_a_write_lists_the_store_once(root: Path, listings: list[str]) -> None:
     store = Store(root, Level.PROJECT)
     cold(root, "seed")
     create(store, "Wombat care")
-    listed: list[str] = []
-    real = _catalog.Scan
-
-    class Counting(real):  # type: ignore[misc, valid-type]
-        def __init__(self, path: str) -> None:
-            listed.append(path)
-            super().__init__(path)
-
-    monkeypatch.setattr(_catalog, "Scan", Counting)
+    listings.clear()
     assert any("wombat" in name for name in cold(root, "wombat care"))
-    assert listed.count(str(root)) == 1
-    monkeypatch.undo()
+    assert listings.count(str(root)) <= 1  # none when the change log vouches for the write
     assert kept(root) == rebuilt(Store(root, Level.PROJECT))
 
 

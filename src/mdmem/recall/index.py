@@ -19,7 +19,9 @@ re-indexing any whose stat and content changed, and the query runs again. So
 
 * a create, delete or rename (how mdmem, most editors, ``git checkout`` and
   ``git pull`` write) changes the directory, hence the key: always seen;
-* any write through mdmem changes the catalog: always seen;
+* any write through mdmem changes the key and is in the store's change log
+  (``Store.changes_since``): always seen, by the names the log holds
+  (:meth:`Index._catch_up`), without a listing;
 * a note edited in place is seen as soon as a query returns it (its content is
   never stale when returned), and otherwise at the next full check.
 """
@@ -190,6 +192,7 @@ class Index:
         #: Bumped whenever the indexed notes change, so callers can cache what they derive.
         self.generation = 0
         self.cache: dict[str, object] = {}
+        self._ino: int | None = None  # of the file the connection has open
 
     @property
     def path(self) -> str:
@@ -210,8 +213,24 @@ class Index:
                 db = self._open(self.path)
         if db is None:  # a state folder that cannot be written: recall still works
             db = self._open(":memory:")
+        else:
+            with contextlib.suppress(OSError):
+                self._ino = os.stat(self.path).st_ino if self.path != ":memory:" else None
         self._db = db
         return db
+
+    def _reopen_if_gone(self) -> None:
+        """Start again from what is on disk when the file was deleted or replaced under the
+        open connection (the state folder is derived: anyone may delete it at any moment)."""
+        if self._db is None or self._ino is None:
+            return
+        try:
+            same = os.stat(self.path).st_ino == self._ino
+        except OSError:
+            same = False
+        if not same:
+            self.close()
+            self._forget()
 
     @staticmethod
     def _open(path: str) -> sqlite3.Connection:
@@ -250,6 +269,7 @@ class Index:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._ino = None
 
     # -- upkeep --------------------------------------------------------------------
 
@@ -266,6 +286,7 @@ class Index:
         recorded, within :data:`MAX_AGE`, is not listed at all: the notes a query
         returns are checked instead (:meth:`refresh`).
         """
+        self._reopen_if_gone()
         db = self._connect()
         root = self.store.path
         if not os.path.isdir(root):
@@ -273,23 +294,32 @@ class Index:
                 db.execute("DELETE FROM fts")
                 db.execute("DELETE FROM notes")
                 db.execute("DELETE FROM stats")
-                db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key')")
+                db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
             return 0
-        if not full and progress is None and self._trusted(freshness_key(root)):
-            return 0
+        if not full and progress is None:
+            key = freshness_key(root)
+            if self._trusted(key):
+                return 0
+            caught = self._catch_up(db, key)
+            if caught is not None:
+                return caught
+        # Where the store's change log stands before the listing: from there, a later
+        # sync catches up by the names the log holds (see _catch_up).
+        position = self.store.log_position()
         # The file-system clock before the listing: only a directory older than this
         # can vouch for the listing later (a change within the same tick could not).
         before = _catalog.fs_now(root, private=self.store.private)
         scan = _catalog.Scan(root)
         fingerprint = scan.fingerprint()
         if fingerprint == self._meta("fingerprint"):
-            self._trust(db, scan, before)
+            self._trust(db, scan, before, position)
             return 0
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
         changed, gone = changed_notes(self.store, indexed, scan)
         if len(changed) > _BULK:
-            return self._bulk(db, changed, gone, indexed, (fingerprint, scan, before), progress)
+            listed = (fingerprint, scan, before, position)
+            return self._bulk(db, changed, gone, indexed, listed, progress)
         notes = []
         for done, name in enumerate(sorted(changed), 1):
             try:
@@ -298,19 +328,9 @@ class Index:
                 gone.append(name)  # changed under our feet; the next sync sees it
             if progress is not None:
                 progress(done, len(changed))
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for name in gone:
-                self._remove(db, name)
-            for note, sha in notes:
-                self._put(db, note, sha)
-            settled = self._stamp(db, scan, fingerprint)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        settled = bool(self._change(db, gone, notes, lambda: self._stamp(db, scan, fingerprint)))
         if settled:
-            self._trust(db, scan, before)
+            self._trust(db, scan, before, position)
         return len(notes)
 
     def _stamp(self, db: sqlite3.Connection, scan: _catalog.Scan, fingerprint: str) -> bool:
@@ -326,7 +346,7 @@ class Index:
             "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
             (fingerprint if settled else "",),
         )
-        db.execute("DELETE FROM meta WHERE key = 'key'")
+        db.execute("DELETE FROM meta WHERE key IN ('key', 'log')")
         if settled:
             self._record_stats(db, scan)
         return settled
@@ -345,12 +365,20 @@ class Index:
             return False
         return value == key and 0 <= age < MAX_AGE
 
-    def _trust(self, db: sqlite3.Connection, scan: _catalog.Scan, before: int) -> None:
+    def _trust(
+        self,
+        db: sqlite3.Connection,
+        scan: _catalog.Scan,
+        before: int,
+        position: tuple[str, int] | None,
+    ) -> None:
         """Record the key, when the store is settled as ``scan`` listed it (stats recorded).
 
         The directory and MEMORY.md must still be as listed, and the directory
         older than the file-system clock read before the listing (``before``),
         else a change in the same clock tick could hide behind an equal stat.
+        With the key goes the change log's ``position`` before the listing, so
+        that a later sync can catch up from there (:meth:`_catch_up`).
         """
         key = freshness_key(self.store.path)
         parts = key.split("|")
@@ -364,10 +392,95 @@ class Index:
             or listed[3] >= before
         ):
             return
+        now = time.time()
         with contextlib.suppress(sqlite3.Error):
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{now!r}\n{key}",))
+            if position is not None and position[0]:
+                listed_key = _catalog.key_of(scan.dir_stat, scan.index_stat)
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('log', ?)",
+                    (f"{position[0]} {position[1]} {now!r} {listed_key}",),
+                )
+
+    def _catch_up(self, db: sqlite3.Connection, key: str) -> int | None:
+        """Catch up by the store's change log instead of listing it: how many notes were
+        (re-)indexed, or None when the log cannot vouch for every change (list then).
+
+        From the position recorded at the last full check (within :data:`MAX_AGE`
+        of it), the log names the notes mdmem wrote or refreshed since; only
+        those are compared (content hash) and re-indexed. Their stats are
+        dropped, so a query that returns one checks its bytes.
+        """
+        recorded = self._meta("log")
+        if recorded is None:
+            return None
+        try:
+            epoch, seq, when, listed_key = recorded.split(" ", 3)
+            checked = float(when)
+            found = self.store.changes_since((epoch, int(seq)), listed_key)
+        except ValueError:
+            return None
+        if found is None or not 0 <= time.time() - checked < MAX_AGE:
+            return None
+        (epoch, number), now_key, names = found
+        current = self.store.versions_of(names)
+        indexed: dict[str, str] = {}
+        wanted = sorted(names)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT name, sha FROM notes WHERE name IN ({marks})"
+            indexed.update(db.execute(query, chunk).fetchall())
+        puts: list[tuple[Note, str]] = []
+        gone: list[str] = []
+        for name in wanted:
+            sha = current.get(name)
+            if sha is not None and indexed.get(name) == sha:
+                continue
+            if sha is not None:
+                try:
+                    puts.append((self.store.read(name), sha))
+                    continue
+                except (NoteNotFound, InvalidNote, InvalidPath):
+                    pass  # changed under our feet: gone for now, a later sync sees it
+            if name in indexed:
+                gone.append(name)
+        if puts or gone:
+            self._forget()
+
+        def step_on() -> None:
+            db.executemany("DELETE FROM stats WHERE name = ?", [(n,) for n in wanted])
+            # The same full check, further on: its age still counts from the listing.
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{when}\n{key}",))
             db.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{time.time()!r}\n{key}",)
+                "INSERT OR REPLACE INTO meta VALUES ('log', ?)",
+                (f"{epoch} {number} {when} {now_key}",),
             )
+
+        self._change(db, gone, puts, step_on)
+        return len(puts)
+
+    def _change(
+        self,
+        db: sqlite3.Connection,
+        gone: Iterable[str],
+        puts: Iterable[tuple[Note, str]],
+        then: Callable[[], object] | None = None,
+    ) -> object:
+        """Drop ``gone``, (re-)index ``puts``, then run ``then``: one transaction, whose
+        result is ``then``'s."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name in gone:
+                self._remove(db, name)
+            for note, sha in puts:
+                self._put(db, note, sha)
+            result = then() if then is not None else None
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return result
 
     @staticmethod
     def _record_stats(db: sqlite3.Connection, scan: _catalog.Scan) -> None:
@@ -440,16 +553,7 @@ class Index:
         if not puts and not gone:
             return False
         self._forget()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for name in gone:
-                self._remove(db, name)
-            for note, sha in puts:
-                self._put(db, note, sha)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        self._change(db, gone, puts)
         return True
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -460,7 +564,7 @@ class Index:
             db.execute("DELETE FROM fts")
             db.execute("DELETE FROM notes")
             db.execute("DELETE FROM stats")
-            db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key')")
+            db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
         return self.sync(progress, full=True)
 
     def _bulk(
@@ -469,16 +573,17 @@ class Index:
         changed: dict[str, str],
         gone: list[str],
         indexed: dict[str, str],
-        listed: tuple[str, _catalog.Scan, int],
+        listed: tuple[str, _catalog.Scan, int, tuple[str, int] | None],
         progress: Callable[[int, int], None] | None,
     ) -> int:
         """Index many notes: read a chunk, insert it with one statement per table, repeat.
 
         No more than a chunk of notes is held at once, and it all happens in one
         transaction: a reader (or a kill) sees the old index or the new one.
-        ``listed`` is what :meth:`sync` listed: (fingerprint, scan, clock before).
+        ``listed`` is what :meth:`sync` listed: (fingerprint, scan, clock before, the
+        change log's position before).
         """
-        fingerprint, scan, before = listed
+        fingerprint, scan, before, position = listed
         names = sorted(changed)
         count = 0
         db.execute("BEGIN IMMEDIATE")
@@ -518,7 +623,7 @@ class Index:
             db.execute("ROLLBACK")
             raise
         if settled:
-            self._trust(db, scan, before)
+            self._trust(db, scan, before, position)
         return count
 
     def _forget(self) -> None:

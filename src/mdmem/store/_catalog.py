@@ -79,7 +79,7 @@ __all__ = [
     "updated_times",
 ]
 
-_VERSION = 6  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows
+_VERSION = 7  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes
 CATALOG = "catalog.sqlite"
 FINGERPRINT = "fingerprint"
 CLOCK = "clock"
@@ -454,6 +454,24 @@ def head_is_current(root: str, fp: Fingerprint) -> bool:
     return True
 
 
+def store_key(root: str) -> str:
+    """The store's key: the stats of its directory and of MEMORY.md, as text.
+
+    Every create, delete and rename in the directory (how mdmem, most editors
+    and git write) changes it; an in-place edit of a note does not.
+    """
+    parts = []
+    for path in (root, os.path.join(root, INDEX_NAME)):
+        st = stat_of(path)
+        parts.append("" if st is None else " ".join(map(str, st)))
+    return "|".join(parts)
+
+
+def key_of(dir_stat: Stat | None, index_stat: Stat | None) -> str:
+    """:func:`store_key` from stats already taken."""
+    return "|".join("" if st is None else " ".join(map(str, st)) for st in (dir_stat, index_stat))
+
+
 def fs_now(root: str, *, private: bool) -> int:
     """The file-system clock's "now": touch the ``clock`` file and read its times back.
 
@@ -487,7 +505,23 @@ CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
 -- The rows of notes with supersedes/expires: every write reads them (marks), never all rows.
 CREATE INDEX IF NOT EXISTS notes_marked ON notes (name) WHERE extra IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+-- The prompt block's order (ranked_lines): its first lines without sorting every row.
+CREATE INDEX IF NOT EXISTS notes_rank ON notes (
+    CASE type WHEN 'correction_feedback' THEN 0 WHEN 'user_preference' THEN 0
+    WHEN 'project_knowledge' THEN 1 WHEN 'reference_material' THEN 2 ELSE 3 END,
+    COALESCE(updated, '') DESC, name
+) WHERE line IS NOT NULL;
+-- The change log (see Catalog.log): what each pass that changed rows changed, between
+-- which store keys. names is a JSON list, or NULL: "too much to list, catch up in full".
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    before TEXT NOT NULL, after TEXT NOT NULL, names TEXT
+);
 """
+#: How many change-log entries are kept; a reader further behind catches up in full.
+LOG_KEEP = 512
+#: Past this many names, a pass logs "catch up in full" instead of the names.
+LOG_NAMES = 1_000
 _COLUMNS = (
     "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, extra"
 )
@@ -652,9 +686,11 @@ class Catalog:
             con.executescript(
                 "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS meta;"
                 "DROP TABLE IF EXISTS dedupe_notes; DROP TABLE IF EXISTS dedupe_grams;"
-                "DROP TABLE IF EXISTS dedupe_df;"
+                "DROP TABLE IF EXISTS dedupe_df; DROP TABLE IF EXISTS changes;"
             )
             con.executescript(_SCHEMA + _dedupe_keys.SCHEMA)
+            # Which catalog this is: a reader's place in the log means nothing in another.
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (os.urandom(8).hex(),))
             con.execute(f"PRAGMA user_version={_VERSION}")
 
     def close(self) -> None:
@@ -781,12 +817,21 @@ class Catalog:
         row = self._open().execute("SELECT 1 FROM notes WHERE folded = ? LIMIT 1", (folded,))
         return row.fetchone() is not None
 
-    def versions(self) -> dict[str, str]:
-        """name -> content hash of every valid note (one with an index line)."""
-        rows = self._open().execute(
-            "SELECT name, sha FROM notes WHERE sha IS NOT NULL AND line IS NOT NULL"
-        )
-        return dict(rows)
+    def versions(self, names: Collection[str] | None = None) -> dict[str, str]:
+        """name -> content hash of every valid note (one with an index line), or of those
+        of ``names`` that are."""
+        valid = "sha IS NOT NULL AND line IS NOT NULL"
+        con = self._open()
+        if names is None:
+            return dict(con.execute(f"SELECT name, sha FROM notes WHERE {valid}"))
+        out: dict[str, str] = {}
+        wanted = sorted(names)
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT name, sha FROM notes WHERE name IN ({marks}) AND {valid}"
+            out.update(con.execute(query, chunk))
+        return out
 
     def meta(self, key: str) -> str | None:
         row = self._open().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -846,9 +891,74 @@ class Catalog:
 
         con = self._open()
         con.execute("DELETE FROM notes")
-        con.execute("DELETE FROM meta")
+        con.execute("DELETE FROM meta WHERE key != 'epoch'")
         _dedupe_keys.clear(con)
         self._keys = False
+
+    # -- the change log ---------------------------------------------------------------
+
+    def log(self, before: str, after: str, names: Collection[str] | None) -> None:
+        """Record, in the open transaction, that the rows of ``names`` (None: of any
+        note) changed while the store's key (:func:`store_key`) went from ``before`` to
+        ``after``.
+
+        Derived readers (the recall index, the prompt block) that were in step
+        at ``before`` catch up by those names alone (:meth:`changes_after`),
+        instead of listing the store. Only the last :data:`LOG_KEEP` entries are kept.
+        """
+        import json
+
+        listed = None
+        if names is not None and len(names) <= LOG_NAMES:
+            listed = json.dumps(sorted(names), ensure_ascii=False)
+        con = self._open()
+        cur = con.execute(
+            "INSERT INTO changes (before, after, names) VALUES (?, ?, ?)", (before, after, listed)
+        )
+        if cur.lastrowid is not None and cur.lastrowid % 64 == 0:
+            con.execute("DELETE FROM changes WHERE seq <= ?", (cur.lastrowid - LOG_KEEP,))
+
+    def position(self) -> tuple[str, int]:
+        """Where the log is now: (this catalog's epoch, the last entry's number)."""
+        con = self._open()
+        row = con.execute("SELECT MAX(seq) FROM changes").fetchone()
+        return self.meta("epoch") or "", int(row[0] or 0)
+
+    def changes_after(
+        self, position: tuple[str, int], key: str, now_key: str
+    ) -> tuple[tuple[str, int], set[str]] | None:
+        """What changed since ``position``, when the store's key was ``key``: (the log's
+        position now, the names whose rows changed); None when the log cannot say.
+
+        The log can say when its entries since then follow each other from
+        ``key`` to ``now_key`` (the store's key now): each entry starts at the
+        key the one before ended at, and none says "catch up in full". A change
+        the log does not hold (a note created, deleted or renamed behind mdmem's
+        back moves the directory, hence the key) breaks that chain.
+        """
+        import json
+
+        epoch, seq = position
+        if epoch != (self.meta("epoch") or "") or not epoch:
+            return None
+        con = self._open()
+        rows = con.execute(
+            "SELECT seq, before, after, names FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+        ).fetchall()
+        if rows:
+            first = con.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
+            if first is None or first > seq + 1:
+                return None  # entries since then were pruned
+        names: set[str] = set()
+        at = key
+        for number, before, after, listed in rows:
+            if before != at or listed is None:
+                return None
+            names.update(json.loads(listed))
+            at, seq = after, number
+        if at != now_key:
+            return None
+        return (epoch, seq), names
 
     # -- the dedupe keys (see store/_dedupe_keys.py) ---------------------------------
 
@@ -932,18 +1042,21 @@ _RANK = (
 
 
 def ranked_lines(
-    root: str, limit: int, hidden: Collection[str] = ()
+    root: str, limit: int, hidden: Collection[str] = (), *, count: int | None = None
 ) -> tuple[int, list[tuple[str, str, str | None]]] | None:
     """How many notes not in ``hidden`` have an index line, and the first ``limit`` of
     those in the prompt block's order.
 
-    ``(name, line, updated)`` each; one sorted query instead of ranking every
-    line in Python. None when the catalog cannot answer (the caller ranks).
+    ``(name, line, updated)`` each; one query on the ``notes_rank`` index, which
+    reads only those rows, instead of ranking every line in Python. ``count``:
+    how many notes have an index line, when the caller knows (counting them is a
+    pass over every row). None when the catalog cannot answer (the caller ranks).
     """
     cat = Catalog(root, private=True)
     try:
         con = cat._open()
-        (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
+        if count is None:
+            (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
         shown_hidden = len(cat.present(hidden))
         rows = con.execute(
             f"SELECT name, line, updated FROM notes WHERE line IS NOT NULL ORDER BY {_RANK} "
@@ -952,7 +1065,7 @@ def ranked_lines(
         ).fetchall()
         kept = [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
         kept = [row for row in kept if row[0] not in hidden][:limit]
-        return int(count) - shown_hidden, kept
+        return int(count or 0) - shown_hidden, kept
     except Exception as exc:
         if is_damage(exc):
             return None

@@ -287,7 +287,11 @@ def _renameat2() -> object:
                 libc = ctypes.CDLL(None, use_errno=True)
                 fn = libc.renameat2
                 fn.argtypes = [
-                    ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_uint,
                 ]
                 fn.restype = ctypes.c_int
                 found = fn

@@ -13,9 +13,11 @@ and served again while the key holds:
 * every note the block shows is as it was (one ``lstat`` each, at most 200).
 
 A note edited in place that the block does not show is picked up at the next
-write or full load, exactly as MEMORY.md itself is; ``mdmem reindex`` or any
-write refreshes everything. The cache is derived state: a damaged or missing
-file is a miss, never an error. Only ``os`` and ``json`` are imported, lazily.
+full load, exactly as MEMORY.md itself is; any write changes the key (the
+block made again then follows the store's change log, see
+``Store.catalog_current``), and ``mdmem reindex`` refreshes everything. The
+cache is derived state: a damaged or missing file is a miss, never an error.
+Only ``os`` and ``json`` are imported, lazily.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from mdmem.store.paths import state_dir
+from mdmem.store.paths import INDEX_NAME, state_dir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
         def path(self) -> str: ...
 
         def load_index(self) -> str: ...
+
+        def catalog_current(self, max_age: float = ...) -> int | None: ...
 
         def entries(self) -> list[IndexEntry]: ...
 
@@ -53,6 +55,9 @@ __all__ = [
     "tree_key",
     "visible_lines",
 ]
+
+# The shortest MEMORY.md line there can be ("- [t] x (n.md)" and its newline), in bytes.
+_MIN_LINE = 16
 
 MARKS = "marks"
 STALE_MARKS = "stale.marks"
@@ -297,8 +302,23 @@ def ranked_index(
     """
     if getattr(store, "unavailable", None) is not None:
         return "", None, {}
-    text = store.load_index()  # the stat pass: brings the catalog up to date
     moment = time.time() if now is None else now
+    # Only a MEMORY.md long enough for more than 2 * limit lines can be ranked by the
+    # catalog: a small store's block is read without opening it.
+    try:
+        big = os.lstat(os.path.join(store.path, INDEX_NAME)).st_size > 2 * limit * _MIN_LINE
+    except OSError:
+        big = False
+    count = store.catalog_current() if big else None
+    if count is not None and count > 2 * limit:
+        # Settled at the last stat pass, and every change since is in the change log
+        # (an mdmem write): the catalog is current, no stat pass needed.
+        from mdmem.store._catalog import ranked_lines
+
+        found = ranked_lines(store.path, limit, _read_marks(store.path, moment), count=count)
+        if found is not None and found[0] > 2 * limit:
+            return _ranked(found, store.path)
+    text = store.load_index()  # the stat pass: brings the catalog up to date
     leave_out = _read_marks(store.path, moment)
     if text and text.count("\n") <= 2 * limit:
         return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
@@ -307,11 +327,18 @@ def ranked_index(
     found = ranked_lines(store.path, limit, leave_out) if os.path.isdir(store.path) else None
     if found is None or found[0] <= 2 * limit:
         return visible_lines(text, leave_out, cached_marks(store.path)) if text else "", None, {}
+    return _ranked(found, store.path)
+
+
+def _ranked(
+    found: tuple[int, list[tuple[str, str, str | None]]], root: str
+) -> tuple[str, int, dict[str, str]]:
+    """:func:`ranked_index`'s answer from the catalog's ranked rows."""
     total, rows = found
     kept = sorted(rows, key=lambda r: r[0])
     lines = "\n".join(line for _, line, _ in kept) + "\n"
     times = {name: updated for name, _, updated in kept if updated}
-    return visible_lines(lines, {}, cached_marks(store.path)), total, times
+    return visible_lines(lines, {}, cached_marks(root)), total, times
 
 
 def dated_index(store: Store, text: str | None = None) -> str:

@@ -35,7 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import contextlib
     import logging
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from datetime import datetime
     from pathlib import Path
     from types import TracebackType
@@ -640,6 +640,9 @@ class Store:
         seen_rejected: set[str] = set()
         gone: list[str] = []
         batch: list[tuple[str, _catalog.Entry]] = []
+        # The names whose rows this pass changes, for the change log (None: too many,
+        # or a rebuild: readers catch up in full).
+        touched: set[str] | None = None if full else set()
 
         def unmatched(name: str, st: _catalog.Stat | None) -> None:
             # A row no note of the listing matched: a rejected name, or a file gone.
@@ -688,6 +691,10 @@ class Store:
             fresh = fresh or max(st[0], st[3]) >= stamp
             if entry != prev:
                 batch.append((name, entry))
+                if touched is not None:
+                    touched.add(name)
+                    if len(touched) > _catalog.LOG_NAMES:
+                        touched = None
                 if len(batch) >= _BATCH:
                     cat.put_many(batch)
                     batch.clear()
@@ -704,6 +711,11 @@ class Store:
         for name, reason in rejected.items():
             if name not in seen_rejected:  # rejected, and new to the catalog
                 batch.append((name, {"error": reason}))
+        if touched is not None:
+            touched.update(name for name, _ in batch)
+            touched.update(gone)
+            if len(touched) > _catalog.LOG_NAMES:
+                touched = None
         cat.put_many(batch)
         if gone:  # rows of files that are gone
             cat.remove(gone)
@@ -719,6 +731,7 @@ class Store:
             fresh=fresh,
             computed=computed,
             rebuild=many,
+            touched=touched,
         )
 
     def _write_index(
@@ -734,6 +747,8 @@ class Store:
         computed: dict[str, _catalog.Entry] | None = None,
         complete: bool = False,
         rebuild: bool = False,
+        touched: Collection[str] | None = None,
+        key_before: str | None = None,
     ) -> tuple[str | None, bool]:
         """Make MEMORY.md say what the catalog (in its open transaction) says, then commit.
 
@@ -741,6 +756,11 @@ class Store:
         last wrote (its hash is in the catalog), and rebuilt from the catalog
         otherwise. ``scan`` (None after a write that scanned nothing) lets a
         settled store be fingerprinted.
+
+        The change log (``Catalog.log``) gets the names whose rows changed
+        (``touched``; None: maybe any) between the store's key ``key_before`` (a
+        write's, taken before its first note was written; a scan's own
+        otherwise) and the key after MEMORY.md is written.
         """
         index_path = os.path.join(self._root, INDEX_NAME)
         recorded = (cat.meta("index") or "").split(" ")
@@ -856,7 +876,6 @@ class Store:
         from mdmem.store import marks
 
         marks.save(self._root, self._marked(cat))  # before the fingerprint that vouches for it
-        cat.commit()
         fingerprint = None
         if scan is not None and not fresh and not rewrote and not cat.memory:
             stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
@@ -868,12 +887,120 @@ class Store:
                     lines,
                     self._head_names(cat),
                 )
+        self._log(cat, scan, key_before, touched, rewrote, scan_dir, index_stat, fingerprint)
+        cat.commit()
         _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
         if index_stat is not None:
             return None, False
         if streamed is not None:  # MEMORY.md could not be written: the text, if any
             return (_index_file.join(cat.lines()).decode("utf-8") if streamed[1] else None), False
         return (new.decode("utf-8") if new else None), False
+
+    def _log(
+        self,
+        cat: _catalog.Catalog,
+        scan: _catalog.Scan | None,
+        before: str | None,
+        touched: Collection[str] | None,
+        rewrote: bool,
+        scan_dir: _catalog.Stat | None,
+        index_stat: _catalog.Stat | None,
+        fingerprint: _catalog.Fingerprint | None,
+    ) -> None:
+        """Append this pass to the change log, and, when it found the store settled,
+        record where the log stood then (``Store.catalog_current``)."""
+        if cat.memory:
+            return
+        now_dir = _catalog.stat_of(self._root)
+        if scan is not None:
+            before = _catalog.key_of(scan.dir_stat, scan.index_stat)
+            # Someone else's create, delete or rename since the listing would hide behind
+            # the names of this pass: then readers catch up in full.
+            if (scan_dir if rewrote else scan.dir_stat) != now_dir:
+                touched = None
+        if touched is None or touched or rewrote:
+            after = _catalog.key_of(now_dir, index_stat)
+            cat.log(before if before is not None else "", after, touched)
+        if fingerprint is not None:
+            import time
+
+            epoch, seq = cat.position()
+            key = _catalog.key_of(fingerprint.dir, fingerprint.index)
+            cat.set_meta("settled", f"{epoch} {seq} {time.time()!r} {key}")
+
+    def log_position(self) -> tuple[str, int] | None:
+        """Where the store's change log stands (for a derived index to record), or None."""
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return None
+        with self._catalog_guard:
+            try:
+                return self._cat().position()
+            except Exception as exc:
+                if not _catalog.is_damage(exc):
+                    raise
+                return None
+
+    def changes_since(
+        self, position: tuple[str, int], key: str
+    ) -> tuple[tuple[str, int], str, set[str]] | None:
+        """The notes whose rows changed since the change log stood at ``position`` and
+        the store's key (``_catalog.store_key``) was ``key``: (the position now, the
+        key now, their names), or None when the log cannot vouch for that (catch up
+        in full).
+
+        The rows of those names are current as far as mdmem knows: a note edited
+        in place behind mdmem's back is not among them until a read notices it
+        (see docs/concepts/index.md, "The change log").
+        """
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return None
+        now_key = _catalog.store_key(self._root)
+        with self._catalog_guard:
+            try:
+                found = self._cat().changes_after(position, key, now_key)
+            except Exception as exc:
+                if not _catalog.is_damage(exc):
+                    raise
+                return None
+        return None if found is None else (found[0], now_key, found[1])
+
+    def versions_of(self, names: Collection[str]) -> dict[str, str]:
+        """The content hash of each of ``names`` that is a note, as the catalog records it
+        (no stat pass: for a reader that learned the names from :meth:`changes_since`)."""
+        if self.unavailable is not None or not os.path.isdir(self._root) or not names:
+            return {}
+        with self._catalog_guard:
+            return self._cat().versions(names)
+
+    def catalog_current(self, max_age: float = 600.0) -> int | None:
+        """How many notes the catalog lists (MEMORY.md's lines), when it may be read as
+        the notes are without a stat pass; None otherwise.
+
+        It may when a stat pass found the store settled less than ``max_age``
+        seconds ago and the change log accounts for every change of the store's
+        key since. A note edited in place meanwhile is not seen (the prompt
+        block's contract, see ``blockcache``).
+        """
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return None
+        import time
+
+        with self._catalog_guard:
+            try:
+                cat = self._cat()
+                settled = (cat.meta("settled") or "").split(" ", 3)
+                if len(settled) != 4 or not 0 <= time.time() - float(settled[2]) < max_age:
+                    return None
+                position = (settled[0], int(settled[1]))
+                now_key = _catalog.store_key(self._root)
+                if cat.changes_after(position, settled[3], now_key) is None:
+                    return None
+                recorded = (cat.meta("index") or "").split(" ")
+                return int(recorded[5]) if len(recorded) == 7 else None
+            except Exception as exc:
+                if not _catalog.is_damage(exc) and not isinstance(exc, ValueError):
+                    raise
+                return None
 
     def _index_stat_proves(self, recorded: list[str]) -> bool:
         """Whether MEMORY.md's stat alone proves it is what mdmem last wrote (the racy-clean
@@ -945,7 +1072,7 @@ class Store:
                 return False
             raise
 
-    def _record(self, plan: _txn.Plan, at: int, complete: bool) -> None:
+    def _record(self, plan: _txn.Plan, at: int, complete: bool, before: str | None) -> None:
         """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
 
         The rest of the store is not looked at (that is what makes a write cost
@@ -974,7 +1101,16 @@ class Store:
                     changes.update(dict.fromkeys(plan.deletes))
                     recorded = (cat.meta("index") or "").split(" ")
                     if len(recorded) == 7 and _index_stat(self._root) is not None:
-                        self._write_index(cat, None, changes, at, locked=True, complete=complete)
+                        self._write_index(
+                            cat,
+                            None,
+                            changes,
+                            at,
+                            locked=True,
+                            complete=complete,
+                            touched=set(changes) if before is not None else None,
+                            key_before=before,
+                        )
                         return
                     cat.rollback()
             except Exception as exc:
@@ -1062,13 +1198,14 @@ class Store:
                 # not trusted until a read finds them older than a later "now".
                 at = _catalog.fs_now(self._root, private=self.private)
                 complete = self._dir_known()
+                before = _catalog.store_key(self._root)  # for the change log
                 lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
                 for name in lost:
                     planner.lost_race(name)
                 if lost:
                     self._sync(_catalog.Scan(self._root), locked=True)
                 else:
-                    self._record(planner.plan, at, complete)
+                    self._record(planner.plan, at, complete, before)
             elif os.path.isdir(self._root) and not os.path.exists(
                 os.path.join(self._root, INDEX_NAME)
             ):
@@ -1128,9 +1265,10 @@ class Store:
                 plan.before[note.filename] = None  # a create: exclusive, never a clobber
             at = _catalog.fs_now(self._root, private=self.private)
             complete = self._dir_known()
+            before = _catalog.store_key(self._root)
             if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(note.filename, self._root)
-            self._record(plan, at, complete)
+            self._record(plan, at, complete, before)
         return "create" if current is None else "update"
 
     def rename(self, old: str, new: str, *, source: str = "api") -> str:
