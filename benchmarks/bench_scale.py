@@ -173,18 +173,27 @@ class Zero:
     def __init__(self, named: bool = False) -> None:
         self.n = 0
         self.named = named
-        self.prompt_tokens = 0
-        self.memory_bytes = 0
-        self.related = 0
+        self.last: object = None
 
-    def extract(self, request: object) -> str:
+    # Measured from the last request after the turns, not inside the timed provider call.
+    @property
+    def prompt_tokens(self) -> int:
         from mdmem.extract.turn import estimate_tokens
 
+        request = self.last
+        return estimate_tokens(getattr(request, "full_system", "") + getattr(request, "prompt", ""))
+
+    @property
+    def memory_bytes(self) -> int:
+        return len(str(getattr(self.last, "memory", "")).encode("utf-8"))
+
+    @property
+    def related(self) -> int:
+        return len(str(getattr(self.last, "related", "")).splitlines())
+
+    def extract(self, request: object) -> str:
         self.n += 1
-        full = getattr(request, "full_system", "") + getattr(request, "prompt", "")
-        self.prompt_tokens = estimate_tokens(full)
-        self.memory_bytes = len(str(getattr(request, "memory", "")).encode("utf-8"))
-        self.related = len(str(getattr(request, "related", "")).splitlines())
+        self.last = request
         ops = []
         for k in range(3):
             op = {

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -23,6 +23,53 @@ WORDS = st.lists(
     min_size=1,
     max_size=6,
 ).map(" ".join)
+
+
+def assert_counts_agree(index: Index) -> None:
+    """The kept term counts are FTS5's own (what fts5vocab counts from the postings)."""
+    db = index._connect()
+    kept = sorted(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
+    assert kept == sorted(db.execute("SELECT term, doc FROM vocab").fetchall())
+    assert db.execute("SELECT count(*) FROM df WHERE n <= 0").fetchone()[0] == 0
+
+
+# Any text at all: the terms mdmem splits out must be the tokens FTS5 counts.
+ANY_TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=60
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.tuples(st.integers(0, 4), ANY_TEXT), min_size=1, max_size=8))
+def test_kept_term_counts_are_fts5s_for_any_text(texts: list[tuple[int, str]]) -> None:
+    from datetime import datetime, timezone
+
+    from mdmem import Note, NoteType
+
+    store = Store(Path(tempfile.mkdtemp()) / "memory", Level.PROJECT)
+    index = Index(store, path=":memory:")
+    db = index._connect()
+    moment = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    try:
+        for n, text in texts:
+            note = Note(
+                f"project_knowledge_n{n}.md",
+                NoteType.PROJECT_KNOWLEDGE,
+                text,
+                text,
+                text,
+                moment,
+                moment,
+            )
+            db.execute("BEGIN")
+            if n % 3 == 2:
+                index._remove(db, note.filename)
+            else:
+                index._put(db, note, f"sha{n}")
+            db.execute("COMMIT")
+            assert_counts_agree(index)
+    finally:
+        index.close()
 
 
 class IndexUpkeep(RuleBasedStateMachine):
@@ -94,9 +141,11 @@ class IndexUpkeep(RuleBasedStateMachine):
         self.index.refresh(NAMES)
         assert self.index.dump() == fresh.dump()
         assert {row[0] for row in self.index.dump()} == self.live
+        assert_counts_agree(self.index)
         # And a full check agrees too.
         self.index.sync(full=True)
         assert self.index.dump() == fresh.dump()
+        assert_counts_agree(self.index)
 
     def teardown(self) -> None:
         if hasattr(self, "index"):

@@ -346,19 +346,9 @@ class Fingerprint:
             return None
 
 
-_STATE_DIRS: dict[tuple[str, ...], str] = {}
-
-
 def _state(root: str) -> str:
-    """``paths.state_dir(root)``, remembered: it resolves the path (a few ``lstat``) each time."""
-    env = os.environ
-    key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
-    found = _STATE_DIRS.get(key)
-    if found is None:
-        if len(_STATE_DIRS) > 64:
-            _STATE_DIRS.clear()
-        found = _STATE_DIRS[key] = state_dir(root)
-    return found
+    """``paths.state_dir(root)`` (remembered there)."""
+    return state_dir(root)
 
 
 def _fp_path(root: str) -> str:

@@ -252,6 +252,11 @@ def state_base() -> str:
     return os.path.join(os.path.expanduser("~"), ".local", "state", "mdmem")
 
 
+#: state_dir's answers in this process, by (root, the variables state_base reads): it
+#: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
+_STATE_DIRS: dict[tuple[str, ...], str] = {}
+
+
 def state_dir(root: str) -> str:
     """The state folder of the store at ``root`` (catalog, journals, trash, locks, logs).
 
@@ -259,6 +264,17 @@ def state_dir(root: str) -> str:
     their state and lock, and named after its workspace so a person can find
     it: ``<state_base>/stores/<workspace name>-<hash>``. Nothing is created here.
     """
+    env = os.environ
+    key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
+    found = _STATE_DIRS.get(key)
+    if found is None:
+        if len(_STATE_DIRS) > 64:
+            _STATE_DIRS.clear()
+        found = _STATE_DIRS[key] = _state_dir(root)
+    return found
+
+
+def _state_dir(root: str) -> str:
     try:  # hashlib costs milliseconds to import (OpenSSL) on the `mdmem index` path
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover - interpreters without the _blake2 module
