@@ -33,6 +33,7 @@ __all__ = [
     "THRESHOLD",
     "Duplicate",
     "find_duplicate",
+    "near_among",
     "normalise",
     "similarity",
 ]
@@ -143,6 +144,21 @@ class Index:
         return sorted(out, key=lambda c: c.filename)
 
 
+def near_among(title: str, candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Those of ``candidates`` that :meth:`Index.near` would keep for ``title``, by file name.
+
+    The same test without building an index: for a few candidates (what the
+    catalog's keys give a create) the postings would cost more than they save.
+    """
+    grams = _trigrams(title)
+    out = [
+        c
+        for c in candidates
+        if len(grams & c.title_grams) >= TITLE_CONTAINMENT * min(len(grams), len(c.title_grams))
+    ]
+    return sorted(out, key=lambda c: c.filename)
+
+
 def similarity(a: str, b: str) -> float:
     """How alike two texts are, 0 to 1: Jaccard of character trigrams of the normalised text."""
     x, y = _trigrams(a), _trigrams(b)
@@ -179,6 +195,9 @@ def find_duplicate(
     (see :func:`candidate`); ``read(name)`` gives (title, summary, body) of
     one, and is called only for candidates whose title and summary are close.
     """
+    candidates = list(candidates)
+    if not candidates:
+        return None  # nothing to compare with: the text need not even be normalised
     text = note_text(title, summary, body)
     wanted = normalise(text)
     short = len(wanted) < MIN_CHARS  # only an exact repeat counts: its title is the same

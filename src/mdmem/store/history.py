@@ -28,7 +28,6 @@ from datetime import datetime, timedelta, timezone
 
 from mdmem.errors import InvalidOperation, NoteNotFound
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
 
 __all__ = [
     "HISTORY_DIR",
@@ -78,7 +77,8 @@ class Version:
 
 
 def _folder(root: str, name: str) -> str:
-    return os.path.join(state_dir(root), HISTORY_DIR, name)
+    # The state folder as the catalog finds it (resolved once: it costs a few lstat).
+    return os.path.join(_catalog._state(root), HISTORY_DIR, name)
 
 
 def _numbers(folder: str) -> list[int]:
@@ -166,7 +166,7 @@ def record(
             "text": data.decode("utf-8", "surrogateescape"),
         }
         tmp = os.path.join(folder, f".new.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        number = (numbers[-1] if numbers else 0) + 1
+        number = first = (numbers[-1] if numbers else 0) + 1
         try:
             for _ in range(1000):
                 payload["version"] = number
@@ -186,7 +186,9 @@ def record(
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _bound(folder, moment)
+        # Taken at the first try: the versions are those listed and this one (one that
+        # another writer added meanwhile is newer, and bounded by that writer).
+        _bound(folder, moment, [*numbers, number] if number == first else None)
         return number
     except OSError:
         return None
@@ -201,8 +203,9 @@ def record_if_unknown(
     return record(root, name, data, source=source, now=now, durable=True)
 
 
-def _bound(folder: str, now: datetime) -> None:
-    numbers = _numbers(folder)
+def _bound(folder: str, now: datetime, numbers: list[int] | None = None) -> None:
+    if numbers is None:
+        numbers = _numbers(folder)
     if len(numbers) <= KEEP_NEWEST:
         return
     cutoff = now - timedelta(days=MAX_AGE_DAYS)
