@@ -58,6 +58,8 @@ BUILT = "dedupe"
 _CHUNK = 500
 _MAX_SIZE = 1 << 62
 _EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
+# Count every posting when they are at most this many times those read anyway (measured).
+_EXACT = 4
 
 
 def gram_ids(title: str) -> list[int]:
@@ -226,6 +228,12 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         lookups.append((gram, top))
     if not lookups:
         return []
+    # When the trigrams every size needs are common already, the pruned lookups read
+    # most of the postings anyway and leave many notes to check one by one: counting
+    # every posting of every trigram gives each title's exact overlap in one pass.
+    read_anyway = sum(df[g] for g, top in lookups if top == _MAX_SIZE)
+    if a <= _CHUNK and sum(df.values()) <= _EXACT * read_anyway:
+        return _near_by_count(con, wanted)
     # Every near title is hit at least ``least`` times, but those below size ``small``.
     least = min(_EXTRA, need[a])
     small = next(m for m in range(1, a + 1) if need[m] >= least)
@@ -288,6 +296,23 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
             if close(size, _EXTRA, blob):
                 out.append((name, row_title, summary))
     return sorted(out)
+
+
+def _near_by_count(con: sqlite3.Connection, wanted: list[int]) -> list[tuple[str, str, str]]:
+    """:func:`near` by the overlap of every title, counted on all of ``wanted``'s postings.
+
+    The count is ``Index.near``'s, and so is the test (the same product of floats).
+    """
+    marks = ",".join("?" * len(wanted))
+    rows = con.execute(
+        f"WITH h (id) AS (SELECT id FROM dedupe_grams WHERE gram IN ({marks})"
+        " GROUP BY id HAVING COUNT(*) >= ? * MIN(?, size))"
+        " SELECT n.name, n.title, n.summary"
+        " FROM h JOIN dedupe_notes d ON d.id = h.id JOIN notes n ON n.name = d.name"
+        " WHERE n.line IS NOT NULL",
+        [*wanted, TITLE_CONTAINMENT, len(wanted)],
+    ).fetchall()
+    return sorted(rows)
 
 
 def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, int, bytes]], list[tuple[int, int]]]:

@@ -1,0 +1,94 @@
+"""The single-op write path gives the same answers with less work: near titles without an
+index, redaction asked once a text, history bounded from the listing it made."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mdmem import Level, Store
+from mdmem.store import history
+from mdmem.store.dedupe import Index, candidate, near_among
+
+WORDS = ["cache", "build", "test", "the", "MSRV", "1.74", "v2", "构建", "测试"]
+TITLE = st.lists(
+    st.one_of(st.sampled_from(WORDS), st.text("abcxyz 构建测", min_size=1, max_size=6)),
+    max_size=6,
+).map(" ".join)
+
+
+@given(titles=st.lists(TITLE, max_size=12), query=TITLE)
+def test_near_among_keeps_what_the_index_keeps(titles: list[str], query: str) -> None:
+    found = [candidate(f"n{i}.md", title, "s") for i, title in enumerate(titles)]
+    index = Index()
+    for c in found:
+        index.add(c)
+    assert near_among(query, reversed(found)) == index.near(query)
+
+
+def _create(title: str, content: str = "Run the whole suite before a release.") -> dict[str, str]:
+    return {
+        "action": "create",
+        "level": "project",
+        "type": "project_knowledge",
+        "title": title,
+        "content": content,
+    }
+
+
+def test_a_text_that_redaction_changed_is_redacted_again(tmp_path: Path) -> None:
+    # Each text is redacted whole, then its cleaned fields again. A redaction that
+    # needs the second pass still gets it, though a batch asks each text only once.
+    def redact(text: str) -> str:
+        return text.replace("XY", "Y")
+
+    store = Store(tmp_path / "mem", Level.PROJECT, redact=redact)
+    result = store.apply([_create("XXY release checklist", "XXY before tagging.")])
+    note = store.read(result.applied[0].filename)
+    assert note.title == "Y release checklist"
+    assert note.body == "Y before tagging."
+
+
+def test_redaction_is_asked_once_per_text_of_a_batch(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def redact(text: str) -> str:
+        asked.append(text)
+        return text
+
+    store = Store(tmp_path / "mem", Level.PROJECT, redact=redact)
+    store.apply([_create("Release checklist"), _create("Release checklist")])
+    assert asked.count("Release checklist") == 1
+    assert asked.count("Run the whole suite before a release.") == 1
+
+
+def test_history_bounds_a_version_taken_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = str(tmp_path / "mem")
+    (tmp_path / "mem").mkdir()
+    now = datetime.now(timezone.utc)
+    for i in range(history.MAX_VERSIONS):
+        history.record(root, "a.md", f"take {i}".encode(), source="api", now=now)
+    # Another writer adds a version between this one's listing and its link: the
+    # number it chose is taken, so it takes the next and bounds from a new listing.
+    listing = history._numbers
+    stale = [True]
+
+    def numbers(folder: str) -> list[int]:
+        found = listing(folder)
+        if stale[0]:
+            stale[0] = False
+            return found[:-1]
+        return found
+
+    monkeypatch.setattr(history, "_numbers", numbers)
+    number = history.record(root, "a.md", b"take last", source="api", now=now)
+    assert number == history.MAX_VERSIONS + 1
+    versions = history.list_versions(root, "a.md")
+    assert len(versions) == history.MAX_VERSIONS
+    assert versions[-1].version == number
