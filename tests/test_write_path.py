@@ -92,3 +92,16 @@ def test_history_bounds_a_version_taken_meanwhile(
     versions = history.list_versions(root, "a.md")
     assert len(versions) == history.MAX_VERSIONS
     assert versions[-1].version == number
+
+
+@given(st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=200))
+def test_content_drops_the_same_control_characters_as_before(text: str) -> None:
+    from mdmem.errors import InvalidOperation
+    from mdmem.store.operations import _content
+
+    # The definition it replaced, character by character.
+    kept = "".join(ch for ch in text if ch in "\n\t" or (ch >= " " and ch != "\x7f")).strip()
+    try:
+        assert _content(text) == kept
+    except InvalidOperation:
+        assert not text.strip()

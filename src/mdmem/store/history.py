@@ -172,7 +172,7 @@ def record(
                 payload["version"] = number
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with open(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                    json.dump(payload, f, ensure_ascii=False)
+                    f.write(json.dumps(payload, ensure_ascii=False))
                     if durable:
                         f.flush()
                         os.fsync(f.fileno())
