@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
@@ -12,7 +13,12 @@ from hypothesis import strategies as st
 
 from mdmem import Level, Store
 from mdmem.store import history
-from mdmem.store.dedupe import Index, candidate, near_among
+from mdmem.store.dedupe import Candidate, Duplicate, Index, candidate, near_among
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Reader = Callable[[str], tuple[str, str, str] | None]
 
 WORDS = ["cache", "build", "test", "the", "MSRV", "1.74", "v2", "构建", "测试"]
 TITLE = st.lists(
@@ -105,3 +111,72 @@ def test_content_drops_the_same_control_characters_as_before(text: str) -> None:
         assert _content(text) == kept
     except InvalidOperation:
         assert not text.strip()
+
+
+def _find_duplicate_as_before(
+    title: str, summary: str, body: str, candidates: list[Candidate], read: Reader
+) -> Duplicate | None:
+    """find_duplicate as it was: every text computed up front, tests in the old order."""
+    from mdmem.store import dedupe as d
+
+    text = d.note_text(title, summary, body)
+    wanted = d.normalise(text)
+    short = len(wanted) < d.MIN_CHARS
+    wanted_title = d.normalise(title)
+    head = d._trigrams(f"{title}\n{summary}")
+    title_grams = d._trigrams(title)
+    numbers = d._numbers(text)
+    best: Duplicate | None = None
+    for c in candidates:
+        if c.norm_title != wanted_title:
+            if short:
+                continue
+            common = len(head & c.head)
+            if common < d.PREFILTER * (len(head) + len(c.head) - common):
+                continue
+            if d._containment(title_grams, c.title_grams) < d.TITLE_CONTAINMENT:
+                continue
+            if not c.numbers <= numbers:
+                continue
+        full = read(c.filename)
+        if full is None:
+            continue
+        other = d.note_text(*full)
+        if d.normalise(other) == wanted:
+            return Duplicate(c.filename, 1.0, True)
+        if short or numbers != d._numbers(other):
+            continue
+        if d._containment(title_grams, d._trigrams(full[0])) < d.TITLE_CONTAINMENT:
+            continue
+        score = d.similarity(text, other)
+        if score >= d.THRESHOLD and (best is None or score > best.score):
+            best = Duplicate(c.filename, score, False)
+    return best
+
+
+PIECES = ["MSRV 1.74", "MSRV 1.80", "v2", "cache", "build", "the", "ﬁ", "Ⅻ", "构建", "12", "\n"]
+TEXT = st.lists(st.sampled_from(PIECES) | st.text("ab1.2 ", max_size=4), max_size=30).map(" ".join)
+
+
+@given(
+    new=st.tuples(TEXT, TEXT, TEXT),
+    stored=st.lists(st.tuples(TEXT, TEXT, TEXT), max_size=6),
+)
+def test_find_duplicate_finds_what_it_found_before(
+    new: tuple[str, str, str], stored: list[tuple[str, str, str]]
+) -> None:
+    from mdmem.store.dedupe import find_duplicate
+
+    notes = {f"n{i}.md": note for i, note in enumerate(stored)}
+    found = [candidate(name, t, s) for name, (t, s, _) in notes.items()]
+    title, summary, body = new
+    assert find_duplicate(title, summary, body, found, notes.get) == _find_duplicate_as_before(
+        title, summary, body, found, notes.get
+    )
+    # And a note against itself, and against a copy with one number changed.
+    if stored:
+        t, s, b = stored[0]
+        for text in (b, b + " 7", b.replace("1", "2")):
+            assert find_duplicate(t, s, text, found, notes.get) == _find_duplicate_as_before(
+                t, s, text, found, notes.get
+            )
