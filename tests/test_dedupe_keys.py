@@ -44,14 +44,14 @@ def _catalog_with(rows: dict[str, str]) -> _catalog.Catalog:
 
 
 @contextlib.contextmanager
-def _exact(factor: int) -> Iterator[None]:
-    """``near`` counting every posting always (a huge factor) or never (0)."""
-    before = _dedupe_keys._EXACT
-    _dedupe_keys._EXACT = factor
+def _exact(always: bool) -> Iterator[None]:
+    """``near`` counting every posting always, or never."""
+    before = _dedupe_keys._by_count
+    _dedupe_keys._by_count = lambda df, lookups: always  # type: ignore[assignment]
     try:
         yield
     finally:
-        _dedupe_keys._EXACT = before
+        _dedupe_keys._by_count = before
 
 
 def _full(rows: dict[str, str], title: str) -> list[str]:
@@ -82,7 +82,7 @@ def test_the_keys_find_what_the_full_index_finds(
     final = {n: t for n, t in {**rows, **changes}.items() if n not in removed}
     for title in [*queries, *final.values()]:
         # Both ways of finding them: the pruned lookups, and counting every posting.
-        for exact in (0, 10**9):
+        for exact in (False, True):
             with _exact(exact):
                 found = cat.near(title, 0)
             assert found is not None

@@ -58,7 +58,9 @@ BUILT = "dedupe"
 _CHUNK = 500
 _MAX_SIZE = 1 << 62
 _EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
-# Count every posting when they are at most this many times those read anyway (measured).
+# Count every posting when the titles left to check, times this, pass the postings that
+# saves (measured: a title left to check costs about twenty postings' worth, a fifth of
+# the bound is left).
 _EXACT = 4
 
 
@@ -228,74 +230,91 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         lookups.append((gram, top))
     if not lookups:
         return []
-    # When the trigrams every size needs are common already, the pruned lookups read
-    # most of the postings anyway and leave many notes to check one by one: counting
-    # every posting of every trigram gives each title's exact overlap in one pass.
-    read_anyway = sum(df[g] for g, top in lookups if top == _MAX_SIZE)
-    if a <= _CHUNK and sum(df.values()) <= _EXACT * read_anyway:
+    if a <= _CHUNK and _by_count(df, lookups):
         return _near_by_count(con, wanted)
     # Every near title is hit at least ``least`` times, but those below size ``small``.
     least = min(_EXTRA, need[a])
     small = next(m for m in range(1, a + 1) if need[m] >= least)
     wanted_set = set(wanted)
     grams = array("q")
-    out: list[tuple[str, str, str]] = []
+    close: list[int] = []
 
-    def close(size: int, count: int, blob: bytes) -> bool:
+    def keep(note: int, size: int, count: int, blob: bytes) -> None:
         k = need[min(a, size)]
         if count < min(_EXTRA, k):
-            return False
+            return
         del grams[:]
         grams.frombytes(blob)
-        return len(wanted_set.intersection(grams)) >= k
+        if len(wanted_set.intersection(grams)) >= k:
+            close.append(note)
 
     step = 2_000
     if len(lookups) <= step:
-        # One statement: the hits, pruned by their count, with each one's keys and row.
+        # One statement: the hits, pruned by their count, with each one's trigrams.
         values = ",".join(["(?, ?)"] * len(lookups))
         params = [x for pair in lookups for x in pair]
-        for size, count, blob, name, row_title, summary in con.execute(
+        for note, size, count, blob in con.execute(
             f"WITH q (gram, top) AS (VALUES {values}),"
             " h (id, size, hits) AS (SELECT g.id, g.size, COUNT(*)"
             " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
             " GROUP BY g.id HAVING COUNT(*) >= ? OR g.size < ?)"
-            " SELECT h.size, h.hits, d.grams, n.name, n.title, n.summary"
-            " FROM h JOIN dedupe_notes d ON d.id = h.id JOIN notes n ON n.name = d.name"
-            " WHERE n.line IS NOT NULL",
+            " SELECT h.id, h.size, h.hits, d.grams FROM h JOIN dedupe_notes d ON d.id = h.id",
             [*params, least, small],
         ):
-            if close(size, count, blob):
-                out.append((name, row_title, summary))
-        return sorted(out)
-    # A very long title: its hits are counted over several statements, then kept.
-    hits: dict[int, list[int]] = {}  # id -> [size, hits]
-    for first in range(0, len(lookups), step):
-        chunk = lookups[first : first + step]
-        values = ",".join(["(?, ?)"] * len(chunk))
-        params = [x for pair in chunk for x in pair]
-        for note, size, count in con.execute(
-            f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
-            " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
-            " GROUP BY g.id",
-            params,
-        ):
-            seen = hits.setdefault(note, [size, 0])
-            seen[1] += count
-    found = sorted(
-        n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])
-    )
-    for start in range(0, len(found), _CHUNK):
-        part = found[start : start + _CHUNK]
+            keep(note, size, count, blob)
+    else:
+        # A very long title: its hits are counted over several statements, then kept.
+        hits: dict[int, list[int]] = {}  # id -> [size, hits]
+        for first in range(0, len(lookups), step):
+            chunk = lookups[first : first + step]
+            values = ",".join(["(?, ?)"] * len(chunk))
+            params = [x for pair in chunk for x in pair]
+            for note, size, count in con.execute(
+                f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
+                " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
+                " GROUP BY g.id",
+                params,
+            ):
+                seen = hits.setdefault(note, [size, 0])
+                seen[1] += count
+        found = sorted(
+            n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])
+        )
+        for start in range(0, len(found), _CHUNK):
+            part = found[start : start + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for note, size, blob in con.execute(
+                f"SELECT id, size, grams FROM dedupe_notes WHERE id IN ({marks})", part
+            ):
+                keep(note, size, hits[note][1], blob)
+    return _rows(con, close)
+
+
+def _rows(con: sqlite3.Connection, ids: list[int]) -> list[tuple[str, str, str]]:
+    """(name, title, summary) of the valid notes of these key ids, sorted."""
+    out: list[tuple[str, str, str]] = []
+    for start in range(0, len(ids), _CHUNK):
+        part = ids[start : start + _CHUNK]
         marks = ",".join("?" * len(part))
-        for size, blob, name, row_title, summary in con.execute(
-            "SELECT d.size, d.grams, n.name, n.title, n.summary"
-            " FROM dedupe_notes d JOIN notes n ON n.name = d.name"
+        out += con.execute(
+            "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
             f" WHERE d.id IN ({marks}) AND n.line IS NOT NULL",
             part,
-        ):
-            if close(size, _EXTRA, blob):
-                out.append((name, row_title, summary))
+        ).fetchall()
     return sorted(out)
+
+
+def _by_count(df: dict[int, int], lookups: list[tuple[int, int]]) -> bool:
+    """Whether counting every posting of the title's trigrams is the cheaper way.
+
+    It gives each title's exact overlap in one pass, and pays when the pruned
+    lookups would leave many titles to check one by one. A title left to check
+    holds ``_EXTRA`` looked-up trigrams, so one of all but the commonest
+    ``_EXTRA - 1`` of them: their postings bound how many are left.
+    """
+    every = sorted(df[g] for g, top in lookups if top == _MAX_SIZE)
+    left = sum(every[: max(0, len(every) - _EXTRA + 1)])
+    return _EXACT * left > sum(df.values()) - sum(every)
 
 
 def _near_by_count(con: sqlite3.Connection, wanted: list[int]) -> list[tuple[str, str, str]]:
