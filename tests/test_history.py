@@ -177,13 +177,12 @@ def test_save_rename_and_an_interrupted_batch_are_recorded(workspace: Path) -> N
     assert [v.source for v in store.history(NAME)] == ["api", "cli"]
     # A batch finished after a crash records what it wrote.
     from mdmem.store import _txn
-    from mdmem.store.paths import state_dir
 
     plan = _txn.Plan(
         writes={"a.md": b"---\ntype: project_knowledge\ntitle: A\n---\nA.\n"},
         before={"a.md": None},
     )
-    journal = Path(state_dir(store.path)) / _txn.TXN
+    journal = Path(_txn.state_dir(store.path)) / _txn.TXN
     journal.write_text(
         json.dumps(
             {"writes": {"a.md": plan.writes["a.md"].decode()}, "deletes": {}, "before": plan.before}

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
-from mdmem.store import _catalog, _txn
+from mdmem.store import _txn
 from mdmem.store.dedupe import (
     Candidate,
     Duplicate,
@@ -23,7 +23,7 @@ from mdmem.store.dedupe import (
 )
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Operation, Update, validate
-from mdmem.store.paths import note_path, slugify
+from mdmem.store.paths import note_path, slugify, state_dir
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
@@ -373,7 +373,7 @@ class Planner:
 
     def _trash_name(self, name: str) -> str:
         stamp = self.now.strftime("%Y%m%dT%H%M%SZ")
-        folder = os.path.join(_catalog._state(self.store.path), _txn.TRASH_DIR)
+        folder = os.path.join(state_dir(self.store.path), _txn.TRASH_DIR)
         planned = set(self.plan.deletes.values())
         candidate, n = f"{stamp}~{name}", 1
         while candidate in planned or os.path.lexists(os.path.join(folder, candidate)):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from mdmem.errors import InvalidPath
 from mdmem.store import _catalog, _fs
-from mdmem.store.paths import check_name
+from mdmem.store.paths import check_name, state_dir
 
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 
@@ -71,7 +71,7 @@ def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = F
 
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
-    trash = os.path.join(_catalog._state(root), TRASH_DIR)
+    trash = os.path.join(state_dir(root), TRASH_DIR)
     _fs.ensure_dir(trash, private=private)
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
@@ -110,7 +110,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
     from mdmem.store import history
 
     before = _remember(root, plan)
-    journal = os.path.join(_catalog._state(root), TXN)
+    journal = os.path.join(state_dir(root), TXN)
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
         payload = {
@@ -123,7 +123,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         )
         # The journal must be on disk (its name too) before any note changes: after a
         # power cut, a batch half on disk is finished from it, not left half done.
-        _fs.fsync_dir(_catalog._state(root))
+        _fs.fsync_dir(state_dir(root))
     lost: list[str] = []
     for name, data in plan.writes.items():
         create = name in plan.before and plan.before[name] is None
@@ -133,7 +133,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         _trash(root, name, trash_name, private)
     if plan.deletes:
         # A deleted note must be in the trash before it is durably gone from the store.
-        _fs.fsync_dir(os.path.join(_catalog._state(root), TRASH_DIR))
+        _fs.fsync_dir(os.path.join(state_dir(root), TRASH_DIR))
     # One fsync of the directory makes every rename of the batch durable.
     _fs.fsync_dir(root)
     if journaled:
@@ -151,7 +151,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
 
 def recover(root: str, *, private: bool) -> list[str]:
     """Finish a batch a dead process left half done; return what was skipped and why."""
-    journal = os.path.join(_catalog._state(root), TXN)
+    journal = os.path.join(state_dir(root), TXN)
     try:
         with open(journal, encoding="utf-8") as f:
             payload = json.load(f)

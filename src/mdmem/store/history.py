@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 
 from mdmem.errors import InvalidOperation, NoteNotFound
 from mdmem.store import _catalog, _fs
+from mdmem.store.paths import state_dir
 
 __all__ = [
     "HISTORY_DIR",
@@ -77,8 +78,7 @@ class Version:
 
 
 def _folder(root: str, name: str) -> str:
-    # The state folder as the catalog finds it (resolved once: it costs a few lstat).
-    return os.path.join(_catalog._state(root), HISTORY_DIR, name)
+    return os.path.join(state_dir(root), HISTORY_DIR, name)
 
 
 def _numbers(folder: str) -> list[int]:
