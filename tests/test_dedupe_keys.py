@@ -8,6 +8,9 @@ near notes and the same :class:`~mdmem.store.dedupe.Duplicate`.
 
 from __future__ import annotations
 
+import contextlib
+import random
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +43,17 @@ def _catalog_with(rows: dict[str, str]) -> _catalog.Catalog:
     return cat
 
 
+@contextlib.contextmanager
+def _exact(always: bool) -> Iterator[None]:
+    """``near`` counting every posting always, or never."""
+    before = _dedupe_keys._by_count
+    _dedupe_keys._by_count = lambda df, lookups: always  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _dedupe_keys._by_count = before
+
+
 def _full(rows: dict[str, str], title: str) -> list[str]:
     index = Index()
     for name, t in rows.items():
@@ -67,9 +81,12 @@ def test_the_keys_find_what_the_full_index_finds(
     cat.commit()
     final = {n: t for n, t in {**rows, **changes}.items() if n not in removed}
     for title in [*queries, *final.values()]:
-        found = cat.near(title, 0)
-        assert found is not None
-        assert [name for name, _, _ in found] == _full(final, title), title
+        # Both ways of finding them: the pruned lookups, and counting every posting.
+        for exact in (False, True):
+            with _exact(exact):
+                found = cat.near(title, 0)
+            assert found is not None
+            assert [name for name, _, _ in found] == _full(final, title), (title, exact)
     # And the keys are what a build from the rows gives.
     kept = _dedupe_keys.dump(con)
     cat.begin(0)
@@ -160,3 +177,29 @@ def test_gram_ids_are_the_trigrams_index_uses(title: str) -> None:
     assert _dedupe_keys.gram_ids(title) == sorted(
         (ord(g[0]) << 42) | (ord(g[1]) << 21) | ord(g[2]) for g in grams
     )
+
+
+def test_long_titles_are_found_past_the_chunked_lookups() -> None:
+    # Thousands of distinct trigrams: the lookups go over several statements (and the
+    # count of every posting is not tried), and must still find exactly the near notes.
+    rng = random.Random(7)
+    alphabet = [chr(0x4E00 + i) for i in range(3000)]
+    base = "".join(rng.choice(alphabet) for _ in range(2600))
+    rows = {
+        "project_knowledge_same.md": base,
+        "project_knowledge_most.md": base[:1500] + "".join(rng.sample(alphabet, 400)),
+        "project_knowledge_part.md": base[:900] + "".join(rng.sample(alphabet, 2000)),
+        "project_knowledge_short.md": base[100:400],
+        "project_knowledge_other.md": "".join(rng.choice(alphabet) for _ in range(2600)),
+        "project_knowledge_tiny.md": "cache",
+    }
+    assert len(_dedupe_keys.gram_ids(base)) > 2_000
+    cat = _catalog_with(rows)
+    try:
+        for title in [base, rows["project_knowledge_most.md"], rows["project_knowledge_short.md"]]:
+            found = cat.near(title, 0)
+            assert found is not None
+            assert [name for name, _, _ in found] == _full(rows, title)
+        assert "project_knowledge_same.md" in [n for n, _, _ in cat.near(base, 0) or []]
+    finally:
+        cat.close()

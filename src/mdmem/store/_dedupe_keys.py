@@ -30,6 +30,7 @@ rebuild does not pay for it), dropped with the rows, rebuilt from them.
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 
@@ -57,6 +58,10 @@ BUILT = "dedupe"
 _CHUNK = 500
 _MAX_SIZE = 1 << 62
 _EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
+# Count every posting when the titles left to check, times this, pass the postings that
+# saves (measured: a title left to check costs about twenty postings' worth, a fifth of
+# the bound is left).
+_EXACT = 4
 
 
 def gram_ids(title: str) -> list[int]:
@@ -83,32 +88,47 @@ def is_built(con: sqlite3.Connection) -> bool:
     return con.execute("SELECT 1 FROM meta WHERE key = ?", (BUILT,)).fetchone() is not None
 
 
+def _json(ids: Iterable[int]) -> str:
+    """Trigram ids as a JSON array: one statement expands them (``json_each``), not one a gram."""
+    return "[" + ",".join(map(str, ids)) + "]"
+
+
 def _insert(con: sqlite3.Connection, name: str, ids: list[int]) -> None:
     cur = con.execute(
         "INSERT INTO dedupe_notes (name, size, grams) VALUES (?, ?, ?)",
         (name, len(ids), array("q", ids).tobytes()),
     )
-    note = cur.lastrowid
+    # Postings one row a statement: a statement of many rows costs SQLite a statement
+    # journal (to undo half of it), which costs more than it saves here.
     size = len(ids)
     con.executemany(
-        "INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)", [(g, size, note) for g in ids]
+        "INSERT INTO dedupe_grams (gram, size, id) VALUES (?, ?, ?)",
+        [(g, size, cur.lastrowid) for g in ids],
     )
-    con.executemany(
-        "INSERT INTO dedupe_df (gram, n) VALUES (?, 1) ON CONFLICT (gram) DO UPDATE SET n = n + 1",
-        [(g,) for g in ids],
+    con.execute(
+        "INSERT INTO dedupe_df (gram, n) SELECT value, 1 FROM json_each(?) WHERE 1"
+        " ON CONFLICT (gram) DO UPDATE SET n = n + 1",
+        (_json(ids),),
     )
 
 
 def _drop(con: sqlite3.Connection, note: int, size: int, blob: bytes) -> None:
     ids = array("q")
     ids.frombytes(blob)
+    grams = _json(ids)
     con.execute("DELETE FROM dedupe_notes WHERE id = ?", (note,))
-    con.executemany(
-        "DELETE FROM dedupe_grams WHERE gram = ? AND size = ? AND id = ?",
-        [(g, size, note) for g in ids],
+    con.execute(
+        "DELETE FROM dedupe_grams WHERE size = ? AND id = ?"
+        " AND gram IN (SELECT value FROM json_each(?))",
+        (size, note, grams),
     )
-    con.executemany("UPDATE dedupe_df SET n = n - 1 WHERE gram = ?", [(g,) for g in ids])
-    con.executemany("DELETE FROM dedupe_df WHERE gram = ? AND n <= 0", [(g,) for g in ids])
+    con.execute(
+        "UPDATE dedupe_df SET n = n - 1 WHERE gram IN (SELECT value FROM json_each(?))", (grams,)
+    )
+    con.execute(
+        "DELETE FROM dedupe_df WHERE n <= 0 AND gram IN (SELECT value FROM json_each(?))",
+        (grams,),
+    )
 
 
 def put(con: sqlite3.Connection, name: str, title: str | None) -> None:
@@ -170,11 +190,17 @@ def build(con: sqlite3.Connection) -> None:
     con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
 
 
-def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
-    """(name, title, summary) of every valid note whose title may be near ``title``.
+@functools.lru_cache(maxsize=512)
+def _needs(a: int) -> tuple[int, ...]:
+    """:func:`_need` of every size up to ``a``."""
+    return tuple(_need(m) for m in range(a + 1))
 
-    A superset of what ``Index.near`` keeps, and usually exactly that: every
-    note whose title holds enough of ``title``'s trigrams, none that cannot.
+
+def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
+    """(name, title, summary) of every valid note whose title is near ``title``.
+
+    Exactly the notes ``Index.near`` keeps: every note whose title holds
+    enough of ``title``'s trigrams (checked on its stored trigrams), none other.
     """
     wanted = gram_ids(title)
     a = len(wanted)
@@ -184,7 +210,7 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         marks = ",".join("?" * len(part))
         df.update(con.execute(f"SELECT gram, n FROM dedupe_df WHERE gram IN ({marks})", part))
     order = sorted(wanted, key=lambda g: (df.get(g, 0), g))
-    need = [_need(m) for m in range(a + 1)]
+    need = _needs(a)
     # Each size's lookups go EXTRA - 1 trigrams past the pigeonhole's minimum, so a near
     # title is hit at least min(EXTRA, its _need) times there: the count prunes in SQL.
     lookups: list[tuple[int, int]] = []  # (trigram, largest title size it is needed for)
@@ -202,42 +228,73 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
         if top == 0:
             break  # and no size needs the commoner ones that follow
         lookups.append((gram, top))
+    if not lookups:
+        return []
+    if a <= _CHUNK and _by_count(df, lookups):
+        return _near_by_count(con, wanted)
     # Every near title is hit at least ``least`` times, but those below size ``small``.
     least = min(_EXTRA, need[a])
     small = next(m for m in range(1, a + 1) if need[m] >= least)
-    hits: dict[int, list[int]] = {}  # id -> [size, hits]
-    step = 2_000
-    for first in range(0, len(lookups), step):
-        chunk = lookups[first : first + step]
-        values = ",".join(["(?, ?)"] * len(chunk))
-        having = " HAVING COUNT(*) >= ? OR g.size < ?" if len(lookups) <= step else ""
-        params = [x for pair in chunk for x in pair]
-        for note, size, count in con.execute(
-            f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
-            " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
-            f" GROUP BY g.id{having}",
-            params + ([least, small] if having else []),
-        ):
-            seen = hits.setdefault(note, [size, 0])
-            seen[1] += count
-    found = [n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])]
     wanted_set = set(wanted)
-    close: list[int] = []
-    ids = sorted(set(found))
     grams = array("q")
+    close: list[int] = []
+
+    def keep(note: int, size: int, count: int, blob: bytes) -> None:
+        k = need[min(a, size)]
+        if count < min(_EXTRA, k):
+            return
+        del grams[:]
+        grams.frombytes(blob)
+        if len(wanted_set.intersection(grams)) >= k:
+            close.append(note)
+
+    step = 2_000
+    if len(lookups) <= step:
+        # One statement: the hits, pruned by their count, with each one's trigrams.
+        values = ",".join(["(?, ?)"] * len(lookups))
+        params = [x for pair in lookups for x in pair]
+        for note, size, count, blob in con.execute(
+            f"WITH q (gram, top) AS (VALUES {values}),"
+            " h (id, size, hits) AS (SELECT g.id, g.size, COUNT(*)"
+            " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
+            " GROUP BY g.id HAVING COUNT(*) >= ? OR g.size < ?)"
+            " SELECT h.id, h.size, h.hits, d.grams FROM h JOIN dedupe_notes d ON d.id = h.id",
+            [*params, least, small],
+        ):
+            keep(note, size, count, blob)
+    else:
+        # A very long title: its hits are counted over several statements, then kept.
+        hits: dict[int, list[int]] = {}  # id -> [size, hits]
+        for first in range(0, len(lookups), step):
+            chunk = lookups[first : first + step]
+            values = ",".join(["(?, ?)"] * len(chunk))
+            params = [x for pair in chunk for x in pair]
+            for note, size, count in con.execute(
+                f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
+                " FROM q JOIN dedupe_grams g ON g.gram = q.gram AND g.size <= q.top"
+                " GROUP BY g.id",
+                params,
+            ):
+                seen = hits.setdefault(note, [size, 0])
+                seen[1] += count
+        found = sorted(
+            n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])
+        )
+        for start in range(0, len(found), _CHUNK):
+            part = found[start : start + _CHUNK]
+            marks = ",".join("?" * len(part))
+            for note, size, blob in con.execute(
+                f"SELECT id, size, grams FROM dedupe_notes WHERE id IN ({marks})", part
+            ):
+                keep(note, size, hits[note][1], blob)
+    return _rows(con, close)
+
+
+def _rows(con: sqlite3.Connection, ids: list[int]) -> list[tuple[str, str, str]]:
+    """(name, title, summary) of the valid notes of these key ids, sorted."""
+    out: list[tuple[str, str, str]] = []
     for start in range(0, len(ids), _CHUNK):
         part = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(part))
-        for note, size, blob in con.execute(
-            f"SELECT id, size, grams FROM dedupe_notes WHERE id IN ({marks})", part
-        ):
-            del grams[:]
-            grams.frombytes(blob)
-            if len(wanted_set.intersection(grams)) >= need[min(a, size)]:
-                close.append(note)
-    out: list[tuple[str, str, str]] = []
-    for start in range(0, len(close), _CHUNK):
-        part = close[start : start + _CHUNK]
         marks = ",".join("?" * len(part))
         out += con.execute(
             "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
@@ -245,6 +302,36 @@ def near(con: sqlite3.Connection, title: str) -> list[tuple[str, str, str]]:
             part,
         ).fetchall()
     return sorted(out)
+
+
+def _by_count(df: dict[int, int], lookups: list[tuple[int, int]]) -> bool:
+    """Whether counting every posting of the title's trigrams is the cheaper way.
+
+    It gives each title's exact overlap in one pass, and pays when the pruned
+    lookups would leave many titles to check one by one. A title left to check
+    holds ``_EXTRA`` looked-up trigrams, so one of all but the commonest
+    ``_EXTRA - 1`` of them: their postings bound how many are left.
+    """
+    every = sorted(df[g] for g, top in lookups if top == _MAX_SIZE)
+    left = sum(every[: max(0, len(every) - _EXTRA + 1)])
+    return _EXACT * left > sum(df.values()) - sum(every)
+
+
+def _near_by_count(con: sqlite3.Connection, wanted: list[int]) -> list[tuple[str, str, str]]:
+    """:func:`near` by the overlap of every title, counted on all of ``wanted``'s postings.
+
+    The count is ``Index.near``'s, and so is the test (the same product of floats).
+    """
+    marks = ",".join("?" * len(wanted))
+    rows = con.execute(
+        f"WITH h (id) AS (SELECT id FROM dedupe_grams WHERE gram IN ({marks})"
+        " GROUP BY id HAVING COUNT(*) >= ? * MIN(?, size))"
+        " SELECT n.name, n.title, n.summary"
+        " FROM h JOIN dedupe_notes d ON d.id = h.id JOIN notes n ON n.name = d.name"
+        " WHERE n.line IS NOT NULL",
+        [*wanted, TITLE_CONTAINMENT, len(wanted)],
+    ).fetchall()
+    return sorted(rows)
 
 
 def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, int, bytes]], list[tuple[int, int]]]:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
 from mdmem.store import _txn
-from mdmem.store.dedupe import Candidate, Duplicate, Index, candidate, find_duplicate
+from mdmem.store.dedupe import (
+    Candidate,
+    Duplicate,
+    Index,
+    candidate,
+    find_duplicate,
+    near_among,
+)
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
 from mdmem.store.operations import Create, Delete, Operation, Update, validate
 from mdmem.store.paths import note_path, slugify, state_dir
@@ -85,7 +92,7 @@ class Planner:
             from mdmem.extract.privacy import redact as default_redact
 
             redact = default_redact
-        self._redact = redact
+        self._redact = _remembering(redact)
         self._notes: dict[str, Note] = {}
         # Names this batch wrote, case-folded, because a name that differs only in
         # case is the same file on macOS and Windows, where teammates check the
@@ -235,15 +242,12 @@ class Planner:
                 for note in self._notes.values():
                     self._known.add(candidate(note.filename, note.title, note.summary))
             return self._known.near(title)
-        # The catalog's keys are a superset of the near titles; Index.near decides exactly.
-        # A note this batch wrote is taken as written, not as the catalog still has it.
-        index = Index()
-        for name, row_title, row_summary in rows:
-            if name not in self._notes:
-                index.add(candidate(name, row_title, row_summary))
-        for note in self._notes.values():
-            index.add(candidate(note.filename, note.title, note.summary))
-        return index.near(title)
+        # The catalog's keys give the near titles; the test is made again here, as
+        # Index.near makes it. A note this batch wrote is taken as written, not as the
+        # catalog still has it.
+        found = [candidate(name, t, s) for name, t, s in rows if name not in self._notes]
+        found += [candidate(n.filename, n.title, n.summary) for n in self._notes.values()]
+        return near_among(title, found)
 
     def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
@@ -376,6 +380,25 @@ class Planner:
             n += 1
             candidate = f"{stamp}-{n:03d}~{name}"
         return candidate
+
+
+def _remembering(redact: Callable[[str], str]) -> Callable[[str], str]:
+    """``redact`` that keeps each answer for the batch (a pure function, asked twice a text).
+
+    Each text is redacted whole before validation and its cleaned fields again
+    after it; a text without a secret comes back unchanged, so its second pass
+    is the same question, answered from here. A text that did change is asked
+    afresh: nothing assumes that a redaction redacted once needs no second pass.
+    """
+    answers: dict[str, str] = {}
+
+    def remembered(text: str) -> str:
+        out = answers.get(text)
+        if out is None:
+            out = answers[text] = redact(text)
+        return out
+
+    return remembered
 
 
 def _hash_or_none(path: str) -> str | None:

@@ -33,6 +33,7 @@ __all__ = [
     "THRESHOLD",
     "Duplicate",
     "find_duplicate",
+    "near_among",
     "normalise",
     "similarity",
 ]
@@ -143,6 +144,21 @@ class Index:
         return sorted(out, key=lambda c: c.filename)
 
 
+def near_among(title: str, candidates: Iterable[Candidate]) -> list[Candidate]:
+    """Those of ``candidates`` that :meth:`Index.near` would keep for ``title``, by file name.
+
+    The same test without building an index: for a few candidates (what the
+    catalog's keys give a create) the postings would cost more than they save.
+    """
+    grams = _trigrams(title)
+    out = [
+        c
+        for c in candidates
+        if len(grams & c.title_grams) >= TITLE_CONTAINMENT * min(len(grams), len(c.title_grams))
+    ]
+    return sorted(out, key=lambda c: c.filename)
+
+
 def similarity(a: str, b: str) -> float:
     """How alike two texts are, 0 to 1: Jaccard of character trigrams of the normalised text."""
     x, y = _trigrams(a), _trigrams(b)
@@ -165,6 +181,46 @@ class Duplicate:
     exact: bool
 
 
+class _Text:
+    """A new note's text for :func:`find_duplicate`: normal form and numbers made on demand."""
+
+    __slots__ = ("_folded", "_head_numbers", "_numbers", "_text", "_wanted")
+
+    def __init__(self, text: str, head_numbers: frozenset[str]) -> None:
+        self._text = text
+        self._head_numbers = head_numbers
+        self._wanted: str | None = None
+        self._folded: str | None = None
+        self._numbers: frozenset[str] | None = None
+
+    def wanted(self) -> str:
+        if self._wanted is None:
+            self._wanted = normalise(self._text)
+        return self._wanted
+
+    def short(self) -> bool:
+        return len(self.wanted()) < MIN_CHARS
+
+    def numbers(self) -> frozenset[str]:
+        if self._numbers is None:
+            if self._folded is None:
+                self._folded = unicodedata.normalize("NFKC", self._text).casefold()
+            self._numbers = frozenset(_NUMBERS.findall(self._folded))
+        return self._numbers
+
+    def has_numbers(self, numbers: frozenset[str]) -> bool:
+        """Whether the text names all of ``numbers`` (as :func:`_numbers` finds them)."""
+        rest = numbers - self._head_numbers
+        if not rest:
+            return True
+        if self._folded is None:
+            self._folded = unicodedata.normalize("NFKC", self._text).casefold()
+        # A number of the text is a piece of it: one that is not there is not named.
+        if any(n not in self._folded for n in rest):
+            return False
+        return rest <= self.numbers()
+
+
 def find_duplicate(
     title: str,
     summary: str,
@@ -179,34 +235,37 @@ def find_duplicate(
     (see :func:`candidate`); ``read(name)`` gives (title, summary, body) of
     one, and is called only for candidates whose title and summary are close.
     """
+    candidates = list(candidates)
+    if not candidates:
+        return None  # nothing to compare with: the text need not even be normalised
     text = note_text(title, summary, body)
-    wanted = normalise(text)
-    short = len(wanted) < MIN_CHARS  # only an exact repeat counts: its title is the same
     wanted_title = normalise(title)
     head = _trigrams(f"{title}\n{summary}")
     size = len(head)
     title_grams = _trigrams(title)
-    numbers = _numbers(text)
+    # The whole text's normal form and numbers cost most here: each is made when first
+    # needed. No number spans a line, so the title and summary's are the text's too.
+    lazy = _Text(text, _numbers(f"{title}\n{summary}"))
     best: Duplicate | None = None
     for c in candidates:
         if c.norm_title != wanted_title:
             # Cheap tests first, on what the index entry says; the note is read last.
-            if short:
-                continue
             common = len(head & c.head)
             if common < PREFILTER * (size + len(c.head) - common):
                 continue
             if _containment(title_grams, c.title_grams) < TITLE_CONTAINMENT:
                 continue
-            if not c.numbers <= numbers:
+            if lazy.short():  # only an exact repeat counts: its title is the same
+                continue
+            if not lazy.has_numbers(c.numbers):
                 continue  # it names a number this text lacks: different facts
         full = read(c.filename)
         if full is None:
             continue
         other = note_text(*full)
-        if normalise(other) == wanted:
+        if normalise(other) == lazy.wanted():
             return Duplicate(c.filename, 1.0, True)
-        if short or numbers != _numbers(other):
+        if lazy.short() or lazy.numbers() != _numbers(other):
             continue
         if _containment(title_grams, _trigrams(full[0])) < TITLE_CONTAINMENT:
             continue

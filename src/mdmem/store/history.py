@@ -166,13 +166,13 @@ def record(
             "text": data.decode("utf-8", "surrogateescape"),
         }
         tmp = os.path.join(folder, f".new.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-        number = (numbers[-1] if numbers else 0) + 1
+        number = first = (numbers[-1] if numbers else 0) + 1
         try:
             for _ in range(1000):
                 payload["version"] = number
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with open(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-                    json.dump(payload, f, ensure_ascii=False)
+                    f.write(json.dumps(payload, ensure_ascii=False))
                     if durable:
                         f.flush()
                         os.fsync(f.fileno())
@@ -186,7 +186,9 @@ def record(
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _bound(folder, moment)
+        # Taken at the first try: the versions are those listed and this one (one that
+        # another writer added meanwhile is newer, and bounded by that writer).
+        _bound(folder, moment, [*numbers, number] if number == first else None)
         return number
     except OSError:
         return None
@@ -201,8 +203,9 @@ def record_if_unknown(
     return record(root, name, data, source=source, now=now, durable=True)
 
 
-def _bound(folder: str, now: datetime) -> None:
-    numbers = _numbers(folder)
+def _bound(folder: str, now: datetime, numbers: list[int] | None = None) -> None:
+    if numbers is None:
+        numbers = _numbers(folder)
     if len(numbers) <= KEEP_NEWEST:
         return
     cutoff = now - timedelta(days=MAX_AGE_DAYS)

@@ -187,6 +187,10 @@ def _inline(value: str | None, key: str, limit: int, *, required: bool) -> str |
     return text
 
 
+# Control characters but tab and newline, and DEL: what a note's body never keeps.
+_CONTROL = dict.fromkeys([*(c for c in range(32) if c not in (9, 10)), 127])
+
+
 def _content(value: str | None) -> str:
     if value is None or not value.strip():
         raise InvalidOperation("missing", "content")
@@ -197,8 +201,7 @@ def _content(value: str | None) -> str:
     except UnicodeEncodeError:
         raise InvalidOperation("not valid Unicode", "content") from None
     # Keep line structure, drop characters that have no business in Markdown.
-    cleaned = "".join(ch for ch in value if ch in "\n\t" or (ch >= " " and ch != "\x7f"))
-    return cleaned.strip()
+    return value.translate(_CONTROL).strip()
 
 
 def _filename(value: str | None) -> str:
