@@ -267,3 +267,37 @@ def test_a_write_splices_memory_md_without_reading_it(
     shutil.rmtree(state(store.root))
     Store(store.root, Level.PROJECT).reindex()
     assert index.read_text(encoding="utf-8") == spliced
+
+
+def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from mdmem.store import _fs
+
+    path = tmp_path / "state.json"
+    path.write_bytes(b"old")
+    renames: list[str] = []
+    real_replace = os.replace
+
+    def counting(src: str, dst: str) -> None:
+        renames.append(dst)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", counting)
+    # Not loaded in this process (a one-shot hook): renamed over, no ctypes import.
+    monkeypatch.setattr(_fs, "_EXCHANGE", [])
+    _fs.atomic_write(str(path), b"one", durable=False)
+    assert renames == [str(path)] and _fs._EXCHANGE == []
+    # Loaded (MEMORY.md was written): exchanged, where the kernel can.
+    _fs._renameat2()
+    renames.clear()
+    _fs.atomic_write(str(path), b"two", durable=False)
+    assert renames == ([] if _fs._EXCHANGE[0] is not None else [str(path)])
+    assert path.read_bytes() == b"two"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["state.json"]
+    # A durable write is always renamed (its bytes were fsynced before).
+    renames.clear()
+    _fs.atomic_write(str(path), b"three")
+    assert renames == [str(path)] and path.read_bytes() == b"three"

@@ -194,6 +194,30 @@ def test_kept_turns_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert record is not None and len(str(record["excerpt"])) <= provenance.EXCERPT_BYTES + 10
 
 
+def test_records_past_the_kept_days_go_checked_once_an_hour(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    from conftest import state
+
+    root = str(tmp_path / "store")
+    folder = state(root) / "provenance"
+    clock = [time.time()]
+    monkeypatch.setattr(provenance.time, "time", lambda: clock[0])
+    monkeypatch.setattr(provenance, "_AGED", {})
+    provenance.record_turn(root, provenance.Source("0001-old", "then"), "x", [], private=True)
+    old = folder / "0001-old.json"
+    past = clock[0] - (provenance.KEEP_DAYS + 1) * 86400
+    os.utime(old, (past, past))
+    provenance.record_turn(root, provenance.Source("0002-new", "now"), "x", [], private=True)
+    assert old.exists()  # the age was checked with the first record: not again within the hour
+    clock[0] += 3601
+    provenance.record_turn(root, provenance.Source("0003-new", "now"), "x", [], private=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["0002-new.json", "0003-new.json"]
+
+
 def test_git_head_outside_git_and_in_a_worktree(repo: Path, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()

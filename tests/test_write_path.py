@@ -180,3 +180,35 @@ def test_find_duplicate_finds_what_it_found_before(
             assert find_duplicate(t, s, text, found, notes.get) == _find_duplicate_as_before(
                 t, s, text, found, notes.get
             )
+
+
+def _marked_notes() -> st.SearchStrategy[object]:
+    """test_note's notes, some of them with the keys the catalog's marks read."""
+    from test_note import notes
+
+    marks = st.fixed_dictionaries(
+        {},
+        optional={
+            "supersedes": st.just("project_knowledge_old.md")
+            | st.lists(st.sampled_from(["a.md", "b.md", "c d.md"]), max_size=3),
+            "expires": st.sampled_from(["2030-01-02", "2026-12-01T10:00:00+00:00", "soon"]),
+        },
+    )
+    return st.tuples(notes(), marks).map(
+        lambda pair: pair[0].with_changes(extra={**pair[0].extra, **pair[1]})
+    )
+
+
+@given(note=_marked_notes())
+def test_a_writes_row_from_its_own_note_is_the_row_parsing_would_give(
+    tmp_path_factory: pytest.TempPathFactory, note: object
+) -> None:
+    from mdmem.store.note import Note, render
+
+    assert isinstance(note, Note)
+    store = Store(tmp_path_factory.mktemp("s"), Level.PROJECT)
+    data = render(note).encode("utf-8")
+    st_ = (1, len(data), 2, 3)
+    assert store._entry(note.filename, st_, None, {note.filename: data}, note) == store._entry(
+        note.filename, st_, None, {note.filename: data}
+    )

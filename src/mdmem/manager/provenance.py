@@ -199,15 +199,30 @@ def _safe(turn: str) -> str:
     return "".join(c for c in turn if c.isalnum() or c == "-")[:64] or "unknown"
 
 
+#: When each folder was last checked for records past KEEP_DAYS (in this process).
+_AGED: dict[str, float] = {}
+
+
 def _prune(folder: str) -> None:
+    """Keep at most KEEP_TURNS records, and none older than KEEP_DAYS.
+
+    The count is checked on every record (a listing); the age, a stat of each
+    record, at most once an hour per folder: a turn does not pay for 500 stats.
+    """
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
     except OSError:
         return
-    cutoff = time.time() - KEEP_DAYS * 86400
+    now = time.time()
+    aged = now - _AGED.get(folder, 0.0) >= 3600
+    if aged:
+        _AGED[folder] = now
+    cutoff = now - KEEP_DAYS * 86400
     for n, name in enumerate(names):
-        path = os.path.join(folder, name)
         old = n < len(names) - KEEP_TURNS
+        if not old and not aged:
+            continue
+        path = os.path.join(folder, name)
         with contextlib.suppress(OSError):
             if old or os.lstat(path).st_mtime < cutoff:
                 os.unlink(path)

@@ -1065,27 +1065,31 @@ def ranked_lines(
 
 
 def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:
-    """``(updated, expires)`` of the named notes that have an index line: one lookup each."""
+    """``(updated, expires)`` of the named notes that have an index line."""
     if not names:
         return {}
     import json
 
     cat = Catalog(root, private=True)
     out: dict[str, tuple[str | None, str | None]] = {}
+    wanted = sorted(set(names))
     try:
         con = cat._open()
-        for name in names:
-            row = con.execute(
-                "SELECT updated, extra FROM notes WHERE name = ? AND line IS NOT NULL", (name,)
-            ).fetchone()
-            if row is None:
-                continue
-            expires = None
-            if row[1]:
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    value = json.loads(str(row[1])).get("expires")
-                    expires = str(value) if value else None
-            out[name] = (str(row[0]) if row[0] else None, expires)
+        for start in range(0, len(wanted), 500):  # one statement for a block's names
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = con.execute(
+                f"SELECT name, updated, extra FROM notes WHERE name IN ({marks})"
+                " AND line IS NOT NULL",
+                chunk,
+            )
+            for name, updated, extra in rows:
+                expires = None
+                if extra:
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        value = json.loads(str(extra)).get("expires")
+                        expires = str(value) if value else None
+                out[str(name)] = (str(updated) if updated else None, expires)
         return out
     except Exception as exc:
         if is_damage(exc):

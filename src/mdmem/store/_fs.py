@@ -147,7 +147,8 @@ def atomic_write(
     its mode and a new one gets ``0666`` less the umask. ``durable`` fsyncs
     the data before the rename (derived state may skip it: it can be rebuilt).
     ``derived`` (MEMORY.md) is not fsynced, is stamped (:func:`stamped`) and is
-    swapped in (:func:`_swap_in`).
+    swapped in (:func:`_swap_in`); a file written without ``durable`` is swapped in
+    too, when this process has ``renameat2`` at hand.
     """
     if private:
         mode = 0o600
@@ -161,8 +162,11 @@ def atomic_write(
         path, data, mode, private=private, durable=durable and not derived, stamp=derived
     )
     try:
-        if derived:
-            _swap_in(tmp, path)
+        if derived or not durable:
+            # A file that need not survive a power cut: not written back on the rename
+            # either. Only MEMORY.md loads renameat2 (ctypes) for it: a one-shot process
+            # writing a small state file would pay more for the import than it saves.
+            _swap_in(tmp, path, load=derived)
         else:
             os.replace(tmp, path)
     except BaseException:
@@ -301,7 +305,7 @@ def _renameat2() -> object:
     return _EXCHANGE[0]
 
 
-def _swap_in(tmp: str, path: str) -> None:
+def _swap_in(tmp: str, path: str, *, load: bool = True) -> None:
     """Put the file ``tmp`` at ``path`` atomically: a reader sees the old file or the new one.
 
     Where the kernel can, the two names are exchanged (``renameat2`` with
@@ -310,9 +314,10 @@ def _swap_in(tmp: str, path: str) -> None:
     ``auto_da_alloc`` guard for programs that forget to fsync), which for a
     15 MB MEMORY.md is most of a write; a derived file needs no such guard (it
     is rebuilt when wrong), and an exchange is not a rename over. Elsewhere, or
-    when ``path`` is not a regular file, ``os.replace``.
+    when ``path`` is not a regular file, ``os.replace``; and without ``load``,
+    unless this process has looked ``renameat2`` up already.
     """
-    fn = _renameat2()
+    fn = _renameat2() if load or _EXCHANGE else None
     if fn is not None:
         try:
             regular = stat.S_ISREG(os.lstat(path).st_mode)

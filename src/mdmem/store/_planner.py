@@ -181,6 +181,7 @@ class Planner:
         if self._known is not None:
             self._known.add(candidate(note.filename, note.title, note.summary))
         self.plan.writes[note.filename] = render(note).encode("utf-8")
+        self.plan.notes[note.filename] = note
         self._taken.add(note.filename.casefold())
 
     # -- the three actions ---------------------------------------------------------

@@ -23,6 +23,10 @@ from mdmem.errors import InvalidPath
 from mdmem.store import _catalog, _fs
 from mdmem.store.paths import check_name, state_dir
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mdmem.store.note import Note
+
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 
 TXN = "txn.json"
@@ -39,6 +43,8 @@ class Plan:
     """The content hash of each touched file before the batch (None: it did not exist)."""
     actions: dict[str, str] = field(default_factory=dict)
     """How history names a write (default ``write``): ``restore``, ``rename`` ..."""
+    notes: dict[str, Note] = field(default_factory=dict)
+    """The notes the bytes of ``writes`` were rendered from, where the writer has them."""
 
     def __bool__(self) -> bool:
         return bool(self.writes or self.deletes)

@@ -510,8 +510,15 @@ class Store:
     # -- the catalog ---------------------------------------------------------------
 
     def _entry(
-        self, name: str, st: _catalog.Stat, prev: _catalog.Entry | None, known: Mapping[str, bytes]
+        self,
+        name: str,
+        st: _catalog.Stat,
+        prev: _catalog.Entry | None,
+        known: Mapping[str, bytes],
+        parsed: Note | None = None,
     ) -> _catalog.Entry:
+        """A note's catalog row. ``parsed``: the note the bytes ``known[name]`` were
+        rendered from (a write's own): used instead of parsing them again."""
         from mdmem.store.note import format_time, index_line, parse
 
         path = os.path.join(self._root, name)
@@ -532,7 +539,7 @@ class Store:
             # Changed behind mdmem's back: the version before is in history already.
             history.record_if_unknown(self._root, name, data, source="hand-edit")
         try:
-            note = parse(data.decode("utf-8"), name)
+            note = parsed if parsed is not None and name in known else parse(data.decode(), name)
         except UnicodeDecodeError as exc:
             return {"st": list(st), "sha": sha, "error": f"not UTF-8 (byte {exc.start})"}
         except InvalidNote as exc:
@@ -1093,6 +1100,7 @@ class Store:
                             (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
                             prev,
                             {name: data},
+                            plan.notes.get(name),
                         )
                         entry["at"] = at
                         cat.put(name, entry)
