@@ -305,3 +305,13 @@ def test_a_live_index_whose_state_folder_is_deleted_starts_again(store: Store) -
     assert "project_knowledge_after-the-wipe.md" in rows
     assert (state(store.root) / "recall.sqlite").exists()
     index.close()
+
+
+def test_streamed_versions_are_the_versions(store: Store) -> None:
+    hand_write(store.root, "project_knowledge_hand.md", "Hand made", "By hand.")
+    (store.root / "project_knowledge_broken.md").write_text("no front matter\n", encoding="utf-8")
+    fresh = Store(store.root, Level.PROJECT)
+    streamed = list(fresh.iter_versions())
+    assert streamed == sorted(Store(store.root, Level.PROJECT).entry_versions().items())
+    assert "project_knowledge_hand.md" in dict(streamed)
+    assert "project_knowledge_broken.md" not in dict(streamed)

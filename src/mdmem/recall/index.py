@@ -332,10 +332,17 @@ class Index:
             return 0
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
+        listed = (fingerprint, scan, before, position)
+        total = scan.count()
+        if not indexed and total > _BULK:
+            # A first build: every note, its hash streamed from the catalog in name order
+            # (a map of every note's hash is a quarter of the peak at 100,000 notes).
+            every = self.store.iter_versions(scan=scan)
+            return self._bulk(db, every, total, [], {}, listed, progress)
         changed, gone = changed_notes(self.store, indexed, scan)
         if len(changed) > _BULK:
-            listed = (fingerprint, scan, before, position)
-            return self._bulk(db, changed, gone, indexed, listed, progress)
+            items = sorted(changed.items())
+            return self._bulk(db, items, len(items), gone, indexed, listed, progress)
         notes = []
         for done, name in enumerate(sorted(changed), 1):
             try:
@@ -595,7 +602,8 @@ class Index:
     def _bulk(
         self,
         db: sqlite3.Connection,
-        changed: dict[str, str],
+        changed: Iterable[tuple[str, str]],
+        total: int,
         gone: list[str],
         indexed: dict[str, str],
         listed: tuple[str, _catalog.Scan, int, tuple[str, int] | None],
@@ -603,30 +611,33 @@ class Index:
     ) -> int:
         """Index many notes: read a chunk, insert it with one statement per table, repeat.
 
-        No more than a chunk of notes is held at once, and it all happens in one
-        transaction: a reader (or a kill) sees the old index or the new one.
-        ``listed`` is what :meth:`sync` listed: (fingerprint, scan, clock before, the
-        change log's position before).
+        ``changed``: (name, content hash) of the notes to index, sorted by name, about
+        ``total`` of them (for ``progress``). No more than a chunk of notes is held at
+        once, and it all happens in one transaction: a reader (or a kill) sees the old
+        index or the new one. ``listed`` is what :meth:`sync` listed: (fingerprint,
+        scan, clock before, the change log's position before).
         """
+        from itertools import islice
+
         fingerprint, scan, before, position = listed
-        names = sorted(changed)
-        count = 0
+        pending = iter(changed)
+        count = done = 0
         db.execute("BEGIN IMMEDIATE")
         try:
             for name in gone:
                 self._remove(db, name, counts=False)
             next_id = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0])
-            for start in range(0, len(names), _CHUNK):
+            while chunk := list(islice(pending, _CHUNK)):
                 rows: list[tuple[object, ...]] = []
                 texts: list[tuple[object, ...]] = []
-                for name in names[start : start + _CHUNK]:
+                for name, sha in chunk:
                     if name in indexed:
                         self._remove(db, name, counts=False)
                     try:
                         note = self.store.read(name)
                     except (NoteNotFound, InvalidNote, InvalidPath):
                         continue  # changed under our feet; the next sync sees it
-                    row, fields = self._row(note, changed[name])
+                    row, fields = self._row(note, sha)
                     rows.append((next_id, *row))
                     texts.append((next_id, *fields))
                     next_id += 1
@@ -640,8 +651,9 @@ class Index:
                     texts,
                 )
                 count += len(rows)
+                done += len(chunk)
                 if progress is not None:
-                    progress(min(start + _CHUNK, len(names)), len(names))
+                    progress(min(done, total), max(total, done))
             # Counted again from FTS5's own vocabulary, once, rather than note by note.
             db.execute("DELETE FROM df")
             db.execute("INSERT INTO df SELECT term, doc FROM vocab")

@@ -386,6 +386,24 @@ class Store:
                 self._cat().rollback()
         return versions
 
+    def iter_versions(self, *, scan: _catalog.Scan | None = None) -> Iterator[tuple[str, str]]:
+        """:meth:`entry_versions` as (name, content hash) pairs sorted by name, streamed from
+        the catalog a row at a time (a first build of a derived index at 100,000 notes
+        need not hold a map of every note)."""
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return
+        held = None
+        with self._catalog_guard:
+            if self._settle(keep=True, scan=scan):  # not saved: read it before letting go
+                held = sorted(self._cat().versions().items())
+                self._cat().rollback()
+        if held is not None:
+            yield from held
+            return
+        for name, _, sha in _catalog.iter_listing(self._root):
+            if sha:
+                yield name, sha
+
     def problems(self) -> list[Problem]:
         """Files that look like notes but cannot be read as notes."""
         from mdmem.store.results import Problem
