@@ -21,6 +21,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ _NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EN
 def _renameat2() -> object:
     if not _EXCHANGE:
         found: object = None
-        if hasattr(os, "sched_getaffinity"):  # Linux: glibc 2.28+ and musl have renameat2
+        if sys.platform == "linux":  # glibc 2.28+ and musl have renameat2
             try:
                 import ctypes
 
