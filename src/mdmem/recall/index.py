@@ -207,7 +207,7 @@ class Index:
         #: Bumped whenever the indexed notes change, so callers can cache what they derive.
         self.generation = 0
         self.cache: dict[str, object] = {}
-        self._ino: int | None = None  # of the file the connection has open
+        self._ident: tuple[int, int] | None = None  # of the file the connection has open
 
     @property
     def path(self) -> str:
@@ -228,22 +228,16 @@ class Index:
                 db = self._open(self.path)
         if db is None:  # a state folder that cannot be written: recall still works
             db = self._open(":memory:")
-        else:
-            with contextlib.suppress(OSError):
-                self._ino = os.stat(self.path).st_ino if self.path != ":memory:" else None
+        elif self.path != ":memory:":
+            self._ident = _fs.identity(self.path)
         self._db = db
         return db
 
     def _reopen_if_gone(self) -> None:
         """Start again from what is on disk when the file was deleted or replaced under the
         open connection (the state folder is derived: anyone may delete it at any moment)."""
-        if self._db is None or self._ino is None:
-            return
-        try:
-            same = os.stat(self.path).st_ino == self._ino
-        except OSError:
-            same = False
-        if not same:
+        gone = self._ident is not None and _fs.identity(self.path) != self._ident
+        if self._db is not None and gone:
             self.close()
             self._forget()
 
@@ -284,7 +278,7 @@ class Index:
         if self._db is not None:
             self._db.close()
             self._db = None
-        self._ino = None
+        self._ident = None
 
     # -- upkeep --------------------------------------------------------------------
 

@@ -169,8 +169,7 @@ class Vectors:
             elif os.path.isdir(self.root):
                 _catalog.ensure_state_dir(self.root)
                 db = self._open(self.path)
-                st = os.stat(self.path)
-                self._ident = (st.st_dev, st.st_ino)
+                self._ident = _fs.identity(self.path)
         if db is None:
             db = self._open(":memory:")
         self._db = db
@@ -218,13 +217,7 @@ class Vectors:
 
     def replaced(self) -> bool:
         """Whether the file on disk is no longer the one this object has open."""
-        if self._ident is None:
-            return False
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return True
-        return (st.st_dev, st.st_ino) != self._ident
+        return self._ident is not None and _fs.identity(self.path) != self._ident
 
     def version(self) -> int:
         """A number that changes whenever another connection commits (SQLite's data_version)."""

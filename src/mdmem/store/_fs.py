@@ -25,7 +25,7 @@ import sys
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 __all__ = [
     "TMP_SUFFIX",
@@ -108,17 +108,34 @@ def _temp_file(
 ) -> str:
     """Write ``data`` (bytes, or chunks of them) to a new unique temporary file beside
     ``path``; return its name. ``stamp``: see :func:`stamped`."""
+
+    def fill(fd: int) -> None:
+        if isinstance(data, bytes):
+            _write_all(fd, data)
+        else:
+            for chunk in data:
+                _write_all(fd, chunk)
+
+    return _filled_temp(path, fill, mode, private=private, durable=durable, stamp=stamp)
+
+
+def _filled_temp(
+    path: str,
+    fill: Callable[[int], None],
+    mode: int,
+    *,
+    private: bool,
+    durable: bool,
+    stamp: bool,
+) -> str:
+    """A new unique temporary file beside ``path``, written by ``fill(fd)``; its name."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode)
     try:
         try:
-            if isinstance(data, bytes):
-                _write_all(fd, data)
-            else:
-                for chunk in data:
-                    _write_all(fd, chunk)
+            fill(fd)
             if durable:
                 os.fsync(fd)
             if stamp:
@@ -132,6 +149,18 @@ def _temp_file(
             os.unlink(tmp)
         raise
     return tmp
+
+
+def _mode(path: str, private: bool) -> int:
+    """The mode a replacement of ``path`` gets: ``0600`` when private, else the existing
+    file's (``0666`` less the umask for a new one)."""
+    if private:
+        return 0o600
+    try:
+        st = os.lstat(path)
+        return st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
+    except FileNotFoundError:
+        return 0o666  # os.open applies the umask
 
 
 def atomic_write(
@@ -151,16 +180,13 @@ def atomic_write(
     swapped in (:func:`_swap_in`); a file written without ``durable`` is swapped in
     too, when this process has ``renameat2`` at hand.
     """
-    if private:
-        mode = 0o600
-    else:
-        try:
-            st = os.lstat(path)
-            mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
-        except FileNotFoundError:
-            mode = 0o666  # os.open applies the umask
     tmp = _temp_file(
-        path, data, mode, private=private, durable=durable and not derived, stamp=derived
+        path,
+        data,
+        _mode(path, private),
+        private=private,
+        durable=durable and not derived,
+        stamp=derived,
     )
     try:
         if derived or not durable:
@@ -215,30 +241,16 @@ def atomic_write_parts(
     (MEMORY.md) are written this way: not fsynced, stamped (:func:`stamped`) and
     swapped in (:func:`_swap_in`).
     """
-    if private:
-        mode = 0o600
-    else:
-        try:
-            st = os.lstat(path)
-            mode = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o666
-        except FileNotFoundError:
-            mode = 0o666
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}{TMP_SUFFIX}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(tmp, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def fill(fd: int) -> None:
+        for part in parts:
+            if isinstance(part, bytes):
+                _write_all(fd, part)
+            elif part[1] > part[0]:
+                _copy_range(source, fd, part[0], part[1] - part[0])
+
+    tmp = _filled_temp(path, fill, _mode(path, private), private=private, durable=False, stamp=True)
     try:
-        try:
-            for part in parts:
-                if isinstance(part, bytes):
-                    _write_all(fd, part)
-                elif part[1] > part[0]:
-                    _copy_range(source, fd, part[0], part[1] - part[0])
-            _stamp(fd)
-        finally:
-            os.close(fd)
-        if private:
-            os.chmod(tmp, 0o600)
         _swap_in(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -246,7 +258,7 @@ def atomic_write_parts(
         raise
 
 
-#: How far before its change time a derived file's mtime is set (see :func:`stamp`): a
+#: How far before its change time a derived file's mtime is set (see :func:`stamped`): a
 #: whole second, so that no file system's granularity rounds the two together.
 STAMP_NS = 1_000_000_000
 
@@ -377,6 +389,16 @@ def _create_excl(path: str, data: bytes, *, private: bool, durable: bool) -> Non
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when it cannot be seen. A database a
+    connection has open is still the one on disk while this is unchanged."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def fsync_dir(path: str) -> None:
