@@ -11,6 +11,7 @@ import anyio
 from mcp import Client
 from typer.testing import CliRunner
 
+from builders import create_op
 from mdmem import Level, Manager, Store
 from mdmem.cli import app
 from mdmem.extract.providers.base import ExtractionRequest
@@ -21,14 +22,8 @@ from mdmem.store import history
 NAME = "project_knowledge_build.md"
 
 
-def create(title: str = "Build", content: str = "Run make.") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-    }
+def create(title: str = "Build", content: str = "Run make.") -> dict[str, object]:
+    return create_op(title, content)
 
 
 def update(content: str, name: str = NAME) -> dict[str, str]:

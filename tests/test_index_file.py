@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import create_op as _create
 from mdmem.store import _index_file
 
 NAMES = st.builds(
@@ -46,16 +47,6 @@ def test_splice_refuses_what_mdmem_did_not_write(tmp_path: Path) -> None:
     path.write_bytes(b"- a (a.md)\n- no newline at the end (b.md)")
     assert _index_file.splice(str(path), {"a.md": "- A (a.md)"}, private=False) is None
     assert path.read_bytes() == b"- a (a.md)\n- no newline at the end (b.md)"
-
-
-def _create(title: str) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": f"What {title} says.",
-    }
 
 
 def _fresh_ctime_after_a_stat(folder: Path) -> bool:

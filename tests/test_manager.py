@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from builders import create_op as _op
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
@@ -38,16 +39,8 @@ TURN = [
 ]
 
 
-def create_op(title: str, level: str = "project", **extra: str) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": level,
-        "type": "project_knowledge" if level == "project" else "user_preference",
-        "title": title,
-        "summary": f"About {title}.",
-        "content": f"{title}: the details.",
-        **extra,
-    }
+def create_op(title: str, level: str = "project", **extra: str) -> dict[str, object]:
+    return _op(title, f"{title}: the details.", level=level, summary=f"About {title}.", **extra)
 
 
 class ScriptedProvider:

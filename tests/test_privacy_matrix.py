@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import create_op
 from mdmem import Level, Manager, ProviderError, Store
 from mdmem.extract import privacy
 from mdmem.extract.privacy import KINDS, Redactor, redact
@@ -142,9 +143,8 @@ class Failing:
         raise ProviderError(f"cannot read {self.raw}", raw=self.raw, retryable=False)
 
 
-def create(title: str = "Plain", summary: str = "", content: str = "Body.") -> dict[str, str]:
-    op = {"action": "create", "level": "project", "type": "project_knowledge", "title": title}
-    return {**op, "summary": summary, "content": content}
+def create(title: str = "Plain", summary: str = "", content: str = "Body.") -> dict[str, object]:
+    return create_op(title, content, summary=summary)
 
 
 # Each path writes ``text`` (one secret) to disk the way mdmem does.
