@@ -157,6 +157,38 @@ def test_no_circles() -> None:
     assert circles == []
 
 
+#: Imports of another package's private module, each with its reason. ``python -m mdmem``
+#: enters the CLI's fast path before the CLI's face, so that `mdmem index` never loads typer.
+PRIVATE_EXCEPTIONS = {("mdmem.__main__", "mdmem.cli._fastpath")}
+
+
+def private_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges into a private module (``pkg._name``) from outside ``pkg``."""
+    found = []
+    for module, targets in graph.items():
+        for target in targets:
+            package, _, leaf = target.rpartition(".")
+            if not leaf.startswith("_") or leaf.startswith("__"):
+                continue
+            inside = module == package or module.startswith(package + ".")
+            if not inside and (module, target) not in PRIVATE_EXCEPTIONS:
+                found.append(f"{module} imports {target}, private to {package}")
+    return sorted(found)
+
+
+def test_private_modules_stay_private_to_their_package() -> None:
+    """No package reaches into another package's underscore module (httpx's rule)."""
+    assert private_violations(GRAPH) == []
+
+
+def test_the_private_rule_catches_a_violation() -> None:
+    graph = {"mdmem.recall.index": {"mdmem.store._catalog", "mdmem.store.catalog"}}
+    assert private_violations(graph) == [
+        "mdmem.recall.index imports mdmem.store._catalog, private to mdmem.store"
+    ]
+    assert private_violations({"mdmem.store.store": {"mdmem.store._catalog", "mdmem._kinds"}}) == []
+
+
 def test_floor_rules_catch_a_violation() -> None:
     """The checks above would fail on a store module importing the Manager."""
     _, store_floor = floor("mdmem.store.store")

@@ -177,7 +177,7 @@ def test_save_rename_and_an_interrupted_batch_are_recorded(workspace: Path) -> N
         writes={"a.md": b"---\ntype: project_knowledge\ntitle: A\n---\nA.\n"},
         before={"a.md": None},
     )
-    journal = Path(_txn.state_dir(store.path)) / _txn.TXN
+    journal = Path(store.state.txn)
     journal.write_text(
         json.dumps(
             {"writes": {"a.md": plan.writes["a.md"].decode()}, "deletes": {}, "before": plan.before}

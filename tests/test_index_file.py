@@ -96,14 +96,14 @@ def test_memory_md_is_stamped_so_the_next_write_goes_by_its_stat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mdmem import Level, Store
-    from mdmem.store import _catalog, _fs
+    from mdmem.store import _catalog, files
 
     store = Store(tmp_path / "mem", Level.PROJECT)
     store.apply([_create(f"Note {i}") for i in range(5)])
     index = store.root / "MEMORY.md"
     st = index.stat()
-    assert st.st_ctime_ns - st.st_mtime_ns >= _fs.STAMP_NS
-    assert _fs.stamped(st)
+    assert st.st_ctime_ns - st.st_mtime_ns >= files.STAMP_NS
+    assert files.stamped(st)
 
     real_hash = _catalog.content_hash
 
@@ -132,9 +132,9 @@ def test_memory_md_is_swapped_in_not_renamed_over(
     """The new file takes the name by exchange; the old one is unlinked, never left."""
     import os
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
-    if _fs._renameat2() is None:
+    if files._renameat2() is None:
         pytest.skip("no renameat2 here: MEMORY.md is renamed over (tested below)")
 
     def no_rename_over(*args: object) -> None:
@@ -160,7 +160,7 @@ def test_memory_md_is_swapped_in_not_renamed_over(
 
 
 def test_swap_in_falls_back_to_a_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     tmp_path = tmp_path / "store"
     tmp_path.mkdir()
@@ -168,13 +168,13 @@ def test_swap_in_falls_back_to_a_rename(tmp_path: Path, monkeypatch: pytest.Monk
     target.write_bytes(b"not ours")
     path = tmp_path / "MEMORY.md"
     path.symlink_to(target)  # a name, not followed: the link itself is replaced
-    _fs.atomic_write(str(path), b"- a (a.md)\n", derived=True)
+    files.atomic_write(str(path), b"- a (a.md)\n", derived=True)
     assert not path.is_symlink() and path.read_bytes() == b"- a (a.md)\n"
     assert target.read_bytes() == b"not ours"
     # Without renameat2 (another kernel or libc): os.replace, the same result.
-    monkeypatch.setattr(_fs, "_EXCHANGE", [None])
-    _fs.atomic_write(str(path), b"- b (b.md)\n", derived=True)
-    assert path.read_bytes() == b"- b (b.md)\n" and _fs.stamped(path.stat())
+    monkeypatch.setattr(files, "_EXCHANGE", [None])
+    files.atomic_write(str(path), b"- b (b.md)\n", derived=True)
+    assert path.read_bytes() == b"- b (b.md)\n" and files.stamped(path.stat())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md", "elsewhere"]
 
 
@@ -265,7 +265,7 @@ def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
 ) -> None:
     import os
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     path = tmp_path / "state.json"
     path.write_bytes(b"old")
@@ -278,17 +278,17 @@ def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
 
     monkeypatch.setattr(os, "replace", counting)
     # Not loaded in this process (a one-shot hook): renamed over, no ctypes import.
-    monkeypatch.setattr(_fs, "_EXCHANGE", [])
-    _fs.atomic_write(str(path), b"one", durable=False)
-    assert renames == [str(path)] and _fs._EXCHANGE == []
+    monkeypatch.setattr(files, "_EXCHANGE", [])
+    files.atomic_write(str(path), b"one", durable=False)
+    assert renames == [str(path)] and files._EXCHANGE == []
     # Loaded (MEMORY.md was written): exchanged, where the kernel can.
-    _fs._renameat2()
+    files._renameat2()
     renames.clear()
-    _fs.atomic_write(str(path), b"two", durable=False)
-    assert renames == ([] if _fs._EXCHANGE[0] is not None else [str(path)])
+    files.atomic_write(str(path), b"two", durable=False)
+    assert renames == ([] if files._EXCHANGE[0] is not None else [str(path)])
     assert path.read_bytes() == b"two"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["state.json"]
     # A durable write is always renamed (its bytes were fsynced before).
     renames.clear()
-    _fs.atomic_write(str(path), b"three")
+    files.atomic_write(str(path), b"three")
     assert renames == [str(path)] and path.read_bytes() == b"three"

@@ -40,7 +40,8 @@ TURN = [
 
 
 def create_op(title: str, level: str = "project", **extra: str) -> dict[str, object]:
-    return _op(title, f"{title}: the details.", level=level, summary=f"About {title}.", **extra)
+    fields = {"content": f"{title}: the details.", "summary": f"About {title}.", **extra}
+    return _op(title, level=level, **fields)
 
 
 class ScriptedProvider:

@@ -201,7 +201,7 @@ def rescued(ws: Path, text: str) -> None:
 
 def log_line(ws: Path, text: str) -> None:
     from mdmem.integrations.claude_code import log_to_file
-    from mdmem.store._catalog import ensure_state_dir
+    from mdmem.store.state import ensure_state_dir
 
     with Manager(ws, provider=Failing("x")):
         folder = ensure_state_dir(str(ws / ".PseudoClaude" / "memory"))

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 
-from mdmem.store import _fs
+from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class Ledger:
     def load(self) -> list[str]:
         """The uuids, oldest first; none when the file is missing or unreadable."""
         try:
-            data = _fs.read_bytes(self.path, 200 * self.keep)
+            data = files.read_bytes(self.path, 200 * self.keep)
         except (OSError, ValueError):
             return []
         return [u for u in data.decode("utf-8", "replace").split("\n") if _UUID.match(u)]
@@ -291,10 +291,10 @@ class Ledger:
         clean = [u for u in uuids if _UUID.match(u)]
         if not clean:
             return
-        _fs.ensure_dir(os.path.dirname(self.path), private=True)
+        files.ensure_dir(os.path.dirname(self.path), private=True)
         if len(known) + len(clean) >= 2 * self.keep:
             kept = (known + clean)[-self.keep :]
-            _fs.atomic_write(self.path, ("\n".join(kept) + "\n").encode(), private=True)
+            files.atomic_write(self.path, ("\n".join(kept) + "\n").encode(), private=True)
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as f:
@@ -450,7 +450,6 @@ def hand_over(
     Raises:
         OSError, ValueError: the transcript or the journal cannot be used.
     """
-    from mdmem.store.paths import state_dir
     from mdmem.store.workspace import resolve
 
     transcript = payload.get("transcript_path")
@@ -460,13 +459,12 @@ def hand_over(
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     # Without the lock first: SessionEnd right after a Stop usually has nothing
     # new, and then needs neither the Manager nor the lock (nor their imports).
-    if not new_messages(messages, set(Ledger(state_dir(project.path)).load())):
+    if not new_messages(messages, set(Ledger(project.state.path).load())):
         return None
     from mdmem.manager.manager import Manager
-    from mdmem.store._catalog import ensure_state_dir
 
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
-    ledger = Ledger(ensure_state_dir(manager.project.path))
+    ledger = Ledger(manager.project.state.ensure())
     # Under the store lock: two hooks at once (Stop then SessionEnd) must not
     # both hand over the same messages.
     with manager.project.lock():
@@ -500,11 +498,10 @@ def handover_hook(
     try:
         if workspace and not os.path.isdir(os.path.expanduser(workspace)):
             raise ValueError(f"--workspace {workspace} is not a directory")
-        from mdmem.store._catalog import ensure_state_dir
         from mdmem.store.workspace import resolve
 
         _, project, _ = resolve(workspace, user_dir, start=workspace_of(payload))
-        log_to_file(ensure_state_dir(project.path))
+        log_to_file(project.state.ensure())
         return hand_over(payload, workspace, user_dir)
     except Exception as exc:  # a hook reports every failure, and never raises anything else
         message = escape_controls(str(exc))[:500]
@@ -516,10 +513,10 @@ def start_worker(workspace: str, user_dir: str) -> None:
     """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent."""
     import subprocess
 
-    from mdmem.store._catalog import ensure_state_dir
     from mdmem.store.paths import project_root
+    from mdmem.store.state import StateDir
 
-    log_dir = ensure_state_dir(project_root(workspace))
+    log_dir = StateDir.of(project_root(workspace)).ensure()
     log = os.path.join(log_dir, "worker.log")
     _rotate(log)
     with open(log, "ab") as out:
@@ -568,7 +565,7 @@ def log_to_file(state_dir: str) -> None:
             return text if len(text) <= _MAX_LOG_RECORD else text[:_MAX_LOG_RECORD] + "..."
 
     with contextlib.suppress(OSError):
-        _fs.ensure_dir(state_dir)
+        files.ensure_dir(state_dir)
         path = os.path.join(state_dir, "hooks.log")
         _rotate(path)
         handler = logging.FileHandler(path, encoding="utf-8")

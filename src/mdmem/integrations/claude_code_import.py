@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from mdmem._kinds import Level, NoteType
-from mdmem.store import _fs
+from mdmem.store import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _read(path: str) -> str | None:
     try:
         if not os.path.isfile(path) or os.path.islink(path):
             return None
-        return _fs.read_bytes(path, _MAX_FILE).decode("utf-8")
+        return files.read_bytes(path, _MAX_FILE).decode("utf-8")
     except (OSError, ValueError):
         return None
 

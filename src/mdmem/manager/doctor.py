@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
-from mdmem.store import _fs
+from mdmem.store import files
+from mdmem.store import state as layout
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
@@ -37,7 +38,6 @@ from mdmem.store.paths import (
     note_path,
     printable_name,
     slugify,
-    state_dir,
 )
 
 if TYPE_CHECKING:
@@ -58,11 +58,11 @@ __all__ = [
     "worker_findings",
 ]
 
-RESCUED_DIR = "rescued"
+RESCUED_DIR = layout.RESCUED
 _LOCKS = ("lock", "turn.lock")
-_TXN = "txn.json"
+_TXN = layout.TXN
 _TRASH = "trash"
-# What _fs.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
+# What files.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
 _TEMP = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
 _TEMP_GRACE_SECONDS = 600
 
@@ -141,13 +141,13 @@ def _describe(pid: int) -> str:
 
 def _held(store: Store, name: str) -> list[str] | None:
     """Who holds one of the store's locks: descriptions, [] when free, None when unknown."""
-    path = os.path.join(state_dir(store.path), name)
+    path = store.state / name
     pids = lock_holders(path)
     if pids is not None:
         return [_describe(p) for p in pids]
     if not os.path.exists(path):
         return []
-    if name == "lock" and os.path.exists(os.path.join(state_dir(store.path), _TXN)):
+    if name == "lock" and os.path.exists(store.state.txn):
         return None  # taking it would finish the batch: that is a repair, not a look
     probe = store.lock(timeout=0) if name == "lock" else store.turn_lock(0)
     try:
@@ -174,7 +174,7 @@ def _find_locks(store: Store) -> list[Finding]:
             found.append(
                 Finding(
                     "locks",
-                    os.path.join(state_dir(store.path), name),
+                    store.state / name,
                     f"held by {', '.join(holders)}. It is released the moment that process "
                     "exits (an flock lock is never stale, and the file itself is no lock: "
                     "leave it); if that process hangs, stop it",
@@ -185,7 +185,7 @@ def _find_locks(store: Store) -> list[Finding]:
 
 
 def _find_batch(store: Store) -> list[Finding]:
-    subject = os.path.join(state_dir(store.path), _TXN)
+    subject = store.state.txn
     if not os.path.exists(subject):
         return []
     holders = _held(store, "lock")
@@ -221,7 +221,7 @@ def _alive(pid: int) -> bool:
 def _find_temp_files(store: Store) -> list[Finding]:
     found: list[Finding] = []
     now = time.time()
-    state = state_dir(store.path)
+    state = store.state.path
     for folder in (store.path, state, os.path.join(state, RESCUED_DIR)):
         try:
             entries = os.scandir(folder)  # streamed: a DirEntry per note would be 70 MB at 100k
@@ -364,7 +364,7 @@ def _is_utf8(data: bytes) -> bool:
 def _find_index(store: Store) -> list[Finding]:
     """MEMORY.md against the notes: the two sorted sequences side by side, nothing held whole."""
     try:
-        data = _fs.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES)
+        data = files.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES)
     except FileNotFoundError:
         data = b""
     except (OSError, ValueError) as exc:  # a symlink, a FIFO, a device, too large
@@ -426,7 +426,7 @@ def _repair_index(store: Store, findings: list[Finding]) -> list[str]:
 
 def _permission_targets(store: Store) -> list[tuple[str, int]]:
     """Every path of a private store, and the mode it must have."""
-    state = state_dir(store.path)
+    state = store.state.path
     targets = [(store.path, 0o700)]
     if os.path.isdir(state):
         targets.append((state, 0o700))
@@ -500,7 +500,7 @@ def _chmod_nofollow(path: str, mode: int) -> bool:
 
 
 def _find_rescued(store: Store) -> list[Finding]:
-    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
+    folder = store.state.rescued
     try:
         names = sorted(n for n in os.listdir(folder) if not _TEMP.match(n))
     except FileNotFoundError:
@@ -660,7 +660,7 @@ def _find_turns(store: Store) -> list[Finding]:
     """Turns accepted for extraction that are not on their way to disk."""
     from mdmem.manager._journal import FAILED, PENDING, listing, owner_alive
 
-    root = os.path.join(state_dir(store.path), "turns")
+    root = store.state.turns
     findings: list[Finding] = []
     for place, ids in listing(root).items():
         for turn_id in ids:
@@ -716,9 +716,9 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
     """Put stuck and failed turns back in ``pending/``; a worker then processes them."""
     import json
 
-    root = os.path.join(state_dir(store.path), "turns")
+    root = store.state.turns
     pending = os.path.join(root, "pending")
-    _fs.ensure_dir(pending, private=True)
+    files.ensure_dir(pending, private=True)
     done: list[str] = []
     for finding in findings:
         source = os.path.join(store.path, finding.subject)
@@ -730,7 +730,7 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
                 with open(source, encoding="utf-8") as f:
                     record = json.load(f)
                 record["attempts"] = 0  # a fresh start; the old errors stay in the record
-                _fs.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
+                files.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
                 os.unlink(source)
             else:
                 os.rename(source, target)
@@ -820,8 +820,8 @@ def rescue(store: Store, label: str, text: str) -> str:
     redact = getattr(store, "_redact", None) or default_redact
     if redact(label) != label:
         label = slugify(redact(label.removesuffix(".md"))) + ".md"
-    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
-    _fs.ensure_dir(folder, private=True)
+    folder = store.state.rescued
+    files.ensure_dir(folder, private=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(folder, f"{stamp}~{label}")
     n = 1
@@ -829,5 +829,5 @@ def rescue(store: Store, label: str, text: str) -> str:
         n += 1
         path = os.path.join(folder, f"{stamp}-{n}~{label}")
     # Kept, but not its secrets: the rescued text is on disk too.
-    _fs.atomic_write(path, redact(text).encode("utf-8"), private=True)
+    files.atomic_write(path, redact(text).encode("utf-8"), private=True)
     return path

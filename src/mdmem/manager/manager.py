@@ -54,11 +54,12 @@ from mdmem.extract.providers.base import Message
 from mdmem.manager import feedback, provenance
 from mdmem.manager import review as review_
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
-from mdmem.store import _catalog, ledger
+from mdmem.store import ledger
+from mdmem.store import state as layout
 from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, prompt_block
 from mdmem.store.marks import dated_index
 from mdmem.store.operations import Operation, parse_answer
-from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
+from mdmem.store.paths import discover_workspace, project_root, user_root
 from mdmem.store.results import ApplyResult, Hit, Rejected
 from mdmem.store.store import Store, prepare_writes
 
@@ -74,7 +75,7 @@ log = logging.getLogger("mdmem")
 
 #: A model answer is capped: a runaway answer must not flood the stores.
 MAX_OPERATIONS = 100
-JOURNAL_DIR = "turns"
+JOURNAL_DIR = layout.TURNS
 #: Tokens a budget check allows for the model's answer, on top of the prompt's estimate.
 OUTPUT_ALLOWANCE = 1_000
 #: A turn held by the daily budget is looked at again at least this often (seconds).
@@ -188,7 +189,7 @@ class Manager:
             turn_tokens if turn_tokens is not None else budget_from_env("MDMEM_TURN_TOKENS")
         )
         self.clock: Callable[[], float] = clock or time.time
-        self._journal = Journal(os.path.join(state_dir(self.project.path), JOURNAL_DIR))
+        self._journal = Journal(self.project.state.turns)
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, Future[TurnResult] | None]] = deque()
         self._retry_at: dict[str, float] = {}
@@ -321,7 +322,7 @@ class Manager:
         record = self._record(messages, session)
         if record is None:
             return None
-        _catalog.ensure_state_dir(self.project.path, private=False)
+        self.project.state.ensure()
         put_pending(self._journal.root, record)
         return str(record["id"])
 
@@ -383,7 +384,7 @@ class Manager:
     # -- the worker --------------------------------------------------------------------
 
     def _open_journal(self) -> None:
-        _catalog.ensure_state_dir(self.project.path, private=False)
+        self.project.state.ensure()
         self._journal.open()
 
     def _resume(self) -> None:
@@ -495,11 +496,11 @@ class Manager:
         created is checked with the next code change (it was written from
         this code).
         """
-        from mdmem.store.marks import STALE_MARKS, tree_key
+        from mdmem.store.marks import tree_key
 
         if self.project.unavailable is not None:
             return False
-        path = os.path.join(state_dir(self.project.path), STALE_MARKS)
+        path = self.project.state.stale_marks
         try:
             with open(path, encoding="utf-8") as f:
                 lines = f.read(1 << 20).splitlines()

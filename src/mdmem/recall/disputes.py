@@ -17,8 +17,7 @@ import contextlib
 import json
 import os
 
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ _cache: dict[str, tuple[tuple[int, int], dict[str, dict[str, object]]]] = {}
 
 
 def _path(store: Store) -> str:
-    return os.path.join(state_dir(store.path), FEEDBACK_FILE)
+    return store.state / FEEDBACK_FILE
 
 
 def disputed(store: Store) -> dict[str, dict[str, object]]:
@@ -78,12 +77,12 @@ def dispute_penalty(store: Store, name: str) -> float:
 
 
 def _save(store: Store, marks: dict[str, dict[str, object]]) -> None:
-    _catalog.ensure_state_dir(store.path, private=store.private)
+    store.state.ensure()
     if len(marks) > _MAX_NOTES:  # bounded: the oldest marks go first
         keep = sorted(marks.items(), key=lambda kv: str(kv[1].get("at", "")))[-_MAX_NOTES:]
         marks = dict(keep)
     data = json.dumps({"disputed": marks}, ensure_ascii=False, indent=1).encode("utf-8")
-    _fs.atomic_write(_path(store), data, private=True)
+    files.atomic_write(_path(store), data, private=True)
     _cache.pop(_path(store), None)
 
 

@@ -33,8 +33,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mdmem.store import _catalog
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
@@ -90,7 +88,7 @@ def background_enabled() -> bool:
 
 @contextlib.contextmanager
 def _locked(store: Store, wait: bool) -> Iterator[bool]:
-    folder = _catalog.ensure_state_dir(store.path)
+    folder = store.state.ensure()
     fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -266,7 +264,7 @@ def request(store: Store) -> bool:
     if busy(store):
         return False
     try:
-        folder = _catalog.ensure_state_dir(store.path)
+        folder = store.state.ensure()
         source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover - interpreters without the _blake2 modul
     from hashlib import blake2b as _blake2b
 
 from mdmem.errors import InvalidPath
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.paths import (
     INDEX_NAME,
     check_name,
@@ -50,9 +50,8 @@ from mdmem.store.paths import (
     is_plain_name,
     note_path,
     printable_name,
-    state_base,
-    state_dir,
 )
+from mdmem.store.state import CATALOG, CLOCK, FINGERPRINT, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -66,7 +65,6 @@ __all__ = [
     "Fingerprint",
     "Scan",
     "content_hash",
-    "ensure_state_dir",
     "fs_now",
     "is_busy",
     "is_damage",
@@ -80,9 +78,6 @@ __all__ = [
 ]
 
 _VERSION = 7  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes
-CATALOG = "catalog.sqlite"
-FINGERPRINT = "fingerprint"
-CLOCK = "clock"
 #: The most note names the fingerprint lists for the block's quick check.
 HEAD_NAMES = 2_000
 
@@ -348,8 +343,7 @@ class Fingerprint:
 
 
 def _state(root: str) -> str:
-    """``paths.state_dir(root)`` (remembered there)."""
-    return state_dir(root)
+    return StateDir.of(root).path
 
 
 def _fp_path(root: str) -> str:
@@ -372,7 +366,7 @@ def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> No
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_fp_path(root))
         else:
-            _fs.atomic_write(_fp_path(root), fp.dump(), private=private, durable=False)
+            files.atomic_write(_fp_path(root), fp.dump(), private=private, durable=False)
     except OSError:
         pass
 
@@ -383,10 +377,10 @@ def open_regular(path: str) -> io.BufferedReader:
     Raises:
         OSError: absent, a link, a FIFO, a device or a directory.
     """
-    fd = os.open(path, _fs.READ_FLAGS)
+    fd = os.open(path, files.READ_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _fs.NotRegularFile(22, "not a regular file", path)
+            raise files.NotRegularFile(22, "not a regular file", path)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -470,7 +464,7 @@ def fs_now(root: str, *, private: bool) -> int:
     the state folder cannot be written (then no stat is ever trusted).
     """
     try:
-        path = os.path.join(ensure_state_dir(root, private=private), CLOCK)
+        path = os.path.join(StateDir.of(root).ensure(), CLOCK)
         try:
             os.utime(path)
         except FileNotFoundError:
@@ -642,7 +636,7 @@ class Catalog:
             # Deleted or replaced behind our back: start again from what is on disk.
             self.close()
         try:
-            ensure_state_dir(self._root, private=self._private)
+            StateDir.of(self._root).ensure()
             con = sqlite3.connect(
                 self.path, timeout=0, isolation_level=None, check_same_thread=False
             )
@@ -1125,28 +1119,6 @@ def iter_listing(root: str) -> Iterator[tuple[str, str | None, str]]:
         raise
     finally:
         cat.close()
-
-
-def ensure_state_dir(root: str, *, private: bool = True) -> str:
-    """Create the store's state folder (see :func:`mdmem.store.paths.state_dir`) and return it.
-
-    The whole state tree is the user's own, ``0700`` whatever the store's level:
-    it holds turns, trash and logs of private conversations. ``private`` is kept
-    for the callers' sake and no longer changes anything.
-    """
-    state = _state(root)
-    if not os.path.isdir(state):
-        base = state_base()
-        os.makedirs(os.path.dirname(base), exist_ok=True)
-        for folder in (base, os.path.dirname(state), state):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(folder, 0o700)
-    st = os.lstat(state)
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(f"{state} is not a directory")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(state, 0o700)
-    return state
 
 
 def content_hash(data: bytes) -> str:

@@ -168,9 +168,9 @@ def splice(
     was rewritten (not when no line actually changes), or None when the file
     does not look like what mdmem writes (the caller rebuilds it).
     """
-    from mdmem.store import _fs
+    from mdmem.store import files
 
-    fd = os.open(path, _fs.READ_FLAGS)
+    fd = os.open(path, files.READ_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -202,7 +202,7 @@ def splice(
         if not changed:
             return 0, False
         parts.append((pos, size))
-        _fs.atomic_write_parts(path, fd, parts, private=private)
+        files.atomic_write_parts(path, fd, parts, private=private)
         return delta, True
     finally:
         os.close(fd)

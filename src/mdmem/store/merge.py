@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidPath, StoreError
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import parse_index_line
 from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES, STATE_DIR, check_name
 
@@ -105,16 +105,16 @@ def _read(path: str) -> str:
     """A text file of the repository (MEMORY.md, .gitignore), read as hostile input.
 
     Raises:
-        OSError: it is a symlink, a FIFO or a device (``_fs.NotRegularFile``), or unreadable.
+        OSError: it is a symlink, a FIFO or a device (``files.NotRegularFile``), or unreadable.
         ValueError: larger than MEMORY.md may be.
     """
-    return _fs.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
+    return files.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
 
 
 def merge_files(base: str, ours: str, theirs: str) -> None:
     """Git's merge driver: merge the three files and write the result to ``ours``."""
     merged = merge_index(_read(base), _read(ours), _read(theirs))
-    _fs.atomic_write(ours, merged.encode("utf-8"))
+    files.atomic_write(ours, merged.encode("utf-8"))
 
 
 # -- mdmem init ----------------------------------------------------------------------
@@ -140,7 +140,7 @@ def _ensure_line(path: str, line: str, header: str, report: InitReport) -> None:
         new = f"{header}\n{line}\n"
     else:
         new = text + ("" if not text or text.endswith("\n") else "\n") + f"{line}\n"
-    _fs.atomic_write(path, new.encode("utf-8"))
+    files.atomic_write(path, new.encode("utf-8"))
     report.changes.append(f"{'wrote' if text is None else 'updated'} {path}")
 
 
@@ -195,11 +195,11 @@ def init_store(store: Store, workspace: str, driver_command: str | None = None) 
         raise StoreError(store.path, f"not used as a project store: {store.unavailable}")
     report = InitReport()
     if not os.path.isdir(store.path):
-        _fs.ensure_dir(store.path, private=store.private)
+        files.ensure_dir(store.path, private=store.private)
         report.changes.append(f"created {store.path}")
     index = os.path.join(store.path, INDEX_NAME)
     if not os.path.exists(index) and not store.load_index():
-        _fs.atomic_write(index, b"", private=store.private)
+        files.atomic_write(index, b"", private=store.private)
         report.changes.append(f"wrote {index}")
     _ensure_line(
         os.path.join(store.path, ".gitignore"),

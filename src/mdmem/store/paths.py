@@ -180,7 +180,7 @@ def note_path(root: str, name: object, *, must_exist: bool = False) -> str:
     Beyond :func:`check_name`, an existing entry must be a regular file: a
     symlink is never a note (a repository could commit one that leads
     anywhere), nor is a FIFO, a device or a directory. Readers still open the
-    file with ``O_NOFOLLOW`` and check it again (``_fs.read_bytes``): this
+    file with ``O_NOFOLLOW`` and check it again (``files.read_bytes``): this
     check only gives the clear reason.
 
     Raises:

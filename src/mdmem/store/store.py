@@ -21,14 +21,14 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, _fs, _index_file
+from mdmem.store import _catalog, _index_file, files
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
     note_path,
     project_problem,
-    state_dir,
 )
+from mdmem.store.state import StateDir
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -89,6 +89,8 @@ class Store:
         self.unavailable: str | None = (
             project_problem(self._root, user_store) if self.level is Level.PROJECT else None
         )
+        #: mdmem's own folder for this store (catalog, journals, trash, history...): named once.
+        self.state = StateDir.of(self._root)
         self._root_fd = _local()  # this thread's flock on the store directory, and its depth
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
@@ -131,8 +133,8 @@ class Store:
                 # The lock is taken to write: the store itself must exist by then
                 # (but never through a refused store's symlink).
                 if self.unavailable is None:
-                    _fs.ensure_dir(self._root, private=self.private)
-                state = _catalog.ensure_state_dir(self._root, private=self.private)
+                    files.ensure_dir(self._root, private=self.private)
+                state = self.state.ensure()
                 lock = FileLock(os.path.join(state, name), mode=0o600 if self.private else 0o644)
                 self._locks[name] = lock
             return lock
@@ -201,12 +203,12 @@ class Store:
         fp = _catalog.read_fingerprint(self._root)
         index_path = os.path.join(self._root, INDEX_NAME)
         if fp is not None and scan.fingerprint() == fp.full:
-            text = _fs.read_text(index_path, MAX_INDEX_BYTES)
+            text = files.read_text(index_path, MAX_INDEX_BYTES)
             if text is not None or scan.index_stat is None:
                 return text or ""
         text, _ = self._sync(scan)
         if text is None:
-            text = _fs.read_text(index_path, MAX_INDEX_BYTES) or ""
+            text = files.read_text(index_path, MAX_INDEX_BYTES) or ""
         return text
 
     def index_head(
@@ -513,12 +515,12 @@ class Store:
 
     def _decode(self, path: str, filename: str) -> str:
         try:
-            data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+            data = files.read_bytes(path, MAX_NOTE_BYTES)
         except ValueError as exc:
             raise InvalidNote(filename, f"too large: {exc}") from None
         except FileNotFoundError:
             raise NoteNotFound(filename, self._root) from None
-        except _fs.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
+        except files.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
             raise InvalidPath(filename, str(exc.strerror)) from None
         try:
             return data.decode("utf-8")
@@ -543,7 +545,7 @@ class Store:
         data = known.get(name)
         if data is None:
             try:
-                data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+                data = files.read_bytes(path, MAX_NOTE_BYTES)
             except ValueError as exc:
                 return {"st": list(st), "error": f"too large: {exc}"}
             except OSError as exc:
@@ -819,7 +821,7 @@ class Store:
             differs = streamed[:2] != _file_digest(index_path)
         else:
             try:
-                current = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
+                current = files.read_bytes(index_path, MAX_INDEX_BYTES)
             except (OSError, ValueError):  # absent, not a regular file, too large: replaced
                 current = None
             ours = self._index_is_ours(current, recorded) if current is not None else ""
@@ -851,7 +853,7 @@ class Store:
                     return new.decode("utf-8"), False
             before = _catalog.stat_of(self._root)
             data = new if new is not None else _index_file.chunks(cat.lines())
-            _fs.atomic_write(index_path, data, private=self.private, derived=True)
+            files.atomic_write(index_path, data, private=self.private, derived=True)
             rewrote = True
             if scan is not None and before == scan.dir_stat:
                 # Only our own MEMORY.md moved the directory since the scan.
@@ -868,8 +870,8 @@ class Store:
             # What mdmem wrote: its stat, hash, line count, and a time after which its stat
             # alone proves it (see _index_is_ours).
             when = now
-            if rewrote and index_stat is not None and _fs.stamped(index_stat):
-                # Stamped as it was written: its stat proves it from now on (_fs.stamped).
+            if rewrote and index_stat is not None and files.stamped(index_stat):
+                # Stamped as it was written: its stat proves it from now on (files.stamped).
                 when = max(index_stat[0], index_stat[3]) + 1
             elif rewrote and index_stat is not None and not cat.memory:
                 # Read after the file was renamed and its stat taken: once the clock is
@@ -1321,7 +1323,7 @@ class Store:
                 raise NoteExists(new, self._root)
             from mdmem.store import history
 
-            data = _fs.read_bytes(source_path, MAX_NOTE_BYTES)
+            data = files.read_bytes(source_path, MAX_NOTE_BYTES)
             history.record_if_unknown(self._root, old, data)
             # The same directory, and the note's bytes do not change. A link, not a
             # rename: a note that appears at ``new`` meanwhile is never replaced.
@@ -1333,7 +1335,7 @@ class Store:
                 except FileExistsError:
                     raise NoteExists(new, self._root) from None
                 os.unlink(source_path)
-            _fs.fsync_dir(self._root)
+            files.fsync_dir(self._root)
             history.record(self._root, new, data, source=source, action="rename")
             self._sync(_catalog.Scan(self._root), locked=True)
         return new
@@ -1342,10 +1344,9 @@ class Store:
 
     def trash(self) -> list[TrashItem]:
         """Deleted notes that can still be restored, newest first."""
-        from mdmem.store import _txn
         from mdmem.store.results import TrashItem
 
-        folder = os.path.join(state_dir(self._root), _txn.TRASH_DIR)
+        folder = self.state.trash
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
@@ -1366,25 +1367,24 @@ class Store:
             NoteExists: a note of that name exists again; move it away first.
             LockTimeout: the store is locked by someone else.
         """
-        from mdmem.store import _txn
 
         self._writable()
         path = note_path(self._root, filename)
         with self.lock():
             candidates = [item for item in self.trash() if item.filename == filename]
             if not candidates:
-                raise NoteNotFound(filename, os.path.join(state_dir(self._root), _txn.TRASH_DIR))
+                raise NoteNotFound(filename, self.state.trash)
             if os.path.lexists(path):
                 raise NoteExists(filename, self._root)
             # An exclusive create, not a rename: a note that appears meanwhile is never
             # replaced (and the trash may be on another file system than the store).
-            data = _fs.read_bytes(candidates[0].path, 64 * MAX_NOTE_BYTES)
+            data = files.read_bytes(candidates[0].path, 64 * MAX_NOTE_BYTES)
             try:
-                _fs.create_new(path, data, private=self.private)
+                files.create_new(path, data, private=self.private)
             except FileExistsError:
                 raise NoteExists(filename, self._root) from None
             os.unlink(candidates[0].path)
-            _fs.fsync_dir(self._root)
+            files.fsync_dir(self._root)
             from mdmem.store import history
 
             history.record(self._root, filename, data, source="api", action="restore")
@@ -1487,14 +1487,14 @@ class _Held:
             except Timeout:
                 raise LockTimeout(store.path, self._timeout) from None
             except FileNotFoundError:  # the state folder was removed: make it again
-                _catalog.ensure_state_dir(store.path, private=store.private)
+                store.state.ensure()
                 continue
             if _same_file(self._lock):
                 return
             # The lock file was removed (with its folder) between its open and our
             # flock: the lock we hold guards nothing. Take the one at the path now.
             self._lock.release()
-            _catalog.ensure_state_dir(store.path, private=store.private)
+            store.state.ensure()
         raise LockTimeout(store.path, self._timeout)
 
     def __exit__(
@@ -1571,7 +1571,7 @@ def _index_stat(root: str) -> _catalog.Stat | None:
 
 def _hash_file(path: str) -> str | None:
     try:
-        return _catalog.content_hash(_fs.read_bytes(path, MAX_INDEX_BYTES))
+        return _catalog.content_hash(files.read_bytes(path, MAX_INDEX_BYTES))
     except (OSError, ValueError):
         return None
 
@@ -1597,12 +1597,12 @@ def _count_lines(path: str) -> int:
 
 
 def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
-    return _fs.read_text(path, limit)
+    return files.read_text(path, limit)
 
 
 def _read_bytes_or_none(path: str) -> bytes | None:
     try:
-        return _fs.read_bytes(path, MAX_NOTE_BYTES)
+        return files.read_bytes(path, MAX_NOTE_BYTES)
     except FileNotFoundError:
         return None
 
