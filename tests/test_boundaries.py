@@ -48,6 +48,7 @@ FLOORS = {
     "mdmem.errors": 0,
     "mdmem._kinds": 0,
     "mdmem._lines": 0,
+    "mdmem.privacy": 0,  # redaction: store and extract both use it, and it imports nothing
     "mdmem.extract": 1,
     "mdmem.store": 2,
     "mdmem.recall": 3,
@@ -194,7 +195,7 @@ def test_floor_rules_catch_a_violation() -> None:
     _, store_floor = floor("mdmem.store.store")
     _, manager_floor = floor("mdmem.manager.manager")
     assert store_floor < manager_floor
-    assert "mdmem.extract.privacy" in GRAPH["mdmem.store.store"]
+    assert "mdmem.privacy" in GRAPH["mdmem.store.store"]
 
 
 def test_every_package_says_what_it_may_import() -> None:

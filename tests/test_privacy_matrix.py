@@ -17,9 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from builders import create_op
-from mdmem import Level, Manager, ProviderError, Store
-from mdmem.extract import privacy
-from mdmem.extract.privacy import KINDS, Redactor, redact
+from mdmem import Level, Manager, ProviderError, Store, privacy
+from mdmem.privacy import KINDS, Redactor, redact
 from mdmem.store.note import Note, NoteType
 
 KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABFAKEFAKEFAKE"
@@ -404,7 +403,7 @@ def test_a_private_block_around_a_long_tool_output_is_gone() -> None:
 
 
 def test_a_logged_traceback_is_redacted(tmp_path: Path) -> None:
-    from mdmem.extract.privacy import install_log_filter
+    from mdmem.privacy import install_log_filter
 
     install_log_filter()
     path = tmp_path / "log.txt"

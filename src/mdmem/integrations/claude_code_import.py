@@ -177,7 +177,7 @@ def candidates(
     """What an import would do: each auto-memory note (and CLAUDE.md section), with its outcome."""
     from dataclasses import replace
 
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     found = _auto_memories(auto_memory_dir(workspace, claude_dir))
     if claude_md:

@@ -815,7 +815,7 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
 def rescue(store: Store, label: str, text: str) -> str:
     """Keep text a person typed in the store's state (``rescued/``), named after ``label``;
     return the path. The text is redacted like every write."""
-    from mdmem.extract.privacy import redact as default_redact
+    from mdmem.privacy import redact as default_redact
 
     redact = getattr(store, "_redact", None) or default_redact
     if redact(label) != label:

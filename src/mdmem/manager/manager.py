@@ -44,16 +44,16 @@ from mdmem._kinds import Level
 from mdmem.errors import InvalidOperation, MdmemError, ProviderError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
-from mdmem.extract.privacy import (
+from mdmem.extract.providers.base import Message
+from mdmem.manager import feedback, provenance
+from mdmem.manager import review as review_
+from mdmem.manager._journal import Journal, new_turn_id, put_pending
+from mdmem.privacy import (
     Redactor,
     extra_patterns_from_env,
     install_log_filter,
     redact_data,
 )
-from mdmem.extract.providers.base import Message
-from mdmem.manager import feedback, provenance
-from mdmem.manager import review as review_
-from mdmem.manager._journal import Journal, new_turn_id, put_pending
 from mdmem.store import ledger
 from mdmem.store import state as layout
 from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, prompt_block

@@ -208,8 +208,8 @@ def propose(
     Operations are validated as :meth:`Store.apply` would and redacted (by
     ``redact``, a ``str -> str`` function, else the default filter).
     """
-    from mdmem.extract.privacy import redact as default_redact
-    from mdmem.extract.privacy import redact_data
+    from mdmem.privacy import redact as default_redact
+    from mdmem.privacy import redact_data
     from mdmem.store.results import ApplyResult, Rejected
 
     fn = redact if callable(redact) else default_redact

@@ -77,7 +77,7 @@ class Planner:
         self.applied: list[Applied] = []
         self.rejected: list[Rejected] = []
         if redact is None:
-            from mdmem.extract.privacy import redact as default_redact
+            from mdmem.privacy import redact as default_redact
 
             redact = default_redact
         self._redact = _remembering(redact)

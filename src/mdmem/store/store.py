@@ -1533,14 +1533,14 @@ def prepare_writes() -> None:
 
 
 def _default_redact() -> Callable[[str], str]:
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     return redact
 
 
 def _redact_extra(extra: Mapping[str, object], redact: Callable[[str], str]) -> dict[str, object]:
     """A person's own front-matter keys, with secrets taken out of their names and values."""
-    from mdmem.extract.privacy import redact_data
+    from mdmem.privacy import redact_data
 
     clean = redact_data(dict(extra), redact)
     assert isinstance(clean, dict)
