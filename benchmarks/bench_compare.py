@@ -23,7 +23,21 @@ import sys
 import tempfile
 import time
 
-WORDS = "alpha beta gamma delta deploy build cache index store parser token budget lint".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "deploy",
+    "build",
+    "cache",
+    "index",
+    "store",
+    "parser",
+    "token",
+    "budget",
+    "lint",
+]
 
 
 def make_workspace(base: str, notes: int) -> str:
