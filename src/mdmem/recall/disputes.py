@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search`
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = ["FEEDBACK_FILE", "PENALTY", "clear", "dispute_penalty", "disputed", "mark"]
 

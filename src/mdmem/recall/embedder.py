@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from mdmem.recall import semantic
     from mdmem.recall.index import Index
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = [
     "CHUNK",
@@ -60,7 +60,11 @@ CHUNK = 32
 RETRY_SECONDS = 60.0
 
 #: The program of a background embedder: ``python -c _CHILD ROOT LEVEL``.
-_CHILD = "import sys; from mdmem.recall.embedder import background; background(*sys.argv[1:3])"
+#: It makes the store itself, so that this module never imports the store class (see view.py).
+_CHILD = (
+    "import sys; from mdmem.store.store import Store; from mdmem.recall.embedder import background;"
+    " background(Store(*sys.argv[1:3]))"
+)
 
 _REQUESTED: dict[str, float] = {}
 _CHILDREN: list[subprocess.Popen[bytes]] = []
@@ -284,10 +288,8 @@ def request(store: Store) -> bool:
     return True
 
 
-def background(root: str, level: str) -> EmbedReport:
+def background(store: Store) -> EmbedReport:
     """What a background embedder process runs (see :data:`_CHILD`): at low priority, no wait."""
-    from mdmem.store.store import Store
-
     with contextlib.suppress(OSError):
         os.nice(10)  # a background job: the person's own work comes first
-    return embed(Store(root, level), wait=False)
+    return embed(store, wait=False)

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from datetime import datetime
 
+    from mdmem.recall.view import StoreView as Store
     from mdmem.store.note import Note
-    from mdmem.store.store import Store
 
 __all__ = ["FILE", "MAX_AGE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
 

@@ -29,7 +29,7 @@ from mdmem.recall.text import terms
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = ["BATCH", "Miss", "Probe", "Report", "evaluate", "model_questions", "probes"]
 
