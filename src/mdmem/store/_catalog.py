@@ -41,7 +41,7 @@ try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough h
 except ImportError:  # pragma: no cover - interpreters without the _blake2 module
     from hashlib import blake2b as _blake2b
 
-from mdmem.errors import InvalidPath
+from mdmem.errors import InvalidPath, MdmemError
 from mdmem.store import files
 from mdmem.store.paths import (
     INDEX_NAME,
@@ -51,16 +51,20 @@ from mdmem.store.paths import (
     note_path,
     printable_name,
 )
-from mdmem.store.state import CATALOG, CLOCK, FINGERPRINT, StateDir
+from mdmem.store.state import CATALOG, CLOCK, FINGERPRINT, StateDir, ensure_state_dir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     import io
     import sqlite3
-    from collections.abc import Collection, Iterable, Iterator
+    from collections.abc import Callable, Collection, Iterable, Iterator
+    from typing import Any, TypeVar
+
+    _C = TypeVar("_C")
 
 __all__ = [
     "Catalog",
+    "CatalogError",
     "Entry",
     "Fingerprint",
     "Scan",
@@ -464,7 +468,7 @@ def fs_now(root: str, *, private: bool) -> int:
     the state folder cannot be written (then no stat is ever trusted).
     """
     try:
-        path = os.path.join(StateDir.of(root).ensure(), CLOCK)
+        path = os.path.join(ensure_state_dir(root, private=private), CLOCK)
         try:
             os.utime(path)
         except FileNotFoundError:
@@ -513,7 +517,13 @@ _COLUMNS = (
 
 
 def is_damage(exc: BaseException) -> bool:
-    """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt)."""
+    """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt).
+
+    For this module's own code, where SQLite is called; above it, a catalog call
+    raises :class:`CatalogError` and nothing else of SQLite's.
+    """
+    if isinstance(exc, CatalogError):
+        return True
     import sys
 
     sqlite3 = sys.modules.get("sqlite3")
@@ -528,6 +538,8 @@ def is_busy(exc: BaseException) -> bool:
     make SQLite map a different -shm file, and a later truncation of it is a
     SIGBUS), only worked around for this call.
     """
+    if isinstance(exc, CatalogError):
+        return exc.busy
     import sys
 
     sqlite3 = sys.modules.get("sqlite3")
@@ -596,6 +608,73 @@ class _ValidNames:
         return row is not None
 
 
+class CatalogError(MdmemError):
+    """The one error a catalog call raises for SQLite's (internal to ``store/``).
+
+    An ``MdmemError``, so that one that gets past the store (it catches them all
+    where it can rebuild or fall back) is shown as one line, not a traceback.
+
+    The file is damaged or unusable (the store rebuilds it from the notes), or,
+    when :attr:`busy`, another connection holds it right now (the store answers
+    from a catalog in memory this once, and never throws a live one away). The
+    SQLite error is its ``__cause__``.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"the catalog: {cause}")
+        self.busy = is_busy(cause)
+
+
+class _Translated:
+    """Where SQLite's errors become :class:`CatalogError`: every public method of
+    :class:`Catalog` runs inside it (httpx's ``map_httpcore_exceptions``), so the
+    store catches one named error instead of asking each exception what it is."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None and not isinstance(exc, CatalogError) and is_damage(exc):
+            raise CatalogError(exc) from exc
+
+
+translated = _Translated()
+_CO_GENERATOR = 0x20  # inspect.CO_GENERATOR, without importing inspect on the fast path
+
+
+def _at_the_edge(cls: type[_C]) -> type[_C]:
+    """Run every public method of ``cls`` (generators too) inside :data:`translated`."""
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        if method.__code__.co_flags & _CO_GENERATOR:
+
+            def generator(*args: Any, **kwargs: Any) -> Any:
+                with translated:
+                    yield from method(*args, **kwargs)
+
+            wrapped = generator
+        else:
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                with translated:
+                    return method(*args, **kwargs)
+
+            wrapped = call
+        wrapped.__name__ = method.__name__
+        wrapped.__qualname__ = method.__qualname__
+        wrapped.__doc__ = method.__doc__
+        wrapped.__wrapped__ = method  # type: ignore[attr-defined]
+        return wrapped
+
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and callable(value) and hasattr(value, "__code__"):
+            setattr(cls, name, wrap(value))
+    return cls
+
+
+@_at_the_edge
 class Catalog:
     """The store's rows, in SQLite; opened on first use, rebuilt when damaged.
 
@@ -636,7 +715,7 @@ class Catalog:
             # Deleted or replaced behind our back: start again from what is on disk.
             self.close()
         try:
-            StateDir.of(self._root).ensure()
+            ensure_state_dir(self._root, private=self._private)
             con = sqlite3.connect(
                 self.path, timeout=0, isolation_level=None, check_same_thread=False
             )

@@ -261,9 +261,7 @@ class Store:
             # records this MEMORY.md), its rows are exactly the notes.
             try:
                 recorded = (self._cat().meta("index") or "").split(" ")
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
                 recorded = []
             if " ".join(recorded[:4]) == " ".join(map(str, fp.index)):
                 return False
@@ -357,16 +355,13 @@ class Store:
             return []
         with self._catalog_guard:
             try:
-                cat = self._cat()
-                rows = cat.near(title, self.lock_timeout)
-                if rows is None:
-                    return None
-                superseded = self._superseded(cat)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
+                with _RollBack(self):
+                    cat = self._cat()
+                    rows = cat.near(title, self.lock_timeout)
+                    if rows is None:
+                        return None
+                    superseded = self._superseded(cat)
+            except _catalog.CatalogError:
                 return None
         return [row for row in rows if row[0] not in superseded]
 
@@ -480,9 +475,8 @@ class Store:
                 cat = self._cat()
                 if cat.meta("dir") == here:
                     return cat.taken(folded)
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the listing answers
             if self._listing is None or self._listing[0] != here:
                 self._listing = (here, {n.casefold() for n in os.listdir(self._root)})
             return folded in self._listing[1]
@@ -608,13 +602,10 @@ class Store:
         with self._catalog_guard:
             args = (known or {}, at, full, locked, keep, progress, cache or {})
             try:
-                return self._sync_with(self._cat(), scan, *args)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
-                if _catalog.is_busy(exc):
+                with _RollBack(self):
+                    return self._sync_with(self._cat(), scan, *args)
+            except _catalog.CatalogError as exc:
+                if exc.busy:
                     # Held by another connection: answer from a private catalog
                     # in memory this once; never throw a live catalog away.
                     return self._sync_with(
@@ -625,13 +616,10 @@ class Store:
                 _log().warning("%s: the catalog was unusable (%s); rebuilding it", self._root, exc)
                 self._cat().reset()
             try:
-                return self._sync_with(self._cat(), scan, *args)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
-            # The state folder cannot hold a catalog: answer from one in memory.
+                with _RollBack(self):
+                    return self._sync_with(self._cat(), scan, *args)
+            except _catalog.CatalogError:
+                pass  # the state folder cannot hold a catalog: answer from one in memory
             self._catalog = _catalog.Catalog(self._root, private=self.private, memory=True)
             return self._sync_with(self._catalog, scan, *args)
 
@@ -961,9 +949,7 @@ class Store:
         with self._catalog_guard:
             try:
                 return self._cat().position()
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
                 return None
 
     def changes_since(
@@ -984,9 +970,7 @@ class Store:
         with self._catalog_guard:
             try:
                 found = self._cat().changes_after(position, key, now_key)
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
                 return None
         return None if found is None else (found[0], now_key, found[1])
 
@@ -1023,9 +1007,7 @@ class Store:
                     return None
                 recorded = (cat.meta("index") or "").split(" ")
                 return int(recorded[5]) if len(recorded) == 7 else None
-            except Exception as exc:
-                if not _catalog.is_damage(exc) and not isinstance(exc, ValueError):
-                    raise
+            except (_catalog.CatalogError, ValueError):
                 return None
 
     def _index_stat_proves(self, recorded: list[str]) -> bool:
@@ -1093,10 +1075,8 @@ class Store:
             st = os.lstat(self._root)
             with self._catalog_guard:
                 return self._cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
-        except Exception as exc:
-            if isinstance(exc, OSError) or _catalog.is_damage(exc):
-                return False
-            raise
+        except (OSError, _catalog.CatalogError):
+            return False
 
     def _record(self, plan: _txn.Plan, at: int, complete: bool, before: str | None) -> None:
         """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
@@ -1108,43 +1088,41 @@ class Store:
         """
         with self._catalog_guard:
             try:
-                cat = self._cat()
-                if cat.meta("index") is not None and cat.begin(self.lock_timeout):
-                    changes: dict[str, str | None] = {}
-                    for name, data in plan.writes.items():
-                        st = os.stat(os.path.join(self._root, name))
-                        prev = cat.get(name)
-                        entry = self._entry(
-                            name,
-                            (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
-                            prev,
-                            {name: data},
-                            plan.notes.get(name),
-                        )
-                        entry["at"] = at
-                        cat.put(name, entry)
-                        changes[name] = entry.get("line")  # type: ignore[assignment]
-                    cat.remove(list(plan.deletes))
-                    changes.update(dict.fromkeys(plan.deletes))
-                    recorded = (cat.meta("index") or "").split(" ")
-                    if len(recorded) == 7 and _index_stat(self._root) is not None:
-                        self._write_index(
-                            cat,
-                            None,
-                            changes,
-                            at,
-                            locked=True,
-                            complete=complete,
-                            touched=set(changes) if before is not None else None,
-                            key_before=before,
-                        )
-                        return
-                    cat.rollback()
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
+                with _RollBack(self):
+                    cat = self._cat()
+                    if cat.meta("index") is not None and cat.begin(self.lock_timeout):
+                        changes: dict[str, str | None] = {}
+                        for name, data in plan.writes.items():
+                            st = os.stat(os.path.join(self._root, name))
+                            prev = cat.get(name)
+                            entry = self._entry(
+                                name,
+                                (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
+                                prev,
+                                {name: data},
+                                plan.notes.get(name),
+                            )
+                            entry["at"] = at
+                            cat.put(name, entry)
+                            changes[name] = entry.get("line")  # type: ignore[assignment]
+                        cat.remove(list(plan.deletes))
+                        changes.update(dict.fromkeys(plan.deletes))
+                        recorded = (cat.meta("index") or "").split(" ")
+                        if len(recorded) == 7 and _index_stat(self._root) is not None:
+                            self._write_index(
+                                cat,
+                                None,
+                                changes,
+                                at,
+                                locked=True,
+                                complete=complete,
+                                touched=set(changes) if before is not None else None,
+                                key_before=before,
+                            )
+                            return
+                        cat.rollback()
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the full refresh below rebuilds it
         self._sync(_catalog.Scan(self._root), known=plan.writes, at=at, locked=True)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
@@ -1552,6 +1530,28 @@ _ABSENT = object()
 _CACHE_ENTRIES = 5_000
 # Rows written to the catalog per statement while a pass reads many notes.
 _BATCH = 500
+
+
+class _RollBack:
+    """Roll the catalog's open transaction back on any error, then let the error go on.
+
+    Whatever the error (a damaged catalog, or MEMORY.md that cannot be written), no
+    transaction may stay open for the next call; only a ``CatalogError`` is then
+    caught by the caller.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            with _suppress():
+                self._store._cat().rollback()
 
 
 def _suppress() -> contextlib.AbstractContextManager[None]:
