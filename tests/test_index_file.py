@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from builders import create_op as _create
 from mdmem.store import _index_file
+from mdmem.store._index_file import IndexRecord
 
 NAMES = st.builds(
     lambda i, accent: f"project_knowledge_n{i:03d}{'é' if accent else ''}.md",
@@ -292,3 +293,23 @@ def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
     renames.clear()
     files.atomic_write(str(path), b"three")
     assert renames == [str(path)] and path.read_bytes() == b"three"
+
+
+@given(
+    st.tuples(*(st.integers(0, 2**63) for _ in range(4))),
+    st.one_of(st.just("-"), st.text("0123456789abcdef", min_size=1, max_size=32)),
+    st.integers(0, 10**9),
+    st.integers(0, 2**63),
+)
+def test_the_index_record_round_trips(
+    stat: tuple[int, int, int, int], digest: str, lines: int, when: int
+) -> None:
+    record = IndexRecord(stat, digest, lines, when)
+    assert IndexRecord.parse(record.format()) == record
+    assert record.same_stat(stat) and not record.same_stat(None)
+    assert record.stat_proves(stat) == (max(stat[0], stat[3]) < when)
+
+
+@pytest.mark.parametrize("text", [None, "", "1 2 3 4 h 5", "1 2 3 4 h 5 6 7", "1 2 x 4 h 5 6"])
+def test_a_record_that_is_not_one_parses_as_none(text: str | None) -> None:
+    assert IndexRecord.parse(text) is None

@@ -260,10 +260,10 @@ class Store:
             # Settled, and if the catalog is the one that saw it settle (it still
             # records this MEMORY.md), its rows are exactly the notes.
             try:
-                recorded = (self._cat().meta("index") or "").split(" ")
+                recorded = _index_file.IndexRecord.parse(self._cat().meta("index"))
             except _catalog.CatalogError:
-                recorded = []
-            if " ".join(recorded[:4]) == " ".join(map(str, fp.index)):
+                recorded = None
+            if recorded is not None and recorded.same_stat(fp.index):
                 return False
         return self._sync(scan, keep=keep)[1]
 
@@ -777,7 +777,7 @@ class Store:
         otherwise) and the key after MEMORY.md is written.
         """
         index_path = os.path.join(self._root, INDEX_NAME)
-        recorded = (cat.meta("index") or "").split(" ")
+        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
         current: bytes | None = None
         new: bytes | None = None
         ours = ""
@@ -787,9 +787,14 @@ class Store:
         spliced = None
         # A rebuild from the catalog (a first load, a reindex, many changes) goes a
         # chunk at a time: neither the old file nor the new one is held whole.
-        stream = rebuild or len(recorded) != 7 or len(changes) > _index_file.PATCH_LIMIT
+        stream = rebuild or recorded is None or len(changes) > _index_file.PATCH_LIMIT
         streamed: tuple[str, int, int] | None = None
-        if locked and not stream and self._index_stat_proves(recorded):
+        if (
+            locked
+            and recorded is not None
+            and not stream
+            and recorded.stat_proves(_index_stat(self._root))
+        ):
             # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
             # reading, rendering or hashing the rest (see _index_file.splice).
             before = _catalog.stat_of(self._root)
@@ -798,7 +803,8 @@ class Store:
             except OSError:
                 spliced = None
         if spliced is not None:
-            ours, lines, rewrote = "stat", int(recorded[5]) + spliced[0], spliced[1]
+            assert recorded is not None
+            ours, lines, rewrote = "stat", recorded.lines + spliced[0], spliced[1]
             if rewrote and scan is not None and before == scan.dir_stat:
                 complete, scan_dir = True, _catalog.stat_of(self._root)
             differs = False
@@ -813,11 +819,11 @@ class Store:
                 current = None
             ours = self._index_is_ours(current, recorded) if current is not None else ""
             if ours:
-                assert current is not None
+                assert current is not None and recorded is not None
                 patched = _index_file.patch(current, changes)
                 if patched is not None:
                     new, delta = patched
-                    lines = int(recorded[5]) + delta
+                    lines = recorded.lines + delta
             if new is None:
                 new = _index_file.join(cat.lines())
             differs = new != (current or b"")
@@ -874,8 +880,8 @@ class Store:
                 digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
             else:
                 digest = _hash_file(index_path) or "-"
-            stat_text = " ".join(map(str, index_stat or (0, 0, 0, 0)))
-            cat.set_meta("index", f"{stat_text} {digest} {lines} {when}")
+            record = _index_file.IndexRecord(index_stat or (0, 0, 0, 0), digest, lines, when)
+            cat.set_meta("index", record.format())
         # What the directory looked like when the rows were last complete: while it
         # is unchanged, the rows know every name (see name_taken).
         directory = scan.dir_stat if scan is not None else None
@@ -1005,20 +1011,10 @@ class Store:
                 now_key = _catalog.store_key(self._root)
                 if cat.changes_after(position, settled[3], now_key) is None:
                     return None
-                recorded = (cat.meta("index") or "").split(" ")
-                return int(recorded[5]) if len(recorded) == 7 else None
+                recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                return None if recorded is None else recorded.lines
             except (_catalog.CatalogError, ValueError):
                 return None
-
-    def _index_stat_proves(self, recorded: list[str]) -> bool:
-        """Whether MEMORY.md's stat alone proves it is what mdmem last wrote (the racy-clean
-        rule of _index_is_ours, without reading the file)."""
-        st = _index_stat(self._root)
-        return (
-            st is not None
-            and " ".join(map(str, st)) == " ".join(recorded[:4])
-            and max(st[0], st[3]) < int(recorded[6])
-        )
 
     def _redo(
         self,
@@ -1054,20 +1050,21 @@ class Store:
                     break
         return head
 
-    def _index_is_ours(self, current: bytes, recorded: list[str]) -> str:
+    def _index_is_ours(self, current: bytes, recorded: _index_file.IndexRecord | None) -> str:
         """How MEMORY.md is known to be exactly what mdmem last wrote: "stat", "hash" or "".
 
         Its stat proves it when older than the time recorded (the racy-clean rule
         again); otherwise its bytes are hashed, and once they match, the time of
         this pass is recorded so that the next write can go by the stat.
         """
+        if recorded is None:
+            return ""
         st = _index_stat(self._root)
-        same = st is not None and " ".join(map(str, st)) == " ".join(recorded[:4])
-        if same and st is not None and max(st[0], st[3]) < int(recorded[6]):
+        if recorded.stat_proves(st):
             return "stat"
-        if same and self._written is not None and self._written == (st, current):
+        if recorded.same_stat(st) and self._written is not None and self._written == (st, current):
             return "bytes"  # what this process wrote, byte for byte
-        return "hash" if recorded[4] == _catalog.content_hash(current) else ""
+        return "hash" if recorded.digest == _catalog.content_hash(current) else ""
 
     def _dir_known(self) -> bool:
         """Whether the catalog's rows know every name in the directory as it is now."""
@@ -1107,8 +1104,8 @@ class Store:
                             changes[name] = entry.get("line")  # type: ignore[assignment]
                         cat.remove(list(plan.deletes))
                         changes.update(dict.fromkeys(plan.deletes))
-                        recorded = (cat.meta("index") or "").split(" ")
-                        if len(recorded) == 7 and _index_stat(self._root) is not None:
+                        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                        if recorded is not None and _index_stat(self._root) is not None:
                             self._write_index(
                                 cat,
                                 None,
