@@ -513,9 +513,12 @@ def handover_hook(
 
 
 def start_worker(workspace: str, user_dir: str) -> None:
-    """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent."""
-    import subprocess
+    """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent.
 
+    It is this installed mdmem (see :mod:`mdmem._spawn`), run in the store's
+    private state folder, never in the session's (a cloned repository's) directory.
+    """
+    from mdmem import _spawn
     from mdmem.store._catalog import ensure_state_dir
     from mdmem.store.paths import project_root
 
@@ -523,22 +526,8 @@ def start_worker(workspace: str, user_dir: str) -> None:
     log = os.path.join(log_dir, "worker.log")
     _rotate(log)
     with open(log, "ab") as out:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mdmem",
-                "--workspace",
-                workspace,
-                "--user-dir",
-                user_dir,
-                "worker",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            close_fds=True,
+        _spawn.start(
+            ["--workspace", workspace, "--user-dir", user_dir, "worker"], cwd=log_dir, stdout=out
         )
 
 
