@@ -47,6 +47,7 @@ CLI_ONLY = {"__main__.py"} | {
 FLOORS = {
     "mdmem.errors": 0,
     "mdmem._spawn": 0,
+    "mdmem._json": 0,
     "mdmem._kinds": 0,
     "mdmem._lines": 0,
     "mdmem.extract": 1,

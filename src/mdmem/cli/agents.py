@@ -51,10 +51,9 @@ def extract(
         workspace, user_dir=user.path, include_tools=include_tools, discover=False, resume=False
     ) as manager:
         try:
-            future = manager.update_async(messages)
+            result = manager.update_async(messages).result()
         except TypeError as exc:
             raise typer.BadParameter(str(exc), param_hint=source) from None
-        result = future.result()
     for store_result in (result.project, result.user):
         for applied in store_result.applied:
             typer.echo(f"{applied.action:<9} {applied.level.value:<8} {applied.filename}")

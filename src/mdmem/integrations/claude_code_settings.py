@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from mdmem import _json
 from mdmem.store import _fs
 
 __all__ = [
@@ -129,7 +130,7 @@ def _load(path: str) -> dict[str, object]:
     except ValueError:
         raise InvalidSettings(path, "larger than 2 MiB") from None
     try:
-        settings = json.loads(data) if data.strip() else {}
+        settings = _json.loads(data) if data.strip() else {}
     except ValueError as exc:
         reason = getattr(exc, "msg", "not JSON")
         line = getattr(exc, "lineno", None)
