@@ -138,12 +138,21 @@ def test_hooks_install_and_check_import_nothing_from_the_clone(repo: Path, tmp_p
     assert markers(repo) == []
 
 
-def test_the_plugin_launcher_imports_nothing_from_the_clone(repo: Path, tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"  # no mdmem on PATH: the launcher falls back to python3
+@pytest.mark.parametrize("found_as", ["mdmem", "python3"])
+def test_the_plugin_launcher_imports_nothing_from_the_clone(
+    found_as: str, repo: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"  # mdmem on PATH, or only a python3 that can run it
     bin_dir.mkdir()
-    python = bin_dir / "python3"
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
+    if found_as == "mdmem":
+        script = _spawn.console_script()
+        if script is None:
+            pytest.skip("no mdmem console script installed")
+        (bin_dir / "mdmem").symlink_to(script)
+    else:
+        python = bin_dir / "python3"
+        python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        python.chmod(0o755)
     launcher = ROOT / "plugins" / "mdmem" / "scripts" / "mdmem-run"
     payload = {
         "session_id": "s1",
