@@ -230,3 +230,16 @@ def try_fast(argv: list[str]) -> int | None:
     if text:
         sys.stdout.write(text + "\n")
     return 0
+
+
+def embedder_child(args: list[str]) -> int:
+    """A background embedder process (``recall/embedder.py`` starts it): ``[ROOT, LEVEL]``.
+
+    Here rather than in ``recall/``, because it makes the store: recall reads
+    stores only through a protocol and never imports the store class.
+    """
+    from mdmem.recall.embedder import background
+    from mdmem.store.store import Store
+
+    background(Store(args[0], args[1]))
+    return 0

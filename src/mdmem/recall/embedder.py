@@ -28,10 +28,11 @@ import contextlib
 import fcntl
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from mdmem import _spawn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -59,12 +60,10 @@ CHUNK = 32
 #: A process starts at most one background embedder per store in this many seconds.
 RETRY_SECONDS = 60.0
 
-#: The program of a background embedder: ``python -c _CHILD ROOT LEVEL``.
-#: It makes the store itself, so that this module never imports the store class (see view.py).
-_CHILD = (
-    "import sys; from mdmem.store.store import Store; from mdmem.recall.embedder import background;"
-    " background(Store(*sys.argv[1:3]))"
-)
+#: What a background embedder process runs (``_child([ROOT, LEVEL])``, see :mod:`mdmem._spawn`):
+#: in the command line's fast path, which makes the store, so that recall never imports
+#: the store class (see view.py).
+_ENTRY = "mdmem.cli._fastpath:embedder_child"
 
 _REQUESTED: dict[str, float] = {}
 _CHILDREN: list[subprocess.Popen[bytes]] = []
@@ -269,19 +268,8 @@ def request(store: Store) -> bool:
         return False
     try:
         folder = store.state.ensure()
-        source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-        child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, store.path, store.level.value],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=folder,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        # This installed mdmem, isolated, in the state folder (see mdmem._spawn).
+        child = _spawn.start([store.path, store.level.value], cwd=folder, entry=_ENTRY)
     except OSError:
         return False
     _CHILDREN.append(child)
@@ -289,7 +277,7 @@ def request(store: Store) -> bool:
 
 
 def background(store: Store) -> EmbedReport:
-    """What a background embedder process runs (see :data:`_CHILD`): at low priority, no wait."""
+    """What a background embedder process runs (see :data:`_ENTRY`): at low priority, no wait."""
     with contextlib.suppress(OSError):
         os.nice(10)  # a background job: the person's own work comes first
     return embed(store, wait=False)
