@@ -419,3 +419,34 @@ def test_every_public_name_imports_in_a_fresh_process() -> None:
         [PYTHON, "-c", code], env=python_env(), capture_output=True, text=True, check=True
     )
     assert proc.stdout.strip() == "Store"
+
+
+#: Modules off the fast path that keep a startup trick, with the reason.
+TRICKS_ELSEWHERE = {
+    "mdmem.store.stale": "cached_marks runs on `mdmem index` once the tree has stale marks",
+}
+
+
+def test_startup_tricks_only_on_the_fast_path() -> None:
+    """``TYPE_CHECKING = False`` (typing costs ~6 ms) only where the fast path goes.
+
+    The fast path is what ``mdmem index``, the hooks, ``search`` and ``recall`` load
+    (``cli/_fastpath.py`` and its lazy imports); elsewhere a module imports typing.
+    """
+    # What those commands import lazily too: the ledger (session start's budget line)
+    # and the self-spawn helper (the handover hooks start the worker).
+    probe = (
+        "import sys, mdmem.cli._fastpath, mdmem.recall, mdmem.integrations.claude_code, "
+        "mdmem.integrations.prompt_recall, mdmem.store.ledger, mdmem._spawn\n"
+        "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", probe], env=python_env(), capture_output=True, text=True, check=True
+    ).stdout
+    fast = set(out.split())
+    tricks = {
+        module_name(m)
+        for m in MODULES
+        if "\nTYPE_CHECKING = False" in (PACKAGE / m).read_text(encoding="utf-8")
+    }
+    assert tricks - fast - set(TRICKS_ELSEWHERE) == set()

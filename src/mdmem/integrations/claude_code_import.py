@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
 from mdmem.store import files
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mdmem.store.store import Store
 

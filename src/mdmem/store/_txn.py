@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidPath
 from mdmem.store import _catalog, files
@@ -25,7 +26,6 @@ from mdmem.store import state as layout
 from mdmem.store.paths import check_name
 from mdmem.store.state import StateDir
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mdmem.store.note import Note
 
