@@ -12,6 +12,7 @@ import pytest
 
 import mdmem
 from conftest import PYTHON, ROOT, SRC, python_env
+from mdmem import Level, Store
 from mdmem.store.index import PREAMBLE
 
 PACKAGE = SRC / "mdmem"
@@ -427,21 +428,38 @@ TRICKS_ELSEWHERE = {
 }
 
 
-def test_startup_tricks_only_on_the_fast_path() -> None:
+def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     """``TYPE_CHECKING = False`` (typing costs ~6 ms) only where the fast path goes.
 
-    The fast path is what ``mdmem index``, the hooks, ``search`` and ``recall`` load
-    (``cli/_fastpath.py`` and its lazy imports); elsewhere a module imports typing.
+    The fast path is what ``mdmem index`` (run here through ``cli/_fastpath.py`` on a
+    workspace with a note), ``search`` / ``recall`` and the hooks load; elsewhere a
+    module imports typing.
     """
-    # What those commands import lazily too: the ledger (session start's budget line)
-    # and the self-spawn helper (the handover hooks start the worker).
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    Store(ws / ".PseudoClaude" / "memory", Level.PROJECT).apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "Build",
+                "content": "Run make.",
+            }
+        ]
+    )
+    # What the hooks import lazily too: the ledger (session start's budget line), the
+    # self-spawn helper (the handover hooks start the worker) and the prompt hook.
     probe = (
-        "import sys, mdmem.cli._fastpath, mdmem.recall, mdmem.integrations.claude_code, "
-        "mdmem.integrations.prompt_recall, mdmem.store.ledger, mdmem._spawn\n"
+        "import sys\n"
+        "from mdmem.cli._fastpath import try_fast\n"
+        "try_fast(['--workspace', sys.argv[1], 'index'])\n"
+        "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
+        "import mdmem.store.ledger, mdmem._spawn\n"
         "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"
     )
     out = subprocess.run(
-        [PYTHON, "-c", probe], env=python_env(), capture_output=True, text=True, check=True
+        [PYTHON, "-c", probe, str(ws)], env=python_env(), capture_output=True, text=True, check=True
     ).stdout
     fast = set(out.split())
     tricks = {

@@ -581,22 +581,14 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
 
 
 def _session_block(ws: str, project: Store, user: Store) -> tuple[str, str]:
-    from mdmem.store.blockcache import cached
-    from mdmem.store.index import merge
-    from mdmem.store.marks import prompt_index
+    from mdmem.store.index import cached_block
     from mdmem.store.waiting import pending_line
 
     room = context_room(_head(project.path, user.path, ws))
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
-    block = cached(
-        f"session-start-{room}",
-        project.path,
-        user.path,
-        lambda: merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600)),
-    )
-    return block, waiting
+    return cached_block(project, user, budget=room), waiting
 
 
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:

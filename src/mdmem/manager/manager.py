@@ -56,7 +56,7 @@ from mdmem.privacy import (
 )
 from mdmem.store import ledger
 from mdmem.store import state as layout
-from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, prompt_block
+from mdmem.store.index import PROJECT_HEADING, USER_HEADING, cached_block, line_filename
 from mdmem.store.marks import dated_index
 from mdmem.store.operations import Operation, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, user_root
@@ -222,15 +222,7 @@ class Manager:
         neither store changed since it was last computed, this is a few
         ``lstat`` calls; when it was recomputed, the next session start reads it.
         """
-        from mdmem.store.blockcache import cached
-
-        block = cached(
-            "index-all",
-            self.project.path,
-            self.user.path,
-            lambda: prompt_block(self.project, self.user),
-        )
-        return self._set_index(block)
+        return self._set_index(cached_block(self.project, self.user))
 
     def _set_index(self, block: str) -> str:
         with self._cond:
