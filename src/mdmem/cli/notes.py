@@ -47,7 +47,7 @@ def init(
     driver_command: Annotated[
         str | None,
         typer.Option(
-            help="The merge driver's command, before '%O %A %B' (default: mdmem merge-index).",
+            help="The merge driver's command, before '%O %A %B %P' (default: mdmem merge-index).",
         ),
     ] = None,
 ) -> None:
@@ -425,16 +425,22 @@ def merge_index(
     base: Annotated[str, typer.Argument(help="The common ancestor's MEMORY.md (git's %O).")],
     ours: Annotated[str, typer.Argument(help="Our MEMORY.md (%A); the result is written here.")],
     theirs: Annotated[str, typer.Argument(help="Their MEMORY.md (%B).")],
+    path: Annotated[
+        str | None,
+        typer.Argument(help="The file's path in the repository (%P); must be a store's MEMORY.md."),
+    ] = None,
 ) -> None:
     """Merge MEMORY.md note by note: git's merge driver.
 
     Set up by `mdmem init`. A line added on either side is kept, deleted on
     either side dropped, changed on one side takes that side; changed on both,
     ours. The result goes to OURS, sorted by file name, and the exit status is
-    0.
+    0. A file that is not a store's MEMORY.md (by PATH, or because a side has a
+    line that is not an index line) is refused: OURS gets git's own text merge
+    with conflict markers, and the exit status is 1, so git reports a conflict.
 
-    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B"
+    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B %P"
     """
     from mdmem.store.merge import merge_files
 
-    merge_files(base, ours, theirs)
+    merge_files(base, ours, theirs, path)
