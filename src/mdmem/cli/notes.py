@@ -27,7 +27,7 @@ from mdmem.cli._base import (
     progress_bar,
     selected,
 )
-from mdmem.cli._fastpath import index_text
+from mdmem.cli._fastpath import index_text, say_refusal
 from mdmem.cli.editor import (
     DEFAULT_TYPE,
     create_note,
@@ -81,6 +81,7 @@ def index(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOptio
     """
     options = options_of(ctx)
     text = index_text(options.workspace, options.user_dir, level.value, as_json)
+    say_refusal(options.workspace, options.user_dir)
     if text:
         typer.echo(text)
 

@@ -18,11 +18,14 @@ from mdmem.errors import InvalidPath
 
 __all__ = [
     "INDEX_NAME",
+    "IN_HOME",
+    "IS_USER_STORE",
     "MAX_INDEX_BYTES",
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
     "check_name",
+    "control_problem",
     "discover_workspace",
     "is_candidate_name",
     "is_plain_name",
@@ -290,6 +293,12 @@ def _state_dir(root: str) -> str:
     return os.path.join(state_base(), "stores", f"{label}-{digest}")
 
 
+#: :func:`project_problem`'s answers for the home directory's own ``.PseudoClaude``: normal,
+#: not a refusal worth a warning.
+IS_USER_STORE = "it is the user store (the workspace is the home directory)"
+IN_HOME = "the workspace is the home directory, whose .PseudoClaude holds the user store"
+
+
 def project_problem(root: str, user_store: str | None = None) -> str | None:
     """Why the project store at ``root`` must not be used, or None when it may be.
 
@@ -300,25 +309,82 @@ def project_problem(root: str, user_store: str | None = None) -> str | None:
     - it is the user store, or the workspace is the home directory: the
       project store would share its files, privacy and lock with the user store;
     - ``.PseudoClaude`` or ``memory`` is a symlink (a repository can commit
-      one): writes would land wherever the link points.
+      one): writes would land wherever the link points;
+    - someone else controls it (:func:`control_problem`): the workspace is
+      ``/``, writable by every user (``/tmp``), or not the user's (nor root's);
+      ``.PseudoClaude`` or ``memory`` is not the user's own, or writable by
+      others. Another local user could otherwise plant a store above your
+      folders, read what mdmem writes into it, and feed their notes to your agent.
     """
     real = os.path.realpath(root)
     user = os.path.realpath(user_store or user_root())
     if real == user:
-        return "it is the user store (the workspace is the home directory)"
+        return IS_USER_STORE
     parent = os.path.dirname(root)
     if os.path.basename(parent) != ".PseudoClaude":
         return None  # not laid out in a workspace: a store the caller chose
     workspace = os.path.dirname(parent)
     real_ws = os.path.realpath(workspace)
     if real_ws == os.path.realpath(os.path.expanduser("~")):
-        return "the workspace is the home directory, whose .PseudoClaude holds the user store"
+        return IN_HOME
     for path, what in ((parent, ".PseudoClaude"), (root, ".PseudoClaude/memory")):
         if os.path.islink(path):
             return f"{what} is a symlink (to {os.readlink(path)!r}); mdmem never follows it"
     if os.path.commonpath([real, real_ws]) != real_ws or real == real_ws:
         return "it resolves outside the workspace"
+    return control_problem(real_ws)
+
+
+def control_problem(workspace: str) -> str | None:
+    """Why someone other than the user controls ``workspace``'s store, or None.
+
+    The workspace folder must not be ``/`` (a store there would be every
+    marker-less folder's), must belong to the user or root, and must not be
+    writable by every user, sticky or not (``/tmp``: anyone can create the
+    store there first). ``.PseudoClaude`` and ``.PseudoClaude/memory``, where
+    they exist, must belong to the user and be writable by no one else. Group
+    write is allowed only for the user's private group (a group of the user's
+    name with no other member, as ``umask 002`` systems make), where it gives
+    no one else anything. On a system without user ids (Windows), None.
+    """
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return None
+    if os.path.dirname(workspace) == workspace:
+        return f"the workspace is the file system's root {workspace}"
+    uid = geteuid()
+    for path, what, root_ok in (
+        (workspace, f"the workspace {workspace}", True),
+        (os.path.join(workspace, ".PseudoClaude"), ".PseudoClaude", False),
+        (os.path.join(workspace, ".PseudoClaude", "memory"), ".PseudoClaude/memory", False),
+    ):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None  # not there (yet): it will be created as the user's own
+        if st.st_uid != uid and not (root_ok and st.st_uid == 0):
+            return f"{what} belongs to another user (uid {st.st_uid})"
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & stat.S_IWOTH:
+            return f"{what} is writable by every user (mode {mode:o})"
+        if mode & stat.S_IWGRP and not _private_group(st.st_gid):
+            return f"{what} is writable by its group (mode {mode:o}, gid {st.st_gid})"
     return None
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group ``gid`` is the user's own private group (its name, no other member)."""
+    try:
+        import grp
+        import pwd
+    except ImportError:  # pragma: no cover - not a POSIX system
+        return False
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+        group = grp.getgrgid(gid)
+    except (KeyError, OSError):
+        return False
+    return gid == os.getegid() and group.gr_name == name and set(group.gr_mem) <= {name}
 
 
 def user_root() -> str:
