@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
 from conftest import PYTHON, python_env
+from mdmem.cli import app
+from mdmem.integrations import claude_code
+from mdmem.store.paths import state_dir
+
+FIXTURES_DIR = Path(__file__).parent / "fixtures" / "claude_code"
 
 UMASK_ZERO = textwrap.dedent(
     """
@@ -59,3 +70,79 @@ def test_no_folder_mdmem_makes_is_writable_by_others_under_umask_000(tmp_path: P
     for root in (ws / ".PseudoClaude", ws / ".PseudoClaude" / "memory", home / ".PseudoClaude"):
         assert not stat.S_IMODE(root.stat().st_mode) & 0o022, root
     assert not os.listdir(tmp_path / "ws" / ".git")
+
+
+# -- a new clone at an old clone's path ---------------------------------------------
+
+
+def test_a_folder_made_again_at_the_same_path_has_another_identity(tmp_path: Path) -> None:
+    """ext4 hands a re-created folder its old inode number more often than not."""
+    from mdmem.store.paths import anchor_identity
+
+    seen = set()
+    for _ in range(20):
+        folder = tmp_path / "repo"
+        (folder / "sub").mkdir(parents=True)
+        seen.add(anchor_identity(str(folder))[0])
+        shutil.rmtree(folder)
+    assert len(seen) == 20
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
+def test_a_new_clone_at_an_old_clones_path_inherits_no_trash_turns_or_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setattr(claude_code, "start_worker", lambda *a, **k: None)
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", "origin.git")
+    ws = tmp_path / "repo"
+    git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "repo")
+    runner = CliRunner()
+    env = {"MDMEM_PROVIDER": "offline"}
+
+    def mdmem(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(app, ["--workspace", str(ws), *args], input=input, env=env)
+
+    assert mdmem("init").exit_code == 0
+    assert mdmem("add", "--title", "Kept", "Stays in the repository.").exit_code == 0
+    git(ws, "add", "-A")
+    git(ws, "commit", "-q", "-m", "a note")
+    git(ws, "push", "-q", "origin", "HEAD:main")
+    # The old clone's private life: a note trashed, a turn waiting.
+    secret = mdmem("add", "--title", "Old secret", "Only the old clone had this.").stdout.strip()
+    assert mdmem("rm", secret).exit_code == 0
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text((FIXTURES_DIR / "simple.jsonl").read_text())
+    payload = {"session_id": "s1", "transcript_path": str(transcript), "cwd": str(ws)}
+    assert mdmem("hook", "stop", input=json.dumps(payload)).exit_code == 0
+    old_state = state_dir(str(ws / ".PseudoClaude" / "memory"))
+    assert os.listdir(os.path.join(old_state, "trash"))
+
+    shutil.rmtree(ws)
+    git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "repo")
+    assert mdmem("init").exit_code == 0
+    store = ws / ".PseudoClaude" / "memory"
+    before = {p.name: p.read_bytes() for p in store.iterdir()}
+
+    assert mdmem("restore", secret).exit_code == 1
+    assert secret not in mdmem("restore").stdout
+    assert mdmem("doctor", "--fix").exit_code in (0, 1)
+    assert "waiting" not in mdmem("hook", "session-start", input="{}").stdout
+    assert runner.invoke(app, ["worker", "--timeout", "10"], env=env).exit_code in (0, 1)
+
+    assert {p.name: p.read_bytes() for p in store.iterdir()} == before
+    assert state_dir(str(store)) != old_state
+    assert os.listdir(os.path.join(old_state, "trash"))  # left where it was, untouched
+    doctor = mdmem("doctor")
+    assert f"state of an earlier clone at this path exists: {old_state}" in doctor.stdout
+    assert "1 in the trash" in doctor.stdout and "turns" in doctor.stdout

@@ -4,14 +4,16 @@ Every piece of mdmem that turns a name into a file path goes through
 :func:`check_name` (lexical rules) and :func:`note_path` (lexical rules plus
 what the file system says). Nothing else validates note names again.
 
-Only ``os`` and ``unicodedata`` are imported here: this module is on the path
-of ``mdmem index``, which a coding-agent hook runs at every session start.
+Only ``os``, ``sys`` and ``unicodedata`` are imported here (and ``fcntl`` when a state
+folder is first looked up): this module is on the path of ``mdmem index``, which a
+coding-agent hook runs at every session start.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 import unicodedata
 
 from mdmem.errors import InvalidPath
@@ -24,9 +26,11 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
+    "anchor_identity",
     "check_name",
     "control_problem",
     "discover_workspace",
+    "earlier_states",
     "is_candidate_name",
     "is_plain_name",
     "note_path",
@@ -257,40 +261,123 @@ def state_base() -> str:
 
 #: state_dir's answers in this process, by (root, the variables state_base reads): it
 #: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
-_STATE_DIRS: dict[tuple[str, ...], str] = {}
+#: Each answer keeps the anchor it was made for and its (device, inode), checked by one
+#: ``stat`` per call, so a long-lived process (the MCP server, the page) notices a re-clone.
+_STATE_DIRS: dict[tuple[str, ...], tuple[str, int, int, str]] = {}
+
+# FS_IOC_GETVERSION, _IOR('v', 1, long): an inode's generation, which ext4, btrfs and
+# f2fs change whenever they reuse an inode number (NFS file handles rely on it).
+_GETVERSION = 0x80087601 if sys.platform.startswith("linux") else None
 
 
 def state_dir(root: str) -> str:
     """The state folder of the store at ``root`` (catalog, journals, trash, locks, logs).
 
     Keyed by the store's resolved path, so two spellings of one store share
-    their state and lock, and named after its workspace so a person can find
-    it: ``<state_base>/stores/<workspace name>-<hash>``. Nothing is created here.
+    their state and lock, and by the identity of the folder that holds the
+    store (its workspace; see :func:`anchor_identity`), so a new clone at an
+    old clone's path starts with a state of its own: the old clone's trash,
+    waiting turns and history are never applied to it (:func:`earlier_states`
+    finds them, for ``mdmem doctor`` to offer). Named after the workspace so a
+    person can find it: ``<state_base>/stores/<workspace name>-<path hash>.<identity hash>``.
+    Nothing is created here.
     """
     env = os.environ
     key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
     found = _STATE_DIRS.get(key)
-    if found is None:
-        if len(_STATE_DIRS) > 64:
-            _STATE_DIRS.clear()
-        found = _STATE_DIRS[key] = _state_dir(root)
-    return found
+    if found is not None:
+        anchor, dev, ino, folder = found
+        try:
+            st = os.stat(anchor)
+        except OSError:
+            pass
+        else:
+            if st.st_ino == ino and st.st_dev == dev:
+                return folder
+    if len(_STATE_DIRS) > 64:
+        _STATE_DIRS.clear()
+    prefix, anchor = _state_prefix(root)
+    identity, seen = anchor_identity(anchor)
+    folder = f"{prefix}.{_digest(identity, 4)}"
+    if seen is not None:  # a missing anchor is looked at again next time
+        _STATE_DIRS[key] = (anchor, seen.st_dev, seen.st_ino, folder)
+    return folder
 
 
-def _state_dir(root: str) -> str:
+def _digest(text: str, size: int) -> str:
     try:  # hashlib costs milliseconds to import (OpenSSL) on the `mdmem index` path
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover - interpreters without the _blake2 module
         from hashlib import blake2b
+    return blake2b(text.encode("utf-8", "surrogateescape"), digest_size=size).hexdigest()
 
+
+def _state_prefix(root: str) -> tuple[str, str]:
+    """``<state_base>/stores/<label>-<path hash>`` of a store, and its anchor folder."""
     real = os.path.realpath(root)
-    digest = blake2b(real.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
     parent = os.path.dirname(real)
     in_workspace = os.path.basename(parent) == ".PseudoClaude"
-    owner = os.path.basename(os.path.dirname(parent) if in_workspace else real)
+    anchor = os.path.dirname(parent) if in_workspace else parent
+    owner = os.path.basename(anchor if in_workspace else real)
     label = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "-" for ch in owner)
     label = label.strip("-.")[:40] or "store"
-    return os.path.join(state_base(), "stores", f"{label}-{digest}")
+    return os.path.join(state_base(), "stores", f"{label}-{_digest(real, 8)}"), anchor
+
+
+def anchor_identity(anchor: str) -> tuple[str, os.stat_result | None]:
+    """Who the folder ``anchor`` is, beyond its path: device, inode and the inode's
+    generation (Linux) or birth time (macOS, BSD); and its ``stat``, None when it is missing.
+
+    ``rm -rf repo && git clone … repo`` makes a new folder that ext4 often gives
+    the old inode number (38 re-creations in 49, measured); the generation tells
+    them apart. Where neither is known (tmpfs, which does not reuse numbers
+    soon), device and inode.
+    """
+    try:
+        st = os.stat(anchor)
+    except OSError:
+        return "missing", None
+    extra = getattr(st, "st_birthtime", None)
+    if extra is None and _GETVERSION is not None:
+        extra = _generation(anchor)
+    return f"{st.st_dev}:{st.st_ino}:{extra if extra is not None else ''}", st
+
+
+def _generation(path: str) -> int | None:
+    try:
+        import fcntl
+        from array import array
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NONBLOCK)
+    except (ImportError, OSError):
+        return None
+    try:
+        buf = array("l", [0])
+        fcntl.ioctl(fd, _GETVERSION, buf, True)  # type: ignore[arg-type]
+        return int(buf[0])
+    except OSError:
+        return None  # the file system does not keep generations
+    finally:
+        os.close(fd)
+
+
+def earlier_states(root: str) -> list[str]:
+    """State folders of the store's path that are not its own: an earlier clone's (another
+    identity), or one made before state was keyed by identity. Sorted; never used by mdmem."""
+    prefix, _ = _state_prefix(root)
+    mine = state_dir(root)
+    folder, name = os.path.split(prefix)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        os.path.join(folder, n)
+        for n in names
+        if (n == name or (n.startswith(name + ".") and len(n) == len(name) + 9))
+        and os.path.join(folder, n) != mine
+        and os.path.isdir(os.path.join(folder, n))
+    )
 
 
 #: :func:`project_problem`'s answers for the home directory's own ``.PseudoClaude``: normal,
