@@ -196,3 +196,15 @@ def test_write_access_for_others_is_refused(
     assert (problem is not None) is refused, problem
     if refused:
         assert "writable by" in problem
+
+
+@as_root
+def test_another_users_settings_above_the_folder_are_ignored(tmp_path: Path) -> None:
+    from mdmem.manager.review import levels
+
+    shared = tmp_path / "shared"
+    plant(shared, None)
+    (shared / ".PseudoClaude" / "mdmem.json").write_text('{"review": "all"}')
+    assert levels(str(shared)) == frozenset({"project", "user"})
+    os.chown(shared / ".PseudoClaude", OTHER_UID, OTHER_UID)
+    assert levels(str(shared)) == frozenset()
