@@ -329,8 +329,8 @@ def anchor_identity(anchor: str) -> tuple[str, os.stat_result | None]:
     generation (Linux) or birth time (macOS, BSD); and its ``stat``, None when it is missing.
 
     ``rm -rf repo && git clone … repo`` makes a new folder that ext4 often gives
-    the old inode number (38 re-creations in 49, measured); the generation tells
-    them apart. Where neither is known (tmpfs, which does not reuse numbers
+    the old inode number (46 to 49 re-creations in 49: benchmarks/bench_inode_reuse.py);
+    the generation tells them apart. Where neither is known (tmpfs, which does not reuse numbers
     soon), device and inode.
     """
     try:
