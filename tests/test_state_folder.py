@@ -130,19 +130,44 @@ def test_a_new_clone_at_an_old_clones_path_inherits_no_trash_turns_or_history(
 
     shutil.rmtree(ws)
     git(tmp_path, "clone", "-q", str(tmp_path / "origin.git"), "repo")
-    assert mdmem("init").exit_code == 0
+
+    def later(*args: str, input: str = "{}") -> subprocess.CompletedProcess[str]:
+        """A command after the re-clone, as a person runs it: a new process."""
+        code = "import sys; from mdmem.__main__ import main; sys.exit(main())"
+        return subprocess.run(
+            [PYTHON, "-c", code, "--workspace", str(ws), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=python_env(MDMEM_PROVIDER="offline"),
+            timeout=60,
+        )
+
+    assert later("init").returncode == 0
     store = ws / ".PseudoClaude" / "memory"
     before = {p.name: p.read_bytes() for p in store.iterdir()}
 
-    assert mdmem("restore", secret).exit_code == 1
-    assert secret not in mdmem("restore").stdout
-    assert mdmem("doctor", "--fix").exit_code in (0, 1)
-    assert "waiting" not in mdmem("hook", "session-start", input="{}").stdout
-    assert runner.invoke(app, ["worker", "--timeout", "10"], env=env).exit_code in (0, 1)
+    assert later("restore", secret).returncode == 1
+    assert secret not in later("restore").stdout
+    assert later("doctor", "--fix").returncode in (0, 1)
+    assert "waiting" not in later("hook", "session-start").stdout
+    assert later("worker", "--timeout", "10").returncode in (0, 1)
 
     assert {p.name: p.read_bytes() for p in store.iterdir()} == before
-    assert state_dir(str(store)) != old_state
+    new_state = subprocess.run(
+        [
+            PYTHON,
+            "-c",
+            "import sys; from mdmem.store.paths import state_dir; print(state_dir(sys.argv[1]))",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        check=True,
+    ).stdout.strip()
+    assert new_state != old_state
     assert os.listdir(os.path.join(old_state, "trash"))  # left where it was, untouched
-    doctor = mdmem("doctor")
+    doctor = later("doctor")
     assert f"state of an earlier clone at this path exists: {old_state}" in doctor.stdout
     assert "1 in the trash" in doctor.stdout and "turns" in doctor.stdout

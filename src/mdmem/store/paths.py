@@ -4,9 +4,9 @@ Every piece of mdmem that turns a name into a file path goes through
 :func:`check_name` (lexical rules) and :func:`note_path` (lexical rules plus
 what the file system says). Nothing else validates note names again.
 
-Only ``os``, ``sys`` and ``unicodedata`` are imported here (and ``fcntl`` when a state
-folder is first looked up): this module is on the path of ``mdmem index``, which a
-coding-agent hook runs at every session start.
+Only ``os``, ``stat``, ``sys``, ``time`` and ``unicodedata`` are imported here (and
+``fcntl`` when a state folder is first looked up): this module is on the path of
+``mdmem index``, which a coding-agent hook runs at every session start.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import stat
 import sys
 import unicodedata
+from time import monotonic
 
 from mdmem.errors import InvalidPath
 
@@ -261,9 +262,11 @@ def state_base() -> str:
 
 #: state_dir's answers in this process, by (root, the variables state_base reads): it
 #: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
-#: Each answer keeps the anchor it was made for and its (device, inode), checked by one
-#: ``stat`` per call, so a long-lived process (the MCP server, the page) notices a re-clone.
-_STATE_DIRS: dict[tuple[str, ...], tuple[str, int, int, str]] = {}
+#: Each answer keeps the anchor it was made for and its (device, inode), checked again by
+#: one ``stat`` once a second at most, so a long-lived process (the MCP server, the page)
+#: notices a re-clone, and a turn's hundreds of calls cost no ``stat`` each.
+_STATE_DIRS: dict[tuple[str, ...], tuple[str, int, int, str, float]] = {}
+_RECHECK_SECONDS = 1.0
 
 # FS_IOC_GETVERSION, _IOR('v', 1, long): an inode's generation, which ext4, btrfs and
 # f2fs change whenever they reuse an inode number (NFS file handles rely on it).
@@ -285,14 +288,18 @@ def state_dir(root: str) -> str:
     env = os.environ
     key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
     found = _STATE_DIRS.get(key)
+    now = monotonic()
     if found is not None:
-        anchor, dev, ino, folder = found
+        anchor, dev, ino, folder, checked = found
+        if now - checked < _RECHECK_SECONDS:
+            return folder
         try:
             st = os.stat(anchor)
         except OSError:
             pass
         else:
             if st.st_ino == ino and st.st_dev == dev:
+                _STATE_DIRS[key] = (anchor, dev, ino, folder, now)
                 return folder
     if len(_STATE_DIRS) > 64:
         _STATE_DIRS.clear()
@@ -300,7 +307,7 @@ def state_dir(root: str) -> str:
     identity, seen = anchor_identity(anchor)
     folder = f"{prefix}.{_digest(identity, 4)}"
     if seen is not None:  # a missing anchor is looked at again next time
-        _STATE_DIRS[key] = (anchor, seen.st_dev, seen.st_ino, folder)
+        _STATE_DIRS[key] = (anchor, seen.st_dev, seen.st_ino, folder, now)
     return folder
 
 
