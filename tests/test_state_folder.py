@@ -171,3 +171,8 @@ def test_a_new_clone_at_an_old_clones_path_inherits_no_trash_turns_or_history(
     doctor = later("doctor")
     assert f"state of an earlier clone at this path exists: {old_state}" in doctor.stdout
     assert "1 in the trash" in doctor.stdout and "turns" in doctor.stdout
+    # Offered, not applied: a person who knows it was this repository takes a note back.
+    assert secret in later("restore", "--from-old-state").stdout
+    taken = later("restore", secret, "--from-old-state")
+    assert taken.returncode == 0, taken.stderr
+    assert "Only the old clone had this." in (store / secret).read_text(encoding="utf-8")

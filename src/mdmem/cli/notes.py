@@ -285,18 +285,41 @@ def restore(
         int | None,
         typer.Option("--version", help="Bring back this version (see `mdmem history NAME`)."),
     ] = None,
+    from_old_state: Annotated[
+        bool,
+        typer.Option(
+            "--from-old-state",
+            help="From the trash an earlier clone at this path left (see `mdmem doctor`).",
+        ),
+    ] = False,
 ) -> None:
     """Bring back a deleted note or an earlier version, or list the trash.
 
     Without --version, the newest deleted note of that name comes back. With
     --version, that version from `mdmem history` is written back, byte for
-    byte, as a new version.
+    byte, as a new version. With --from-old-state, the note comes from the
+    trash of an earlier clone at the same path, which is otherwise never used.
 
     Example: mdmem restore project_knowledge_old-build.md --version 2
     """
     from mdmem.store.paths import check_name
 
     stores = selected(options_of(ctx), level)
+    if from_old_state:
+        from mdmem.store import earlier
+
+        if name is None:
+            for store in stores:
+                for item in earlier.trash(store.path):
+                    typer.echo(f"{store.level.value:<8} {item.deleted_at:<18} {item.filename}")
+            return
+        check_name(name)
+        for store in stores:
+            if any(item.filename == name for item in earlier.trash(store.path)):
+                earlier.take(store, name)
+                typer.echo(f"restored {store.restore(name)} ({store.level.value}, old state)")
+                return
+        raise NoteNotFound(name, "the trash of an earlier clone at this path")
     if version is not None:
         if name is None:
             raise typer.BadParameter("a note name is required", param_hint="'NAME'")

@@ -654,8 +654,9 @@ def _find_earlier_states(store: Store) -> list[Finding]:
         content = ", ".join(f"{n} {what}" for what, n in held.items() if n) or "nothing kept"
         message = (
             f"state of an earlier clone at this path exists: {folder} ({content}); it is not used,"
-            " and restore or doctor --fix never write from it. If it is this repository's, stop"
-            f" mdmem and move it in place of {state_dir(store.path)}; otherwise delete it"
+            " and restore or doctor --fix never write from it. If it was this repository:"
+            " `mdmem restore --from-old-state` lists its trash and takes a note back (or stop"
+            f" mdmem and move the folder in place of {state_dir(store.path)}); else delete it"
         )
         found.append(Finding("earlier-clone", os.path.basename(folder), message, problem=False))
     return found
