@@ -211,6 +211,7 @@ def test_a_committed_attribute_routing_every_file_to_the_driver_loses_nothing(
     """The attack of issue 21: `*.md merge=mdmem-index` once emptied README.md (20 -> 0 lines)."""
     a = clone(origin, "a")
     (a.path / "README.md").write_text(README, encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01base")
     (a.path / ".gitattributes").write_text(f"{pattern} merge=mdmem-index\n", encoding="utf-8")
     base_note = a.add("Base")
     a.commit("a README and a too-wide merge attribute")
@@ -220,11 +221,13 @@ def test_a_committed_attribute_routing_every_file_to_the_driver_loses_nothing(
         ours_line = "Line 18 changed on main."
     text = README.replace("Line 3 of the project's README.", theirs_line)
     (a.path / "README.md").write_text(text, encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01feature")
     on_feature = a.add("Feature note")
     a.commit("feature edits README")
     git(a.path, "checkout", "-q", "main")
     old = "Line 3 of the project's README." if overlap else "Line 18 of the project's README."
     (a.path / "README.md").write_text(README.replace(old, ours_line), encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01main")
     on_main = a.add("Main note")
     a.commit("main edits README")
     before = _files(a.path)
@@ -241,10 +244,11 @@ def test_a_committed_attribute_routing_every_file_to_the_driver_loses_nothing(
     for name, data in before.items():
         if data and (a.path / name).exists():
             assert (a.path / name).read_bytes(), name
+    # A binary file git cannot line-merge is left as ours, and in conflict too.
+    assert (a.path / "logo.bin").read_bytes() == b"\x89PNG\x00\x01main"
     # The real index still merges note by note, in the same merge.
-    assert [x for x in git(a.path, "diff", "--name-only", "--diff-filter=U").stdout.split()] == [
-        "README.md"
-    ]
+    unmerged = git(a.path, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    assert unmerged == ["README.md", "logo.bin"]
     names = [line.rsplit("(", 1)[1][:-1] for line in a.index().splitlines()]
     assert names == sorted([base_note, on_feature, on_main])
 
