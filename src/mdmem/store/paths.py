@@ -262,10 +262,10 @@ def state_base() -> str:
 
 #: state_dir's answers in this process, by (root, the variables state_base reads): it
 #: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
-#: Each answer keeps the anchor it was made for and its (device, inode), checked again by
-#: one ``stat`` once a second at most, so a long-lived process (the MCP server, the page)
-#: notices a re-clone, and a turn's hundreds of calls cost no ``stat`` each.
-_STATE_DIRS: dict[tuple[str, ...], tuple[str, int, int, str, float]] = {}
+#: Each answer keeps the anchor it was made for and its identity, looked at again once a
+#: second at most, so a long-lived process (the MCP server, the page) notices a re-clone,
+#: and a turn's hundreds of calls cost no ``stat`` each.
+_STATE_DIRS: dict[tuple[str, ...], tuple[str, str, str, float]] = {}
 _RECHECK_SECONDS = 1.0
 
 # FS_IOC_GETVERSION, _IOR('v', 1, long): an inode's generation, which ext4, btrfs and
@@ -290,24 +290,19 @@ def state_dir(root: str) -> str:
     found = _STATE_DIRS.get(key)
     now = monotonic()
     if found is not None:
-        anchor, dev, ino, folder, checked = found
+        anchor, identity, folder, checked = found
         if now - checked < _RECHECK_SECONDS:
             return folder
-        try:
-            st = os.stat(anchor)
-        except OSError:
-            pass
-        else:
-            if st.st_ino == ino and st.st_dev == dev:
-                _STATE_DIRS[key] = (anchor, dev, ino, folder, now)
-                return folder
+        if anchor_identity(anchor)[0] == identity:
+            _STATE_DIRS[key] = (anchor, identity, folder, now)
+            return folder
     if len(_STATE_DIRS) > 64:
         _STATE_DIRS.clear()
     prefix, anchor = _state_prefix(root)
     identity, seen = anchor_identity(anchor)
     folder = f"{prefix}.{_digest(identity, 4)}"
     if seen is not None:  # a missing anchor is looked at again next time
-        _STATE_DIRS[key] = (anchor, seen.st_dev, seen.st_ino, folder, now)
+        _STATE_DIRS[key] = (anchor, identity, folder, now)
     return folder
 
 
