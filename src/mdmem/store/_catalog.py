@@ -370,7 +370,8 @@ def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> No
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_fp_path(root))
         else:
-            files.atomic_write(_fp_path(root), fp.dump(), private=private, durable=False)
+            # 0600 whatever the level: the state tree is the user's own.
+            files.atomic_write(_fp_path(root), fp.dump(), private=True, durable=False)
     except OSError:
         pass
 

@@ -80,7 +80,7 @@ def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = F
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     trash = StateDir.of(root).trash
-    files.ensure_dir(trash, private=private)
+    files.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 

@@ -27,13 +27,11 @@ joins a folder name of its own::
     <state>/hooks.log        what the Claude Code hooks logged
     <state>/claude-code/     the hooks' ledgers (handed-over turns, recalled notes)
 
-Nothing here creates a folder but :meth:`StateDir.ensure`; the layout costs no
-system call to name.
+Nothing here creates a folder but :meth:`StateDir.ensure`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
@@ -75,29 +73,36 @@ LOGS = "hooks.log"
 class StateDir:
     """The state folder of one store (see the module docstring for its layout).
 
-    A plain value: equal for equal paths, cheap to pass, and computed once per
-    store (``Store.state``). ``state / "name"`` joins a name of a higher floor's
-    own (the search index, the hooks' ledgers) onto it.
+    A plain value: equal for equal store roots, cheap to pass, and made once per
+    store (``Store.state``). Where the folder is, :func:`~mdmem.store.paths.state_dir`
+    answers at each use (it remembers its answer, and notices a re-clone at the
+    same path, whose state is a new folder). ``state / "name"`` joins a name of a
+    higher floor's own (the search index, the hooks' ledgers) onto it.
     """
 
-    __slots__ = ("path",)
+    __slots__ = ("root",)
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, root: str) -> None:
+        self.root = root
 
     @classmethod
     def of(cls, root: str) -> StateDir:
-        """The state folder of the store at ``root`` (as :func:`~mdmem.store.paths.state_dir`)."""
-        return cls(state_dir(root))
+        """The state folder of the store at ``root``."""
+        return cls(root)
+
+    @property
+    def path(self) -> str:
+        """The folder itself (it may not exist yet)."""
+        return state_dir(self.root)
 
     def __repr__(self) -> str:
-        return f"StateDir({self.path!r})"
+        return f"StateDir.of({self.root!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, StateDir) and other.path == self.path
+        return isinstance(other, StateDir) and other.root == self.root
 
     def __hash__(self) -> int:
-        return hash(self.path)
+        return hash(self.root)
 
     def __fspath__(self) -> str:
         return self.path
@@ -183,10 +188,19 @@ class StateDir:
         path = self.path
         if not os.path.isdir(path):
             base = state_base()
-            os.makedirs(os.path.dirname(base), exist_ok=True)
-            for folder in (base, os.path.dirname(path), path):
-                with contextlib.suppress(FileExistsError):
+            # Every folder made here is 0700, ~/.local/state included (as XDG asks), whatever
+            # the umask: os.makedirs would make the parents 0777 under umask 000.
+            missing = [base, os.path.dirname(path), path]
+            above = os.path.dirname(base)
+            while above and not os.path.isdir(above) and os.path.dirname(above) != above:
+                missing.insert(0, above)
+                above = os.path.dirname(above)
+            for folder in missing:
+                try:
                     os.mkdir(folder, 0o700)
+                except FileExistsError:
+                    continue
+                os.chmod(folder, 0o700)  # exact, even under a umask that takes the owner's bits
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
             raise OSError(f"{path} is not a directory")
