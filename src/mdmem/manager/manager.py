@@ -270,19 +270,38 @@ class Manager:
     # -- accepting turns -------------------------------------------------------------
 
     def update_async(
-        self, messages: Iterable[object], *, session: str | None = None
+        self,
+        messages: Iterable[object],
+        *,
+        session: str | None = None,
+        session_id: str | None = None,
     ) -> Future[TurnResult]:
         """Queue one completed turn for extraction; returns at once with a future.
 
         The turn (roles and text, redacted) is on disk before this returns.
         Call it only for a top-level agent turn that completed normally.
-        ``session`` (the agent's session id, when known) goes into the
-        provenance of the notes the turn writes.
+        ``session_id`` (or its older name ``session``: the agent's session id,
+        when known) goes into the provenance of the notes the turn writes, and
+        the turn into that session's record (``mdmem timeline``): the files its
+        tool calls changed, the commands it ran, the person's asks.
 
         Raises:
             TypeError: a message has no role.
             MdmemError: the manager is closed.
         """
+        session = session_id or session
+        if session:
+            messages = list(messages)  # read twice: the record, then the journal
+            from mdmem.manager import sessions
+
+            sessions.record(
+                self.project,
+                session,
+                messages,
+                workspace=self.workspace,
+                agent="manager",
+                redactor=self._redactor,
+            )
         record = self._record(messages, session)
         future: Future[TurnResult] = Future()
         if record is None:  # no text at all (tool churn only): nothing to send, counted
@@ -775,6 +794,16 @@ class Manager:
                     provenance.record_turn(
                         store.path, source, excerpt, notes, private=store.private
                     )
+            if source.session:
+                from mdmem.manager import sessions
+
+                made = [
+                    (level, name)
+                    for level, done in written.items()
+                    for action, name in done
+                    if action in ("create", "update")
+                ]
+                sessions.note_written(self.project, source.session, made)
             feedback.after_turn(
                 [s for s in (self.project, self.user) if s.unavailable is None],
                 pairs,
