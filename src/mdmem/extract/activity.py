@@ -37,7 +37,7 @@ __all__ = [
     "Activity",
     "is_test_command",
     "observe",
-    "test_outcome",
+    "outcome_of",
 ]
 
 #: The tool calls whose input names a file they change.
@@ -100,7 +100,7 @@ def is_test_command(command: str) -> bool:
     return bool(_TEST_RUNNER.search(command))
 
 
-def test_outcome(text: str) -> str:
+def outcome_of(text: str) -> str:
     """``passed`` or ``failed`` from what an assistant says of a test run; ``""`` if neither.
 
     The last word that says so counts ("failed before the fix, all pass now":
@@ -195,7 +195,7 @@ def observe(
                 out.tests.append((command, ""))
                 pending_tests.append(len(out.tests) - 1)
         else:  # the assistant's text: the outcome of the tests run before it
-            outcome = test_outcome(text)
+            outcome = outcome_of(text)
             if outcome and pending_tests:
                 for position in pending_tests:
                     out.tests[position] = (out.tests[position][0], outcome)

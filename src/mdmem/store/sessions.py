@@ -48,6 +48,7 @@ __all__ = [
     "FOLDER",
     "MAX_RECORD_BYTES",
     "Session",
+    "changed",
     "expire",
     "folders",
     "keep_days",
@@ -63,6 +64,7 @@ __all__ = [
     "restore",
     "save",
     "since_stamp",
+    "stamp_of",
     "timeline",
 ]
 
@@ -558,6 +560,11 @@ def _same_file(recorded: str, wanted: str, workspace: str) -> bool:
     return recorded == wanted or recorded.endswith("/" + wanted)
 
 
+def changed(session: Session, file: str, workspace: str = "") -> bool:
+    """Whether the session changed ``file`` (relative to the workspace, absolute, or a tail)."""
+    return any(_same_file(f, file, workspace) for f in session.files)
+
+
 def timeline(
     store_path: str,
     *,
@@ -575,9 +582,9 @@ def timeline(
     cutoff = since_stamp(since) if since else None
     out = []
     for session in list_sessions(store_path):
-        if cutoff is not None and _stamp_of(session) < cutoff:
+        if cutoff is not None and stamp_of(session) < cutoff:
             continue
-        if file and not any(_same_file(f, file, workspace) for f in session.files):
+        if file and not changed(session, file, workspace):
             continue
         out.append(session)
         if limit is not None and len(out) >= limit:
@@ -698,7 +705,7 @@ def set_summary(store_path: str, session_id: str, summary: str) -> bool:
 # -- forgetting ------------------------------------------------------------------------------
 
 
-def _stamp_of(session: Session) -> float:
+def stamp_of(session: Session) -> float:
     """When the record was last touched (its last activity, or its restore), epoch seconds."""
     best = 0.0
     for value in (session.updated, session.ended or "", session.started, session.restored):
@@ -723,7 +730,7 @@ def expire(
     cutoff = moment - (keep_days() if days is None else days) * 86_400
     out = []
     for session in list_sessions(store_path):
-        stamp = _stamp_of(session)
+        stamp = stamp_of(session)
         if not stamp:
             with contextlib.suppress(OSError):
                 stamp = os.lstat(session.path).st_mtime
