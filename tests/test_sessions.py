@@ -341,10 +341,12 @@ def test_update_async_groups_a_runners_turns_and_why_names_the_session(
                 {"type": "text", "text": "Noted."},
                 {"type": "tool_use", "id": "t1", "name": "Write",
                  "input": {"file_path": "Makefile", "content": "invoices:"}},
-                {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "make invoices"}},
+                {"type": "tool_use", "id": "t2", "name": "Bash",
+                 "input": {"command": "make invoices"}},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": OUTPUT}]},
+        {"role": "user",
+         "content": [{"type": "tool_result", "tool_use_id": "t2", "content": OUTPUT}]},
     ]  # fmt: skip
     with Manager(workspace, user_dir=tmp_path / "user", provider=OfflineProvider()) as mgr:
         mgr.update_async(turn, session_id="run-42").result(timeout=30)
@@ -356,7 +358,7 @@ def test_update_async_groups_a_runners_turns_and_why_names_the_session(
     assert entry.session_id == "run-42" and entry.agent == "manager"
     assert entry.files == ["Makefile"] and entry.commands == ["make invoices"]
     assert entry.notes, "the notes the session's turns wrote are on its record"
-    level, name = entry.notes[0]
+    _, name = entry.notes[0]
     why = json.loads(mdmem(workspace, "--user-dir", str(tmp_path / "user"), "why", name, "--json"))
     assert why["session"]["session_id"] == "run-42"
     assert why["session"]["title"].startswith("Remember that invoices")
