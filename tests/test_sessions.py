@@ -207,6 +207,29 @@ def test_a_claude_code_session_is_on_the_timeline_and_found(
     text = mdmem(workspace, "timeline")
     assert "changed billing/retry.py" in text and A[:8] in text
 
+    # A later session's prompt about past work recalls the session, within the hook's budget.
+    ask = {"session_id": B, "cwd": str(workspace), "prompt": "Did we fix the billing retry before?"}
+    recalled = subprocess.run(
+        [PYTHON, "-m", "mdmem", "hook", "user-prompt-submit"],
+        input=json.dumps(ask),
+        capture_output=True,
+        text=True,
+        env=python_env(CLAUDE_PROJECT_DIR=str(workspace)),
+        timeout=60,
+    )
+    context = json.loads(recalled.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "## Past sessions" in context and "billing/retry.py" in context
+    assert len(context) < 1_000
+    same = subprocess.run(
+        [PYTHON, "-m", "mdmem", "hook", "user-prompt-submit"],
+        input=json.dumps({**ask, "session_id": A}),  # the session asking is not recalled
+        capture_output=True,
+        text=True,
+        env=python_env(CLAUDE_PROJECT_DIR=str(workspace)),
+        timeout=60,
+    )
+    assert "Past sessions" not in same.stdout
+
     files = every_file(tmp_path, skip=claude)
     record = [p for p in files if p.name.endswith(f"_{A}.md")]
     assert len(record) == 1 and record[0].is_relative_to(
@@ -490,3 +513,30 @@ def test_a_record_reads_back_what_was_written(files: list[str], commands: list[s
     back = records.parse(records.render(session))
     assert back is not None
     assert back.files == files and back.commands == commands
+
+
+def test_the_timeline_page_shows_a_record_escaped_and_links_its_notes(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from mdmem.store.workspace import resolve
+    from mdmem.ui.app import create_app
+    from mdmem.ui.guard import Settings
+    from mdmem.ui.model import Stores
+
+    ws, project, user = resolve(str(workspace), str(tmp_path / "user"))
+    activity = observe([{"role": "user", "content": "Fix <script>alert(1)</script> the retry"}], ws)
+    records.record_activity(project.path, "s-ui", activity, agent="t", workspace=ws)
+    records.record_notes(project.path, "s-ui", [("project", "project_knowledge_retry.md")])
+    settings = Settings(token="tok", allowed_hosts=frozenset({"127.0.0.1:8765"}))
+    app = create_app(Stores(ws, project, user), settings)
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert client.get("/?token=tok", follow_redirects=False).status_code == 303
+    listing = client.get("/timeline")
+    assert listing.status_code == 200 and 'href="/session/s-ui"' in listing.text
+    page = client.get("/session/s-ui")
+    assert page.status_code == 200
+    assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
+    assert 'href="/note/project/project_knowledge_retry.md"' in page.text
+    assert client.get("/session/nope").status_code == 404

@@ -50,6 +50,8 @@ class SessionHit:
     score: float
     matched: tuple[str, ...]
     """The goals, files or commands of the record that hold a word of the query."""
+    coverage: float = 0.0
+    """The IDF-weighted share of the query's terms the record holds (0-1)."""
 
     def as_dict(self) -> dict[str, object]:
         """As ``mdmem search --sessions --json`` shows it: the timeline entry, plus the match."""
@@ -226,6 +228,7 @@ def search_sessions(store_path: str, query: str, *, limit: int = 10) -> list[Ses
             if wanted & set(terms(item))
         )[:5]
         # Coverage first (a record with every word of the question), BM25 to order the rest.
-        hits.append(SessionHit(session, round(coverage**2 * (1.0 - rank), 6), matched))
+        score = round(coverage**2 * (1.0 - rank), 6)
+        hits.append(SessionHit(session, score, matched, round(coverage, 4)))
     hits.sort(key=lambda h: (-h.score, h.session.started), reverse=False)
     return hits[:limit]
