@@ -10,12 +10,27 @@ they share their first message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from mdmem.integrations.claude_code import TranscriptMessage
+    from collections.abc import Sequence
+
     from mdmem.manager.manager import Manager
     from mdmem.store.store import Store
+
+
+class TranscriptMessage(Protocol):
+    """What this needs of :class:`mdmem.integrations.claude_code.TranscriptMessage`
+    (named here, not imported: that module imports this one)."""
+
+    stamp: str
+    branch: str
+
+    @property
+    def uuids(self) -> list[str]: ...
+
+    def as_dict(self) -> dict[str, object]: ...
+
 
 __all__ = ["close", "record"]
 
@@ -28,8 +43,8 @@ def _session_id(payload: dict[str, object]) -> str:
 def record(
     payload: dict[str, object],
     manager: Manager,
-    messages: list[TranscriptMessage],
-    fresh: list[TranscriptMessage],
+    messages: Sequence[TranscriptMessage],
+    fresh: Sequence[TranscriptMessage],
 ) -> None:
     """Add the ``fresh`` messages to the session's record (SessionEnd also closes it)."""
     from mdmem.extract.privacy import Redactor, extra_patterns_from_env
@@ -55,7 +70,9 @@ def record(
     )
 
 
-def close(payload: dict[str, object], project: Store, messages: list[TranscriptMessage]) -> None:
+def close(
+    payload: dict[str, object], project: Store, messages: Sequence[TranscriptMessage]
+) -> None:
     """SessionEnd with nothing new to hand over: mark the record ended."""
     from mdmem.manager import sessions
 
