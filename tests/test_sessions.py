@@ -297,7 +297,8 @@ def test_expiry_and_prune_move_old_sessions_to_the_trash_restorably(workspace: P
     assert (state(project) / "sessions-trash" / "2026-01-02_old-session.md").is_file()
     back = json.loads(mdmem(workspace, "timeline", "--restore", "old-session", "--json"))
     assert {e["session_id"] for e in back} == {"old-session", "new-session"}
-    assert "nothing to prune" in mdmem(workspace, "prune")  # restored: not taken again at once
+    again = mdmem(workspace, "prune")
+    assert "nothing to prune" in again, again  # restored: not taken again at once
     shorter = mdmem(workspace, "prune", MDMEM_SESSIONS_DAYS="0.0001")
     assert "new-session" not in shorter or "old-session" in shorter
 
