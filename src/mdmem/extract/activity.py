@@ -45,6 +45,8 @@ EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path
 _NOTEBOOK = ("NotebookEdit", "notebook_path")
 #: One ask, path or command is cut to this many characters.
 ITEM_CHARS = 300
+#: At most this many asks are taken from one stretch (a record keeps 20).
+MAX_GOALS = 20
 #: The text of a message past this many characters is not looked at (an ask is short).
 _TEXT_CHARS = 20_000
 
@@ -172,20 +174,31 @@ def observe(
     texts = redactor.strip_private_many([text for _, text in parts])
     out = Activity(messages=count)
     pending_tests: list[int] = []
+    # A long session repeats its paths and commands: each distinct one is redacted once.
+    seen: dict[str, str] = {}
+
+    def clean(text: str) -> str:
+        done = seen.get(text)
+        if done is None:
+            done = seen[text] = clean_inline(redactor.redact_secrets(text), ITEM_CHARS)
+        return done
+
+    said = ""
     for (what, _), text in zip(parts, texts, strict=True):
         if not text.strip():
             continue
         if what == "ask":
-            text = _WRAPPERS.sub(" ", text)
-            ask = clean_inline(redactor.redact_secrets(text), ITEM_CHARS)
+            if len(out.goals) >= MAX_GOALS:
+                continue
+            ask = clean(_WRAPPERS.sub(" ", text))
             if ask and not ask.startswith(("<", "Caveat:")) and ask not in out.goals:
                 out.goals.append(ask)
         elif what == "file":
-            path = clean_inline(redactor.redact_secrets(_relative(text, workspace)), ITEM_CHARS)
+            path = clean(_relative(text, workspace))
             if path and path not in out.files:
                 out.files.append(path)
         elif what == "command":
-            command = clean_inline(redactor.redact_secrets(text), ITEM_CHARS)
+            command = clean(text)
             if not command:
                 continue
             if command in out.commands:
@@ -200,7 +213,7 @@ def observe(
                 for position in pending_tests:
                     out.tests[position] = (out.tests[position][0], outcome)
                 pending_tests = []
-            said = clean_inline(redactor.redact_secrets(text), ITEM_CHARS)
-            if said:
-                out.said = said
+            said = text  # only the last is kept: redacted once, below
+    if said.strip():
+        out.said = clean_inline(redactor.redact_secrets(said), ITEM_CHARS)
     return out
