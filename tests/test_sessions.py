@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import PYTHON, python_env, state
+from fake_anthropic import FakeAnthropic
 from mdmem.extract.activity import is_test_command, observe, outcome_of
 from mdmem.integrations import claude_code
 from mdmem.store import sessions as records
@@ -544,3 +546,38 @@ def test_the_timeline_page_shows_a_record_escaped_and_links_its_notes(
     assert "<script>alert" not in page.text and "&lt;script&gt;" in page.text
     assert 'href="/note/project/project_knowledge_retry.md"' in page.text
     assert client.get("/session/nope").status_code == 404
+
+
+def test_the_model_summarises_an_ended_session_within_the_budget(
+    workspace: Path, tmp_path: Path, fake_anthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from mdmem import Manager
+    from mdmem.extract.providers.anthropic import TOOL_NAME, AnthropicProvider
+    from mdmem.store import ledger
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    project = str(workspace / ".PseudoClaude" / "memory")
+    activity = observe(
+        [{"role": "user", "content": f"Fix the billing retry; key {KEY}"}], str(workspace)
+    )
+    records.record_activity(project, "ended-1", activity, agent="t", workspace="", ended=True)
+    records.record_activity(project, "open-1", activity, agent="t", workspace="")
+    summary = "Fixed the double charge in billing/retry.py; tests pass."
+    said = {"operations": [{"action": "update", "level": "project", "summary": summary}]}
+    fake_anthropic.enqueue(FakeAnthropic.tool_use(TOOL_NAME, said))
+    user = tmp_path / "user"
+    provider = AnthropicProvider(max_retries=0)
+    with Manager(workspace, user_dir=user, provider=provider, daily_tokens=1_000_000) as mgr:
+        assert mgr.summarise_sessions() == ["ended-1"]
+        assert mgr.summarise_sessions() == []  # summarised once; the open session waits
+    [request] = fake_anthropic.requests
+    assert KEY not in json.dumps(request.body) and "[REDACTED" in json.dumps(request.body)
+    done = records.load(project, "ended-1")
+    assert done is not None and done.summary.startswith("Fixed the double charge")
+    assert ledger.tokens_on(str(user), ledger.day_of(time.time())) > 0  # counted in the budget
+    # Over the daily budget: no call at all.
+    records.record_activity(project, "ended-2", activity, agent="t", workspace="", ended=True)
+    with Manager(workspace, user_dir=user, provider=provider, daily_tokens=10) as mgr:
+        assert mgr.summarise_sessions() == []
+    assert len(fake_anthropic.requests) == 1

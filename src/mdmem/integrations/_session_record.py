@@ -72,11 +72,12 @@ def record(
 
 def close(
     payload: dict[str, object], project: Store, messages: Sequence[TranscriptMessage]
-) -> None:
-    """SessionEnd with nothing new to hand over: mark the record ended."""
+) -> bool:
+    """SessionEnd with nothing new to hand over: mark the record ended; False if none."""
     from mdmem.manager import sessions
 
     sid = _session_id(payload)
-    if sid:
-        last = max((m.stamp for m in messages if m.stamp), default="")
-        sessions.end(project, sid, last)
+    if not sid:
+        return False
+    last = max((m.stamp for m in messages if m.stamp), default="")
+    return sessions.end(project, sid, last)

@@ -478,7 +478,9 @@ def hand_over(
         if payload.get("hook_event_name") == "SessionEnd":
             from mdmem.integrations._session_record import close
 
-            close(payload, project, messages)
+            # A worker, so a model (when there is one) summarises the ended session.
+            if close(payload, project, messages) and spawn:
+                start_worker(ws, user.path)
         return None
     from mdmem.manager.manager import Manager
     from mdmem.store._catalog import ensure_state_dir

@@ -363,6 +363,20 @@ class Manager:
             **({"session": str(session)[:200]} if session else {}),
         }
 
+    def redact(self, text: str) -> str:
+        """``text`` through this Manager's privacy filter (its extra patterns included)."""
+        return self._redactor.redact(text)
+
+    def summarise_sessions(self, limit: int = 3) -> list[str]:
+        """Have the model summarise recently ended sessions that have no summary yet.
+
+        Within the token budgets; nothing without a model (the offline provider).
+        Returns the session ids summarised (see :func:`mdmem.manager.sessions.summarise`).
+        """
+        from mdmem.manager import sessions
+
+        return sessions.summarise(self, limit)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued turn has been processed; False if ``timeout`` ran out first.
 

@@ -23,9 +23,10 @@ from mdmem.store import sessions as records
 
 if TYPE_CHECKING:
     from mdmem.extract.privacy import Redactor
+    from mdmem.manager.manager import Manager
     from mdmem.store.store import Store
 
-__all__ = ["end", "git_branch", "note_written", "record"]
+__all__ = ["end", "git_branch", "note_written", "record", "summarise"]
 
 log = logging.getLogger("mdmem")
 
@@ -87,12 +88,13 @@ def record(
         return None
 
 
-def end(project: Store, session_id: str, when: str = "") -> None:
-    """Mark the session's record ended (never raises)."""
+def end(project: Store, session_id: str, when: str = "") -> bool:
+    """Mark the session's record ended; False when there is none (never raises)."""
     if project.unavailable is not None or not records.safe_id(session_id):
-        return
+        return False
     with contextlib.suppress(MdmemError, OSError), project.lock():
-        records.record_end(project.path, session_id, when)
+        return records.record_end(project.path, session_id, when) is not None
+    return False
 
 
 def note_written(project: Store, session_id: str, notes: list[tuple[str, str]]) -> None:
@@ -108,3 +110,102 @@ def note_written(project: Store, session_id: str, notes: list[tuple[str, str]]) 
             records.record_notes(project.path, session_id, notes)
     except (MdmemError, OSError) as exc:
         log.warning("cannot add notes to session %s: %s", records.safe_id(session_id), exc)
+
+
+SUMMARY_SYSTEM = (
+    "You summarise one coding-agent session for the developer who comes back to this "
+    "repository a week later. You are given the session's record: what the person asked, "
+    "the files changed, the commands and tests run, how it ended. Write two sentences at "
+    "most: what was done, where, and how it ended (tests passing or not). Plain text, no "
+    "secrets, nothing that is not in the record. Answer with the tool: exactly one "
+    "operation, action 'update', level 'project', filename 'session.md', whose 'summary' "
+    "field is your summary; it is read, never applied."
+)
+#: A record is summarised by the model only within this many days of its end.
+SUMMARY_WITHIN_DAYS = 7
+
+
+def _summary_in(answer: object) -> str:
+    """The summary a model answered (through the operations tool's ``summary`` field)."""
+    from mdmem.store.operations import parse_answer
+
+    try:
+        items = parse_answer(answer)
+    except (MdmemError, ValueError):
+        return ""
+    for item in items:
+        if isinstance(item, dict):
+            for key in ("summary", "content", "title"):
+                value = item.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value
+    return ""
+
+
+def summarise(manager: Manager, limit: int = 3) -> list[str]:
+    """Have the model summarise up to ``limit`` ended sessions that have no summary yet.
+
+    Only with a model (not the offline provider), within the daily and per-turn
+    token budgets (each call's tokens go to the usage ledger, as a turn's do);
+    the prompt is the record itself, already redacted and holding no tool
+    output. A session the model gives nothing usable for keeps the summary built
+    from its record. Returns the ids summarised. Never raises.
+    """
+    from datetime import date
+
+    from mdmem.errors import ProviderError
+    from mdmem.extract import turn as turn_
+    from mdmem.extract.providers.base import ExtractionRequest
+    from mdmem.manager.manager import OUTPUT_ALLOWANCE
+    from mdmem.store import ledger
+
+    project = manager.project
+    if project.unavailable is not None:
+        return []
+    try:
+        provider = manager.provider
+    except (MdmemError, OSError) as exc:
+        log.warning("no provider for session summaries: %s", exc)
+        return []
+    if provider.name == "offline":
+        return []
+    done: list[str] = []
+    now = manager.clock()
+    for session in records.list_sessions(project.path):
+        if len(done) >= limit:
+            break
+        if not session.ended or session.summary:
+            continue
+        if records.stamp_of(session) < now - SUMMARY_WITHIN_DAYS * 86_400:
+            continue
+        shown = records.render(session)
+        request = ExtractionRequest(
+            system=SUMMARY_SYSTEM,
+            prompt=f"The session record:\n\n{shown}",
+            messages=(),
+            project_index="",
+            user_index="",
+            today=date.fromtimestamp(now),
+        )
+        need = turn_.estimate_tokens(SUMMARY_SYSTEM + request.prompt) + OUTPUT_ALLOWANCE
+        if manager.turn_tokens is not None and need > manager.turn_tokens:
+            continue
+        if manager.daily_tokens is not None:
+            used = ledger.tokens_on(manager.user.path, ledger.day_of(now))
+            if used + need > manager.daily_tokens:
+                log.info("session summaries wait for the daily budget")
+                break
+        try:
+            answer = manager._call(provider, request, f"session-{session.session_id}")
+        except ProviderError as exc:
+            log.warning("the model could not summarise session %s: %s", session.session_id, exc)
+            break
+        text = _summary_in(answer) or records.built_summary(session)
+        try:
+            with project.lock():
+                records.set_summary(project.path, session.session_id, manager.redact(text))
+        except (MdmemError, OSError) as exc:
+            log.warning("cannot save the summary of session %s: %s", session.session_id, exc)
+            continue
+        done.append(session.session_id)
+    return done
