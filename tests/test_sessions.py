@@ -411,6 +411,7 @@ def test_project_mode_shares_records_and_the_notes_ignore_them(
     )
     assert session is not None
     assert Path(session.path).parent == workspace / ".PseudoClaude" / "memory" / "sessions"
+    assert str(workspace) not in Path(session.path).read_text()  # no local path is committed
     assert [n.filename for n in store.notes()] == ["project_knowledge_build.md"]
     store.reindex()
     assert "team-1" not in store.load_index() and "sessions" not in store.load_index()

@@ -511,6 +511,9 @@ def save(store_path: str, session: Session) -> str:
     """
     session = _fit(session)
     folder = _write_folder(store_path)
+    if mode() == "project" and os.path.isabs(session.workspace):
+        # A shared record is committed: not this machine's path, only the repository's name.
+        session.workspace = os.path.basename(session.workspace.rstrip(os.sep))
     path = os.path.join(folder, _file_name(session))
     private = mode() != "project"  # a shared record is committed: the store's usual mode
     _fs.atomic_write(path, render(session).encode("utf-8"), private=private)
