@@ -582,3 +582,10 @@ def test_the_model_summarises_an_ended_session_within_the_budget(
     with Manager(workspace, user_dir=user, provider=provider, daily_tokens=10) as mgr:
         assert mgr.summarise_sessions() == []
     assert len(fake_anthropic.requests) == 1
+
+
+@given(st.text(max_size=400).map(lambda t: '---\nsession_id: "x"\n' + t))
+def test_any_record_text_parses_or_is_refused_without_raising(text: str) -> None:
+    session = records.parse(text)
+    if session is not None:
+        assert records.parse(records.render(session)) is not None

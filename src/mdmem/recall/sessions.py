@@ -89,7 +89,10 @@ def _connect(store_path: str) -> sqlite3.Connection:
     folder = state_dir(store_path)
     try:
         _fs.ensure_dir(folder, private=True)
-        return _open(os.path.join(folder, FILE))
+        path = os.path.join(folder, FILE)
+        # Owner-only from the start: it holds what the records say (sqlite would use 0644).
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        return _open(path)
     except (OSError, sqlite3.Error):
         return _open(":memory:")  # a read-only state folder: search still answers
 
