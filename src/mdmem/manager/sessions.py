@@ -30,6 +30,9 @@ __all__ = ["end", "git_branch", "note_written", "record", "summarise"]
 
 log = logging.getLogger("mdmem")
 
+#: Seconds a record waits for the store's lock before it is given up (and logged).
+LOCK_TIMEOUT = 5.0
+
 
 def git_branch(workspace: str) -> str:
     """The branch checked out in ``workspace`` (from ``.git/HEAD``), or ``""``."""
@@ -70,7 +73,8 @@ def record(
         return None
     try:
         activity = observe(messages, workspace, redactor)
-        with project.lock():
+        # Briefly: a runner's update_async waits on this, and a record is not worth a stall.
+        with project.lock(timeout=LOCK_TIMEOUT):
             return records.record_activity(
                 project.path,
                 session_id,
