@@ -318,18 +318,33 @@ def test_a_50000_line_transcript_is_read_once_into_a_bounded_record(
         t.tool("Edit", {"file_path": f"src/mod_{k % 900}.py", "old_string": "a"}, "ok " * 20)
         t.tool("Bash", {"command": f"pytest tests/test_mod_{k % 700}.py"}, "1 passed")
     transcript = t.write()
-    parsed = []
-    real = claude_code._lines
+    # The work counted: how often the transcript is opened, and how many messages the
+    # record looks at (each once: the record reads what the handover read, nothing more).
+    opened: list[str] = []
+    real_open = os.open
 
-    def counting(path: str):  # type: ignore[no-untyped-def]
-        for item in real(path):
-            parsed.append(1)
-            yield item
+    def counting_open(path: str, *args: object, **kwargs: object) -> int:
+        if str(path) == str(transcript):
+            opened.append(str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(claude_code, "_lines", counting)
+    seen: list[int] = []
+    from mdmem.manager import sessions as recorder
+
+    real_observe = recorder.observe
+
+    def counting_observe(messages: object, *args: object, **kwargs: object) -> object:
+        found = real_observe(messages, *args, **kwargs)  # type: ignore[arg-type]
+        seen.append(found.messages)
+        return found
+
+    monkeypatch.setattr(os, "open", counting_open)
+    monkeypatch.setattr(recorder, "observe", counting_observe)
     payload = {"session_id": A, "transcript_path": str(transcript), "cwd": str(workspace)}
     claude_code.hand_over({**payload, "hook_event_name": "Stop"}, spawn=False)
-    assert len(parsed) == len(t.lines)  # each line parsed once: the record reads no line again
+    monkeypatch.setattr(os, "open", real_open)
+    assert len(opened) == 1
+    assert seen == [len(claude_code.read_transcript(str(transcript)))]
     [session] = records.list_sessions(str(workspace / ".PseudoClaude" / "memory"))
     assert Path(session.path).stat().st_size <= records.MAX_RECORD_BYTES
     assert len(session.files) <= records.MAX_FILES and len(session.commands) <= 100
