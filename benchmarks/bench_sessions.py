@@ -1,11 +1,13 @@
-"""The cost of recording a session: ``mdmem hook stop`` over a 50,000-line transcript.
+"""The cost of recording a session: the Stop hook's handover over a 50,000-line transcript.
 
     python benchmarks/bench_sessions.py [--runs 5]
 
 Each run starts from an empty state folder (the whole transcript is new), so
 it is the worst case: every line parsed, every tool call looked at, one record
-written. Prints the median wall time and the peak memory of the hook process,
-and for comparison ``python -c pass`` and the same hook over an empty transcript.
+written. Each run is a fresh process doing what ``mdmem hook stop`` does, but
+without starting the detached worker (which would load the machine for the next
+run). Prints the median wall time and the peak memory of that process, and for
+comparison ``python -c pass`` and the same handover over an empty transcript.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+HANDOVER = (
+    "import json, sys\n"
+    "from mdmem.integrations.claude_code import hand_over\n"
+    "hand_over(json.load(sys.stdin), spawn=False)\n"
+)
 
 
 def transcript(path: str, cwd: str, lines: int) -> None:
@@ -62,7 +71,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=50_000)
     runs = parser.parse_args().runs
     lines = parser.parse_args().lines
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         ws = os.path.join(tmp, "ws")
         os.makedirs(os.path.join(ws, ".git"))
         big = os.path.join(tmp, "big.jsonl")
@@ -75,7 +84,7 @@ def main() -> None:
             env = {**os.environ, "CLAUDE_PROJECT_DIR": ws, "MDMEM_PROVIDER": "offline",
                    "MDMEM_STATE_DIR": os.path.join(tmp, f"state-{i}"), "HOME": tmp,
                    "MDMEM_USER_DIR": os.path.join(tmp, "user")}  # fmt: skip
-            hook = [sys.executable, "-m", "mdmem", "hook", "stop"]
+            hook = [sys.executable, "-c", HANDOVER]
             for name, path in (("empty", empty), ("50k", big)):
                 payload = json.dumps({"session_id": f"s{i}", "transcript_path": path, "cwd": ws,
                                       "hook_event_name": "Stop"})  # fmt: skip
