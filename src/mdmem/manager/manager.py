@@ -290,18 +290,7 @@ class Manager:
             MdmemError: the manager is closed.
         """
         session = session_id or session
-        if session:
-            messages = list(messages)  # read twice: the record, then the journal
-            from mdmem.manager import sessions
-
-            sessions.record(
-                self.project,
-                session,
-                messages,
-                workspace=self.workspace,
-                agent="manager",
-                redactor=self._redactor,
-            )
+        messages = self._record_session(messages, session)
         record = self._record(messages, session)
         future: Future[TurnResult] = Future()
         if record is None:  # no text at all (tool churn only): nothing to send, counted
@@ -326,6 +315,29 @@ class Manager:
             self._start_worker()
             self._cond.notify_all()
         return future
+
+    def _record_session(self, messages: Iterable[object], session: str | None) -> Iterable[object]:
+        """Add the turn to its session's record (``mdmem timeline``); the messages, to read again.
+
+        Never raises: a turn whose record fails is still taken.
+        """
+        if not session:
+            return messages
+        from mdmem.manager import sessions
+
+        try:
+            messages = list(messages)  # read twice: the record, then the journal
+        except TypeError:
+            return messages  # _record says what is wrong with them
+        sessions.record(
+            self.project,
+            session,
+            messages,
+            workspace=self.workspace,
+            agent="manager",
+            redactor=self._redactor,
+        )
+        return messages
 
     def defer(self, messages: Iterable[object], *, session: str | None = None) -> str | None:
         """Journal a turn for another process to extract (as a hook does); return its id.
