@@ -22,7 +22,6 @@ import sys
 import tempfile
 import time
 
-
 HANDOVER = (
     "import json, sys\n"
     "from mdmem.integrations.claude_code import hand_over\n"
@@ -43,14 +42,48 @@ def transcript(path: str, cwd: str, lines: int) -> None:
 
         put("user", {"role": "user", "content": "Refactor the billing service."})
         while n < lines:
-            put("assistant", {"id": f"m{n}", "role": "assistant", "content": [
-                {"type": "tool_use", "id": f"t{n}", "name": "Edit",
-                 "input": {"file_path": f"{cwd}/src/mod_{n % 900}.py", "old_string": "a" * 200}}]})
-            put("user", {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"t{n}", "content": "ok " * 100}]})
-            put("assistant", {"id": f"m{n}", "role": "assistant", "content": [
-                {"type": "tool_use", "id": f"b{n}", "name": "Bash",
-                 "input": {"command": f"pytest tests/test_mod_{n % 700}.py"}}]})
+            put(
+                "assistant",
+                {
+                    "id": f"m{n}",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": f"t{n}",
+                            "name": "Edit",
+                            "input": {
+                                "file_path": f"{cwd}/src/mod_{n % 900}.py",
+                                "old_string": "a" * 200,
+                            },
+                        }
+                    ],
+                },
+            )
+            put(
+                "user",
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"t{n}", "content": "ok " * 100}
+                    ],
+                },
+            )
+            put(
+                "assistant",
+                {
+                    "id": f"m{n}",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": f"b{n}",
+                            "name": "Bash",
+                            "input": {"command": f"pytest tests/test_mod_{n % 700}.py"},
+                        }
+                    ],
+                },
+            )
             put("assistant", {"id": f"x{n}", "role": "assistant", "content": [
                 {"type": "text", "text": "1 passed."}]})  # fmt: skip
 
