@@ -387,7 +387,7 @@ class Manager:
         """
         from mdmem.manager import sessions
 
-        return sessions.summarise(self, limit)
+        return sessions.summarise(self, self._call, limit, output_allowance=OUTPUT_ALLOWANCE)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued turn has been processed; False if ``timeout`` ran out first.

@@ -15,18 +15,20 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import MdmemError
 from mdmem.extract.activity import observe
 from mdmem.store import sessions as records
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mdmem.extract.privacy import Redactor
-    from mdmem.manager.manager import Manager
+    from mdmem.extract.providers.base import ExtractionRequest, Provider
     from mdmem.store.store import Store
 
-__all__ = ["end", "git_branch", "note_written", "record", "summarise"]
+__all__ = ["Host", "end", "git_branch", "note_written", "record", "summarise"]
 
 log = logging.getLogger("mdmem")
 
@@ -146,7 +148,29 @@ def _summary_in(answer: object) -> str:
     return ""
 
 
-def summarise(manager: Manager, limit: int = 3) -> list[str]:
+class Host(Protocol):
+    """What :func:`summarise` needs of a :class:`mdmem.Manager` (named, not imported:
+    the Manager imports this module)."""
+
+    project: Store
+    user: Store
+    daily_tokens: int | None
+    turn_tokens: int | None
+    clock: Callable[[], float]
+
+    @property
+    def provider(self) -> Provider: ...
+
+    def redact(self, text: str) -> str: ...
+
+
+def summarise(
+    manager: Host,
+    call: Callable[[Provider, ExtractionRequest, str], object],
+    limit: int = 3,
+    *,
+    output_allowance: int = 1_000,
+) -> list[str]:
     """Have the model summarise up to ``limit`` ended sessions that have no summary yet.
 
     Only with a model (not the offline provider), within the daily and per-turn
@@ -160,7 +184,6 @@ def summarise(manager: Manager, limit: int = 3) -> list[str]:
     from mdmem.errors import ProviderError
     from mdmem.extract import turn as turn_
     from mdmem.extract.providers.base import ExtractionRequest
-    from mdmem.manager.manager import OUTPUT_ALLOWANCE
     from mdmem.store import ledger
 
     project = manager.project
@@ -191,7 +214,7 @@ def summarise(manager: Manager, limit: int = 3) -> list[str]:
             user_index="",
             today=date.fromtimestamp(now),
         )
-        need = turn_.estimate_tokens(SUMMARY_SYSTEM + request.prompt) + OUTPUT_ALLOWANCE
+        need = turn_.estimate_tokens(SUMMARY_SYSTEM + request.prompt) + output_allowance
         if manager.turn_tokens is not None and need > manager.turn_tokens:
             continue
         if manager.daily_tokens is not None:
@@ -200,7 +223,7 @@ def summarise(manager: Manager, limit: int = 3) -> list[str]:
                 log.info("session summaries wait for the daily budget")
                 break
         try:
-            answer = manager._call(provider, request, f"session-{session.session_id}")
+            answer = call(provider, request, f"session-{session.session_id}")
         except ProviderError as exc:
             log.warning("the model could not summarise session %s: %s", session.session_id, exc)
             break
