@@ -195,7 +195,8 @@ def test_a_claude_code_session_is_on_the_timeline_and_found(
     assert "billing/retry.py" in entry["summary"]
     assert json.loads(mdmem(workspace, "timeline", "--json", "--file", "retry.py"))
     assert json.loads(mdmem(workspace, "timeline", "--json", "--file", "other.py")) == []
-    assert json.loads(mdmem(workspace, "timeline", "--json", "--since", "2026-12-01")) == []
+    assert json.loads(mdmem(workspace, "timeline", "--json", "--since", "2026-11-29"))
+    assert json.loads(mdmem(workspace, "timeline", "--json", "--since", "2099-01-01")) == []
 
     by_name = json.loads(mdmem(workspace, "search", "retry", "--sessions", "--json"))
     assert [h["session_id"] for h in by_name] == [A]
