@@ -449,13 +449,14 @@ def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
         ]
     )
     # What the hooks import lazily too: the ledger (session start's budget line), the
-    # self-spawn helper (the handover hooks start the worker) and the prompt hook.
+    # self-spawn helper (the handover hooks start the worker), the session records
+    # (the handover hooks write them) and the prompt hook.
     probe = (
         "import sys\n"
         "from mdmem.cli._fastpath import try_fast\n"
         "try_fast(['--workspace', sys.argv[1], 'index'])\n"
         "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
-        "import mdmem.store.ledger, mdmem._spawn\n"
+        "import mdmem.store.ledger, mdmem._spawn, mdmem.store.sessions\n"
         "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"
     )
     out = subprocess.run(
