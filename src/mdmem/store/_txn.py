@@ -83,10 +83,15 @@ def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
 
 
 def _read_or_none(path: str) -> bytes | None:
+    """The bytes history keeps of a file about to change; None for what is no note of ours.
+
+    The store's one safe reader: a symlink or FIFO swapped in is never followed or
+    waited on, and a file larger than any note (a 3 GB ``*.md``) is never read
+    into memory: it goes to the trash whole, by a rename, so nothing is lost.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError):
+        return _fs.read_bytes(path, _HASH_LIMIT)
+    except (OSError, ValueError):  # absent, not a regular file, too large
         return None
 
 
