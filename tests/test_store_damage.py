@@ -102,3 +102,47 @@ def test_deleting_a_3_gb_note_never_reads_it_into_memory(store: Store) -> None:
     trashed = [p for p in (state(store.root) / _txn.TRASH_DIR).iterdir()]
     assert [p.stat().st_size for p in trashed] == [3 * 2**30]  # in the trash, whole
     assert json.dumps(store.trash()[0].filename) == '"big.md"'
+
+
+# -- a lone surrogate drops its own operation only -------------------------------------------
+
+SURROGATE_ANSWER = (
+    '[{"action": "create", "level": "project", "type": "project_knowledge",'
+    ' "title": "Good one", "content": "Kept."},'
+    ' {"action": "create", "level": "project", "type": "project_knowledge",'
+    ' "title": "Bad one", "content": "x\\ud800y"},'
+    ' {"action": "create", "level": "user", "type": "user_preference",'
+    ' "title": "Also good", "content": "Kept too."}]'
+)
+
+
+def test_a_lone_surrogate_in_one_operation_drops_that_operation_only(store: Store) -> None:
+    result = store.apply(
+        [
+            {"action": "create", "level": "project", "type": "project_knowledge",
+             "title": "Fine", "content": "ok"},
+            {"action": "create", "level": "project", "type": "project_knowledge",
+             "title": "Broken \ud800", "content": "x\ud800y"},
+        ]
+    )  # fmt: skip
+    assert [a.filename for a in result.applied] == ["project_knowledge_fine.md"]
+    assert len(result.rejected) == 1 and "Unicode" in result.rejected[0].reason
+
+
+def test_a_lone_surrogate_in_the_models_json_drops_that_operation_only(tmp_path: Path) -> None:
+    from test_manager import TURN, ScriptedProvider
+
+    from mdmem import Manager
+
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    provider = ScriptedProvider(SURROGATE_ANSWER)
+    with Manager(ws, provider=provider) as manager:
+        future = manager.update_async(TURN)
+        assert manager.flush(timeout=30)
+        result = future.result()
+    assert [a.filename for a in result.project.applied] == ["project_knowledge_good-one.md"]
+    assert [a.filename for a in result.user.applied] == ["user_preference_also-good.md"]
+    assert [r.reason for r in result.rejected] == ["not valid Unicode (a lone surrogate)"]
+    turns = state(ws / ".PseudoClaude" / "memory") / "turns"
+    assert not [p for p in turns.rglob("*.json") if "failed" in p.parts]

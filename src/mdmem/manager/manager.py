@@ -837,8 +837,39 @@ def _by_level(items: list[object]) -> dict[str, list[object]]:
                 [op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'"]
             )
             continue
+        if _has_lone_surrogate(op.to_dict()):
+            # JSON's "\ud800" decodes to text no file can hold: this operation only
+            # is dropped; the turn (journaled as UTF-8) and the others go on.
+            out["rejected"].append([op.to_dict(), "not valid Unicode (a lone surrogate)"])
+            continue
         out[level].append(op.to_dict())
+    out["rejected"] = [_without_surrogates(item) for item in out["rejected"]]
     return out
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def _without_surrogates(value: object) -> object:
+    """``value`` with every lone surrogate replaced by U+FFFD, so it can be journaled."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def _drain_at_exit(ref: weakref.ReferenceType[Manager]) -> None:
