@@ -130,9 +130,8 @@ def test_a_lone_surrogate_in_one_operation_drops_that_operation_only(store: Stor
 
 
 def test_a_lone_surrogate_in_the_models_json_drops_that_operation_only(tmp_path: Path) -> None:
-    from test_manager import TURN, ScriptedProvider
-
     from mdmem import Manager
+    from test_manager import TURN, ScriptedProvider
 
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
