@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
@@ -145,3 +147,120 @@ def test_a_lone_surrogate_in_the_models_json_drops_that_operation_only(tmp_path:
     assert [r.reason for r in result.rejected] == ["not valid Unicode (a lone surrogate)"]
     turns = state(ws / ".PseudoClaude" / "memory") / "turns"
     assert not [p for p in turns.rglob("*.json") if "failed" in p.parts]
+
+
+# -- a damaged usage ledger, an odd budget value -------------------------------------------
+
+DAMAGED_SUMMARIES = [
+    b"[[[[",
+    b'{"version": 1, "folded": "x", "days": {}, "turns": [], "notes": {}}',
+    b'{"version": 1, "folded": 0, "days": {"2026-12-01": "zz"}, "turns": [], "notes": {}}',
+    b'{"version": 1, "folded": 0, "days": {}, "turns": [1, 2], "notes": {}}',
+    b'{"version": 1, "folded": 0, "days": {}, "turns": [], "notes": {"a.md": 5}}',
+    b"\xff\xfe not json",
+]
+DAMAGED_EVENTS = [
+    b'{"t": 1e300, "k": "call"}\n',
+    b'{"t": 1, "k": "call", "in": 1e400}\n',
+    b'{"t": 1, "k": "read", "n": [["x"]]}\n',
+    b'{"t": -1e20, "k": "skip"}\n',
+    b'{"t": 5, "k": "call", "turn": {"a": 1}, "in": 7}\n',
+]
+
+
+def _cli(ws: Path, *args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from mdmem.cli import app
+
+    result = CliRunner().invoke(app, ["--workspace", str(ws), *args], prog_name="mdmem")
+    if result.exception is not None:
+        assert isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("summary", DAMAGED_SUMMARIES)
+def test_a_damaged_ledger_summary_is_moved_aside_by_stats_doctor_and_turns(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    summary: bytes,
+) -> None:
+    from mdmem.store import ledger
+
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    user = os.environ["MDMEM_USER_DIR"]
+    folder = Path(ledger.folder(user))
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_bytes(summary)
+    (folder / "events.jsonl").write_bytes(b"".join(DAMAGED_EVENTS))
+    monkeypatch.setenv("MDMEM_DAILY_TOKENS", "100000")
+    code, out = _cli(ws, "stats")
+    assert code == 0, out
+    [line] = [r.getMessage() for r in caplog.records if "usage ledger" in r.getMessage()]
+    assert "damaged" in line and "moved aside" in line
+    [aside] = [p for p in folder.iterdir() if ".damaged-" in p.name]
+    assert aside.read_bytes() == summary  # kept for a person, not lost
+    code, out = _cli(ws, "doctor")
+    assert "Traceback" not in out
+    assert len([r for r in caplog.records if "usage ledger" in r.getMessage()]) == 1  # once
+    days = ledger.load(user)["days"]  # the damaged events were skipped, the good ones kept
+    assert days == {"1970-01-01": {"calls": 2, "in": 7, "out": 0, "cr": 0, "cw": 0}}
+
+    from mdmem import Manager
+    from test_manager import TURN, ScriptedProvider, create_op
+
+    (folder / "summary.json").write_bytes(summary)
+    with Manager(ws, provider=ScriptedProvider([create_op("Budgeted")])) as manager:
+        future = manager.update_async(TURN)
+        assert manager.flush(timeout=30)
+        assert [a.filename for a in future.result().project.applied] == [
+            "project_knowledge_budgeted.md"
+        ]
+
+
+ODD_BUDGETS = ["abc", "-5", "1e99", "²", "1e999", "inf", "nan", "0x10", "１２"]
+
+
+@pytest.mark.parametrize("value", ODD_BUDGETS)
+def test_an_odd_budget_value_is_refused_in_one_line_and_no_budget_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    monkeypatch.setenv("MDMEM_DAILY_TOKENS", value)
+    code, out = _cli(ws, "stats")
+    assert code == 0, out
+    assert "Traceback" not in out
+    [line] = [r.getMessage() for r in caplog.records if "MDMEM_DAILY_TOKENS=" in r.getMessage()]
+    assert "not a number of tokens" in line and "\n" not in line
+    assert "(no daily budget)" in out
+    caplog.clear()
+    code, out = _cli(ws, "doctor")
+    assert "Traceback" not in out
+    assert any("not a number of tokens" in r.getMessage() for r in caplog.records)
+
+
+@given(st.text(max_size=30))
+def test_budget_from_env_never_raises(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    from mdmem.manager.manager import MAX_BUDGET, budget_from_env
+
+    if "\0" in raw:
+        return
+    monkeypatch.setenv("MDMEM_TURN_TOKENS", raw)
+    value = budget_from_env("MDMEM_TURN_TOKENS")
+    assert value is None or 0 < value <= MAX_BUDGET
+
+
+PEOPLES_BUDGETS = [("2_000_000", 2_000_000), ("1,500", 1500), ("2e6", 2_000_000), ("0", None)]
+
+
+@pytest.mark.parametrize(("raw", "want"), PEOPLES_BUDGETS)
+def test_budget_values_people_write_are_taken(
+    monkeypatch: pytest.MonkeyPatch, raw: str, want: int | None
+) -> None:
+    from mdmem.manager.manager import budget_from_env
+
+    monkeypatch.setenv("MDMEM_TURN_TOKENS", raw)
+    assert budget_from_env("MDMEM_TURN_TOKENS") == want

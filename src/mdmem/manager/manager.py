@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -87,18 +88,33 @@ RELATED_TOKENS = 2_000
 RELATED_QUERY_CHARS = 2_000
 
 
+#: The largest budget taken (a trillion tokens); a larger value is a mistake, not a budget.
+MAX_BUDGET = 10**12
+
+
 def budget_from_env(name: str) -> int | None:
     """A token budget from the environment (``MDMEM_DAILY_TOKENS``, ``MDMEM_TURN_TOKENS``).
 
-    Unset, empty, ``0`` or not a number: no budget.
+    Unset, empty or ``0``: no budget. Digits, with ``_`` or ``,`` between them
+    (``2_000_000``), or a plain ``2e6``. Anything else (``abc``, ``-5``,
+    ``1e99``, ``inf``, ``²``) is refused with one warning line, and the
+    default, no budget, is used: a typo never stops memory or crashes a command.
     """
-    raw = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
-    try:
-        value = int(float(raw)) if raw else 0
-    except ValueError:
-        log.warning("%s=%r is not a number of tokens; no budget", name, raw)
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return None
-    return value if value > 0 else None
+    digits = raw.replace("_", "").replace(",", "")
+    value: int | None = None
+    if digits.isascii() and digits.isdigit():
+        value = int(digits)
+    elif digits.isascii() and re.fullmatch(r"\d+(\.\d+)?[eE]\d{1,2}", digits):
+        value = int(float(digits))
+    if value is None or value > MAX_BUDGET:
+        log.warning(
+            "%s=%r is not a number of tokens from 0 to %d; using no budget", name, raw, MAX_BUDGET
+        )
+        return None
+    return value or None
 
 
 class _Held(Exception):
