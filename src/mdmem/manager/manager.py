@@ -117,6 +117,45 @@ def budget_from_env(name: str) -> int | None:
     return value or None
 
 
+def budgeted_call(
+    provider: Provider,
+    request: ExtractionRequest,
+    ledger_root: str,
+    turn_id: str,
+    clock: Callable[[], float] = time.time,
+    *,
+    workspace: str = "",
+) -> object:
+    """``provider.extract(request)``, its tokens recorded in ``ledger_root``'s usage ledger
+    whatever the outcome: every model call (turns, ``consolidate``) counts against one budget."""
+    before = getattr(provider, "last_usage", None)
+    try:
+        return provider.extract(request)
+    finally:
+        usage = getattr(provider, "last_usage", None)
+        if usage is not None and usage is not before:  # never count a call twice
+            ledger.record(
+                ledger_root,
+                "call",
+                clock(),
+                turn=turn_id,
+                provider=provider.name,
+                model=usage.model,
+                workspace=workspace,
+                **{
+                    "in": usage.input_tokens,
+                    "out": usage.output_tokens,
+                    "cr": usage.cache_read_tokens,
+                    "cw": usage.cache_write_tokens,
+                },
+            )
+
+
+def tokens_needed(request: ExtractionRequest) -> int:
+    """What a call with ``request`` is expected to cost: its prompt and an answer's allowance."""
+    return turn_.estimate_tokens(request.full_system + request.prompt) + OUTPUT_ALLOWANCE
+
+
 class _Held(Exception):
     """The daily budget keeps this turn waiting, until ``retry_in`` seconds from now at most."""
 
@@ -648,7 +687,7 @@ class Manager:
         """
         if name == "offline" or (self.daily_tokens is None and self.turn_tokens is None):
             return
-        need = turn_.estimate_tokens(request.full_system + request.prompt) + OUTPUT_ALLOWANCE
+        need = tokens_needed(request)
         if self.turn_tokens is not None and need > self.turn_tokens:
             raise ProviderError(
                 f"this turn needs about {need} tokens, more than MDMEM_TURN_TOKENS="
@@ -676,27 +715,9 @@ class Manager:
 
     def _call(self, provider: Provider, request: ExtractionRequest, turn_id: str) -> object:
         """One provider call, its tokens recorded in the ledger whatever the outcome."""
-        before = getattr(provider, "last_usage", None)
-        try:
-            return provider.extract(request)
-        finally:
-            usage = getattr(provider, "last_usage", None)
-            if usage is not None and usage is not before:  # never count a call twice
-                ledger.record(
-                    self.user.path,
-                    "call",
-                    self.clock(),
-                    turn=turn_id,
-                    provider=provider.name,
-                    model=usage.model,
-                    workspace=self.workspace,
-                    **{
-                        "in": usage.input_tokens,
-                        "out": usage.output_tokens,
-                        "cr": usage.cache_read_tokens,
-                        "cw": usage.cache_write_tokens,
-                    },
-                )
+        return budgeted_call(
+            provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
+        )
 
     def _apply(self, turn: dict[str, object]) -> TurnResult:
         answer = turn["answer"]
