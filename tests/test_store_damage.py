@@ -264,3 +264,80 @@ def test_budget_values_people_write_are_taken(
 
     monkeypatch.setenv("MDMEM_TURN_TOKENS", raw)
     assert budget_from_env("MDMEM_TURN_TOKENS") == want
+
+
+# -- a damaged catalog, damaged turn files ---------------------------------------------------
+
+
+def _damage(path: Path, how: str) -> None:
+    if how == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: max(len(data) // 3, 200)])
+    else:
+        path.write_bytes(b"garbage, not SQLite\n" * 50)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+def test_a_damaged_catalog_is_rebuilt_by_index_and_add_and_reported_by_doctor(
+    tmp_path: Path, how: str
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    for n in range(30):
+        assert _cli(ws, "add", "--title", f"Fact {n}", f"Fact number {n}.")[0] == 0
+    catalog = state(ws / ".PseudoClaude" / "memory") / "catalog.sqlite"
+    _damage(catalog, how)
+    code, out = _cli(ws, "index")
+    assert code == 0 and "Fact 29" in out, out
+    _damage(catalog, how)
+    code, out = _cli(ws, "add", "--title", "After", "Written after the damage.")
+    assert code == 0, out
+    assert (ws / ".PseudoClaude" / "memory" / "project_knowledge_after.md").exists()
+
+    _damage(catalog, how)
+    code, out = _cli(ws, "doctor")
+    assert code != 0 and "Traceback" not in out
+    assert "catalog is damaged" in out and "--fix" in out
+    _damage(catalog, how)  # (the checks after that one read the store, which rebuilt it)
+    code, out = _cli(ws, "doctor", "--fix")
+    assert "rebuilt the catalog" in out, out
+    code, out = _cli(ws, "doctor")
+    assert "catalog is damaged" not in out, out
+    assert "Fact 0" in _cli(ws, "index")[1]
+
+
+DAMAGED_TURNS = [b"{not json", b"[1, 2, 3]", b'{"messages": []}', b"[" * 100_000, b"\xff\xfe"]
+
+
+def test_damaged_turn_files_are_set_aside_once_never_retried(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from mdmem import Manager
+    from test_manager import ScriptedProvider
+
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    assert _cli(ws, "add", "--title", "Seed", "A note.")[0] == 0
+    turns = state(ws / ".PseudoClaude" / "memory") / "turns"
+    (turns / "pending").mkdir(parents=True)
+    for n, data in enumerate(DAMAGED_TURNS):
+        (turns / "pending" / f"{n:020d}-0000000{n}.json").write_bytes(data)
+    provider = ScriptedProvider()  # no answer: a model call would fail the test
+    with Manager(ws, provider=provider) as manager:
+        assert manager.flush(timeout=30)
+    assert provider.requests == []
+    damaged = sorted(p.name for p in (turns / "damaged").iterdir())
+    assert len(damaged) == len(DAMAGED_TURNS)
+    assert sorted((turns / "damaged" / n).read_bytes() for n in damaged) == sorted(DAMAGED_TURNS)
+    lines = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(lines) == len(DAMAGED_TURNS) and all("\n" not in line for line in lines)
+
+    caplog.clear()
+    with Manager(ws, provider=provider) as manager:  # a second worker finds nothing to retry
+        assert manager.flush(timeout=30)
+    assert not [r for r in caplog.records if "damaged" in r.getMessage()]
+    _, out = _cli(ws, "doctor", "--fix")
+    assert "Traceback" not in out and "set aside" in out
+    assert len(list((turns / "damaged").iterdir())) == len(DAMAGED_TURNS)  # still kept

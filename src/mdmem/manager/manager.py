@@ -39,10 +39,10 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from mdmem._kinds import Level
-from mdmem.errors import InvalidOperation, MdmemError, ProviderError
+from mdmem.errors import InvalidOperation, MdmemError, ProviderError, StoreError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
 from mdmem.extract.privacy import (
@@ -515,7 +515,10 @@ class Manager:
     def _process(self, turn_id: str) -> TurnResult:
         if turn_id not in self._memory_turns:
             self._journal.sync(turn_id)
-        turn = self._load(turn_id)
+        try:
+            turn = self._load(turn_id)
+        except (OSError, ValueError, RecursionError) as exc:
+            self._damaged(turn_id, exc)
         try:
             with (
                 self._project_turn_lock(),
@@ -822,6 +825,22 @@ class Manager:
             )
         except (MdmemError, OSError) as exc:
             log.warning("cannot record provenance or feedback of turn %s: %s", source.turn, exc)
+
+    def _damaged(self, turn_id: str, exc: BaseException) -> NoReturn:
+        """A claimed turn file that cannot be read: set it aside with one line, never retry it.
+
+        Raises:
+            StoreError: always, saying where the file went (the turn is not processed).
+        """
+        path = os.path.join(self._journal.mine, f"{turn_id}.json")
+        if isinstance(exc, FileNotFoundError):
+            raise StoreError(path, "gone from the turn journal") from None
+        try:
+            where = "set aside in " + self._journal.set_aside(turn_id)
+        except OSError as io_error:
+            where = f"left in place ({io_error.strerror})"
+        reason = "not a turn record" if isinstance(exc, (ValueError, RecursionError)) else str(exc)
+        raise StoreError(path, f"damaged ({reason}); {where}, never retried") from None
 
     def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:
         attempts = int(str(turn.get("attempts", 0))) + 1
