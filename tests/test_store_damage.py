@@ -341,3 +341,58 @@ def test_damaged_turn_files_are_set_aside_once_never_retried(
     _, out = _cli(ws, "doctor", "--fix")
     assert "Traceback" not in out and "set aside" in out
     assert len(list((turns / "damaged").iterdir())) == len(DAMAGED_TURNS)  # still kept
+
+
+# -- a create never overwrites a file made a moment before -----------------------------------
+
+RIVAL = """
+import os, random, sys, time
+root = sys.argv[1]
+random.seed(7)
+made = []
+for line in sys.stdin:
+    n = int(line)
+    time.sleep(random.uniform(0, 0.004))  # somewhere inside the other process's create
+    path = os.path.join(root, f"project_knowledge_race-{n}.md")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        continue
+    os.write(fd, f"---\\ntype: project_knowledge\\ntitle: Theirs {n}\\n---\\nrival {n}\\n".encode())
+    os.close(fd)
+    made.append(n)
+print(" ".join(map(str, made)))
+"""
+
+
+def test_a_create_racing_another_process_never_overwrites_and_loses_nothing(
+    store: Store,
+) -> None:
+    rounds = 150
+    rival = subprocess.Popen(
+        [PYTHON, "-c", RIVAL, store.path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=python_env(),
+    )
+    assert rival.stdin is not None
+    results = []
+    for n in range(rounds):
+        rival.stdin.write(f"{n}\n")
+        rival.stdin.flush()
+        op = {"action": "create", "level": "project", "type": "project_knowledge"}
+        results.append(store.apply([{**op, "title": f"Race {n}", "content": f"ours {n}"}]))
+    out, _ = rival.communicate(timeout=30)
+    made = [int(x) for x in out.split()]
+    assert made  # the rival did win some names
+    overwritten = [
+        n
+        for n in made
+        if b"rival" not in (store.root / f"project_knowledge_race-{n}.md").read_bytes()
+    ]
+    assert overwritten == []
+    texts = [p.read_text() for p in store.root.glob("project_knowledge_race-*.md")]
+    lost = [n for n in range(rounds) if not any(t.endswith(f"ours {n}\n") for t in texts)]
+    assert lost == []
+    assert all(not r.rejected for r in results)

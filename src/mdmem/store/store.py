@@ -1228,7 +1228,9 @@ class Store:
                 lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
                 for name in lost:
                     planner.lost_race(name)
-                if lost:
+                for name, other in planner.plan.renamed.items():
+                    planner.renamed(name, other)
+                if lost or planner.plan.renamed:
                     self._sync(_catalog.Scan(self._root), locked=True)
                 else:
                     self._record(planner.plan, at, complete, before)
