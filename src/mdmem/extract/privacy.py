@@ -37,7 +37,8 @@ The rules are patterns, not a classifier: they aim at few false positives on
 ordinary prose and code (``password reset flow``, ``the password is hashed``,
 ``--password-file``, a git SHA, a UUID), so a secret in no known shape, such as
 a bare random string with no word for it nearby, passes through. Markers are
-never matched again, which makes redaction idempotent. Every pattern is linear in the length of its input.
+never matched again, which makes redaction idempotent. Every pattern is linear
+in the length of its input.
 """
 
 from __future__ import annotations
