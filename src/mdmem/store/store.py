@@ -1485,7 +1485,12 @@ class _Held:
         for _ in range(100):
             remaining = -1.0 if deadline is None else max(0.0, deadline - monotonic())
             try:
-                self._lock.acquire(timeout=remaining)
+                if self._recover:  # the write lock: taken in turn (see mdmem.store._queue)
+                    from mdmem.store import _queue
+
+                    _queue.acquire(self._lock, remaining)
+                else:
+                    self._lock.acquire(timeout=remaining)
             except Timeout:
                 raise LockTimeout(store.path, self._timeout) from None
             except FileNotFoundError:  # the state folder was removed: make it again
