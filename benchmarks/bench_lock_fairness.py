@@ -45,7 +45,7 @@ from mdmem import Level, Store
 from mdmem.errors import LockTimeout
 root = os.path.join(workspace, ".PseudoClaude", "memory")
 store = Store(root, Level.PROJECT)
-pid, n, ok, timeouts, times = os.getpid(), 0, 0, 0, []
+pid, n, ok, timeouts, times, errors = os.getpid(), 0, 0, 0, [], []
 if kind == "memory-tool":
     from mdmem.integrations.anthropic import MemoryTool
     tool = MemoryTool(workspace=workspace, user_dir=os.environ["MDMEM_USER_DIR"])
@@ -76,13 +76,14 @@ while time.time() < until:
         ok += 1
     except LockTimeout:
         timeouts += 1
-    except Exception as exc:  # the CLI turns a LockTimeout into an exit: count it too
+    except Exception as exc:  # anything else is counted, and the first one kept to show
         if "locked by another process" in str(exc):
             timeouts += 1
         else:
-            raise
+            errors.append(f"{type(exc).__name__}: {exc}"[:200])
     times.append(time.perf_counter() - start)
-print(json.dumps({"kind": kind, "ok": ok, "timeouts": timeouts, "times": times}))
+print(json.dumps({"kind": kind, "ok": ok, "timeouts": timeouts, "times": times,
+                  "errors": errors[:1], "failed": len(errors)}))
 """
 
 
@@ -136,6 +137,9 @@ def main() -> None:
                     entry["ok"] += result["ok"]  # type: ignore[operator]
                     entry["timeouts"] += result["timeouts"]  # type: ignore[operator]
                     entry["times"] += result["times"]  # type: ignore[operator]
+                    entry["failed"] = int(entry.get("failed", 0)) + int(result["failed"])  # type: ignore[arg-type, call-overload]
+                    for error in result["errors"]:  # type: ignore[attr-defined]
+                        print(f"{mode} {result['kind']}: {error}", file=sys.stderr)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     rows = []
@@ -150,6 +154,7 @@ def main() -> None:
                     f"{kind} x{KINDS[kind]}",
                     str(entry["ok"]),
                     str(entry["timeouts"]),
+                    str(entry.get("failed", 0)),
                     f"{median * 1000:.0f} ms",
                     f"{(times[-1] if times else 0.0):.2f} s",
                 ]
@@ -158,7 +163,11 @@ def main() -> None:
         f"{sum(KINDS.values())} processes, {args.rounds} round(s) x {args.seconds:g} s per mode, "
         "MDMEM_LOCK_TIMEOUT=10\n"
     )
-    print(table(["lock", "kind", "done", "LockTimeouts", "median op", "worst op"], rows))
+    print(
+        table(
+            ["lock", "kind", "done", "LockTimeouts", "other errors", "median op", "worst op"], rows
+        )
+    )
     print()
     print(table(["machine", ""], machine_rows(tempfile.gettempdir())))
 
