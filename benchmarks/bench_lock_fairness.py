@@ -40,7 +40,7 @@ import json, os, sys, time
 kind, workspace, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode == "filelock":  # the lock as it was: no queue, every waiter polls
     from mdmem.store import _queue
-    _queue.acquire = lambda lock, timeout: lock.acquire(timeout=timeout)
+    _queue.acquire = lambda lock, timeout, busy: lock.acquire(timeout=timeout)
 from mdmem import Level, Store
 from mdmem.errors import LockTimeout
 root = os.path.join(workspace, ".PseudoClaude", "memory")

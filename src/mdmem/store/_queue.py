@@ -30,7 +30,19 @@ from mdmem.store import _fs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from filelock import BaseFileLock
+    from typing import Protocol
+
+    class _Lock(Protocol):
+        """What is used of a ``filelock`` lock (only store.py imports filelock)."""
+
+        @property
+        def lock_file(self) -> str: ...
+
+        @property
+        def is_locked(self) -> bool: ...
+
+        def acquire(self, timeout: float) -> object: ...
+
 
 __all__ = ["QUEUE_DIR", "acquire", "waiting"]
 
@@ -51,17 +63,16 @@ def waiting(lock_file: str) -> int:
     return sum(1 for name in names if name.endswith(_SUFFIX))
 
 
-def acquire(lock: BaseFileLock, timeout: float) -> None:
+def acquire(lock: _Lock, timeout: float, busy: type[Exception]) -> None:
     """Take ``lock`` in turn: after every process that asked for it earlier.
 
-    ``timeout`` < 0 waits for ever. Re-entrant like the lock itself.
+    ``timeout`` < 0 waits for ever. Re-entrant like the lock itself. ``busy`` is
+    what ``lock.acquire(timeout=0)`` raises when the lock is held (``filelock.Timeout``).
 
     Raises:
-        filelock.Timeout: the lock was not ours within ``timeout`` seconds.
+        busy: the lock was not ours within ``timeout`` seconds.
         FileNotFoundError: the folder of the lock file was removed meanwhile.
     """
-    from filelock import Timeout
-
     if lock.is_locked:  # this thread holds it already: one more level
         lock.acquire(timeout=0)
         return
@@ -69,7 +80,7 @@ def acquire(lock: BaseFileLock, timeout: float) -> None:
         try:
             lock.acquire(timeout=0)
             return
-        except Timeout:
+        except busy:
             if timeout == 0:
                 raise
     deadline = None if timeout < 0 else time.monotonic() + timeout
@@ -81,10 +92,10 @@ def acquire(lock: BaseFileLock, timeout: float) -> None:
                 try:
                     lock.acquire(timeout=0)
                     return
-                except Timeout:
+                except busy:
                     pass
             if deadline is not None and time.monotonic() >= deadline:
-                raise Timeout(lock.lock_file)
+                raise busy(lock.lock_file)
             time.sleep(POLL_SECONDS if first else QUEUED_POLL_SECONDS)
     finally:
         ticket.close()

@@ -1488,7 +1488,7 @@ class _Held:
                 if self._recover:  # the write lock: taken in turn (see mdmem.store._queue)
                     from mdmem.store import _queue
 
-                    _queue.acquire(self._lock, remaining)
+                    _queue.acquire(self._lock, remaining, Timeout)
                 else:
                     self._lock.acquire(timeout=remaining)
             except Timeout:
