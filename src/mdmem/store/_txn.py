@@ -100,7 +100,7 @@ def _create_elsewhere(root: str, name: str, data: bytes, private: bool) -> str |
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     trash = os.path.join(state_dir(root), TRASH_DIR)
-    _fs.ensure_dir(trash, private=private)
+    _fs.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 
