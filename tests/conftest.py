@@ -40,8 +40,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test touches the real home, the real state folder, the user store or a real API.
 
     The environment is cleared by prefix (httpx's ``clean_environ``), then pointed into
-    ``tmp_path``: the home, the user store, mdmem's state folder and the temporary folder
-    (so state machines that make their own folders with ``tempfile`` stay inside too).
+    ``tmp_path``: the home, the user store, mdmem's state folder and this process's
+    temporary folder (so state machines that make their own folders with ``tempfile``
+    stay inside too).
     """
     for name in list(os.environ):
         if name.startswith(CLEARED_PREFIXES) or name in ("VISUAL", "EDITOR"):
@@ -54,7 +55,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
     monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
-    monkeypatch.setenv("TMPDIR", str(scratch))
+    # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
+    # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
