@@ -293,6 +293,62 @@ def test_keyboard_and_a_narrow_window(
     context.close()
 
 
+def test_the_cookie_never_reaches_another_local_server(
+    browser: playwright_api.Browser, served: tuple[Server, Stores]
+) -> None:
+    """Cookies ignore ports: a server on another port of 127.0.0.1 (another user's, a
+    repository's dev server) that the browser visits must not get a cookie that reads and
+    deletes notes when replayed."""
+    import http.server
+    import threading
+
+    import httpx2
+
+    server, stores = served
+    caught: list[str] = []
+
+    class Catcher(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            caught.append(self.headers.get("cookie") or "")
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<p>hello</p>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catcher)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(server.url)
+        assert page.locator("table.notes tbody tr").count() == 5
+        assert any(c["name"] == server.settings.cookie_name for c in context.cookies())
+        # The user follows a link to another local page; the page then fetches itself too.
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        page.goto(f"http://localhost:{other.server_address[1]}/again")
+        context.close()
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert len(caught) >= 2  # the pages, and maybe their icons
+    name = next(iter(stores.project.entries())).filename
+    for header in caught:
+        assert server.settings.session not in header
+        with httpx2.Client(headers={"cookie": header}) as thief:
+            assert thief.get(server.base_url + "/").status_code == 403
+            csrf = {"csrf": server.settings.csrf}  # even knowing the CSRF token
+            origin = {"origin": server.base_url}
+            delete = thief.post(
+                f"{server.base_url}/note/project/{name}/delete", data=csrf, headers=origin
+            )
+            assert delete.status_code == 403
+    assert stores.project.exists(name)
+
+
 def test_the_install_script_does_nothing_when_the_browser_is_there(chromium: str) -> None:
     proc = subprocess.run(
         ["sh", str(ROOT / "scripts" / "install-browser.sh")],

@@ -370,13 +370,33 @@ class _Pages:
 
     async def history(self, request: Request) -> Response:
         store, name = self._store(request)
-        versions = await run_in_threadpool(features.history_of, store, name)
-        if versions is None:
+        wanted = request.query_params.get("version")
+        if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
+            raise _Refused(f"version: {wanted[:40]!r} is not a version number")
+
+        def build() -> tuple[list[dict[str, str]], dict[str, str | None]] | None:
+            versions = features.history_of(store, name)
+            if versions is None:
+                return None
+            if wanted is not None:
+                at = [i for i, v in enumerate(versions) if v.get("version") == wanted.lstrip("0")]
+                if not at:
+                    raise NoteNotFound(f"{name} version {wanted}", store.path)
+                versions = versions[at[0] : at[0] + 2]  # it, and the one before it
+            numbers = [v.get("version", "") for v in versions]
+            return versions, {n: features.version_text(store, name, n) for n in numbers}
+
+        found = await run_in_threadpool(build)
+        if found is None:
             raise NoteNotFound(f"history of {name}", store.path)
+        versions, texts = found
+        if wanted is not None:
+            versions = versions[:1]
         body = pages.history_page(
             store.level,
             name,
             versions,
+            texts,
             self.settings.csrf,
             restore=features.restorable(store),
         )

@@ -23,7 +23,7 @@ import inspect
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from mdmem.errors import NoteNotFound
+from mdmem.errors import InvalidOperation, MdmemError, NoteNotFound
 from mdmem.store import marks as store_marks
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ __all__ = [
     "restorable",
     "restore_version",
     "search",
+    "version_text",
 ]
 
 _REVIEW = "mdmem.manager.review"
@@ -195,6 +196,18 @@ def history_of(store: Store, filename: str) -> list[dict[str, str]] | None:
     return versions
 
 
+def version_text(store: Store, filename: str, version: str) -> str | None:
+    """The text of one recorded version of a note; None when it has none (a deletion)."""
+    read = _optional("mdmem.store.history", "read_version")
+    if read is None or not (version.isascii() and version.isdigit()):
+        return None
+    try:
+        data = read(store.path, filename, int(version))
+    except (MdmemError, OSError):
+        return None
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else None
+
+
 def restorable(store: Store) -> bool:
     """Whether the store can bring back one version of a note."""
     if _method(store, "restore_version") is not None:
@@ -209,11 +222,14 @@ def restore_version(store: Store, filename: str, version: str) -> object:
     """Bring back one version of a note through the store's own API.
 
     Raises:
+        InvalidOperation: ``version`` is not a number in ASCII digits (``²`` or ``٣`` is not).
         NoteNotFound: the store has no such version (or no history at all).
     """
+    if not (version.isascii() and version.isdigit()) or len(version) > 12:
+        raise InvalidOperation(f"version: {version[:40]!r} is not a version number", "version")
     method = _method(store, "restore_version")
     if method is not None:
-        return method(filename, int(version) if version.isdigit() else version)
+        return method(filename, int(version))
     if not restorable(store):
         raise NoteNotFound(f"{filename} version {version}", store.path)
     restore: Callable[..., object] = store.restore

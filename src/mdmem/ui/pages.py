@@ -14,7 +14,7 @@ from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidPath
 from mdmem.store.note import KNOWN_KEYS
 from mdmem.store.paths import check_name
-from mdmem.ui import markdown
+from mdmem.ui import diff, markdown
 from mdmem.ui.html import Markup, fill, join
 from mdmem.ui.layout import (
     button_form,
@@ -464,28 +464,63 @@ def _record_table(
 
 
 def history_page(
-    level: Level, filename: str, versions: Sequence[Mapping[str, str]], csrf: str, *, restore: bool
+    level: Level,
+    filename: str,
+    versions: Sequence[Mapping[str, str]],
+    texts: Mapping[str, str | None],
+    csrf: str,
+    *,
+    restore: bool,
 ) -> Markup:
-    """A note's versions, newest first, each with a button to bring it back when the store can."""
+    """A note's versions, newest first, each against the one before it (what changed), with
+    a button to bring it back when the store can."""
     if not versions:
         return fill('<h1>History of {f}</h1><p class="empty">No versions kept.</p>', f=filename)
-    buttons = [
-        button_form(
-            note_url(level, filename, "/history/restore"),
-            "Restore this version",
-            csrf,
-            version=version.get("version", ""),
+    cards = []
+    for n, version in enumerate(versions):
+        number = version.get("version", "")
+        older = versions[n + 1].get("version", "") if n + 1 < len(versions) else None
+        text = texts.get(number)
+        before = texts.get(older, "") if older is not None else ""
+        if text is None:
+            change = Markup('<p class="empty">No text kept (the note was deleted here).</p>')
+        else:
+            change = diff.render(before or "", text)
+        against = f"against version {older}" if older is not None else "the first version kept"
+        button = (
+            button_form(
+                note_url(level, filename, "/history/restore"),
+                "Restore this version",
+                csrf,
+                version=number,
+            )
+            if restore and number
+            else Markup("")
         )
-        if restore and version.get("version")
-        else Markup("")
-        for version in versions
-    ]
-    table = _record_table(versions, buttons, "Versions, newest first")
+        cards.append(
+            fill(
+                """<article class="card version" id="v{number}">
+<h2>Version {number}</h2>
+<p class="hint">{fields}; shown {against}</p>
+{change}<div class="actions">{button}</div>
+</article>
+""",
+                number=number,
+                fields=", ".join(
+                    f"{k} {v[:19].replace('T', ' ') if k == 'at' else v}"
+                    for k, v in version.items()
+                    if k not in ("version", "sha") and v
+                ),
+                against=against,
+                change=change,
+                button=button,
+            )
+        )
     return fill(
-        '<h1>History of {f}</h1>\n<p><a href="{back}">Back to the note</a></p>\n{t}',
+        '<h1>History of {f}</h1>\n<p><a href="{back}">Back to the note</a></p>\n{cards}',
         f=filename,
         back=note_url(level, filename),
-        t=table,
+        cards=join(cards),
     )
 
 
