@@ -906,3 +906,60 @@ def test_mdmem_ui_without_the_extra_says_how_to_get_it(workspace: Path) -> None:
     )
     assert proc.returncode == 1
     assert "pip install 'mdmem[ui]'" in proc.stderr and proc.stdout == ""
+
+
+# -- paging ------------------------------------------------------------------------------
+
+
+def _many(store: Store, count: int, kind: str = "project_knowledge") -> None:
+    ops = [
+        {
+            "action": "create",
+            "level": store.level.value,
+            "type": kind if i % 3 else "reference_material",
+            "title": f"Paged note {i:03d}",
+            "content": f"Body {i}.",
+        }
+        for i in range(count)
+    ]
+    assert not store.apply(ops).rejected
+
+
+def test_the_store_answers_a_page_filtered_and_sorted(page: Page) -> None:
+    _many(page.project, 30)
+    total, first = page.project.query(order="title", limit=10)
+    assert total == 30 and [e.title for e in first] == [f"Paged note {i:03d}" for i in range(10)]
+    total, refs = page.project.query(type="reference_material", order="name", offset=2, limit=3)
+    assert total == 10 and len(refs) == 3 and all(e.type == "reference_material" for e in refs)
+    assert [e.filename for e in refs] == sorted(e.filename for e in refs)
+    with pytest.raises(ValueError):
+        page.project.query(order="title; DROP TABLE notes")
+
+
+def test_the_list_is_paged_with_a_next_link(page: Page) -> None:
+    _many(page.project, 70)
+    _many(page.user, 5, "user_preference")
+    first = page.get("/?sort=title")
+    assert first.text.count('<tr>\n<td data-label="Note">') == 50
+    assert "1–50 of 75 notes" in text_of(first)
+    assert 'rel="next" href="/?sort=title&amp;page=2"' in first.text
+    second = page.get("/?sort=title&page=2")
+    assert second.text.count('<tr>\n<td data-label="Note">') == 25
+    assert "51–75 of 75 notes" in text_of(second) and 'rel="next"' not in second.text
+    assert 'rel="prev" href="/?sort=title"' in second.text
+    shown = re.findall(r'class="title" href="([^"]+)"', first.text + second.text)
+    assert len(shown) == len(set(shown)) == 75  # every note once, across the pages
+    user_only = page.get("/?level=user")
+    assert "5 notes" in text_of(user_only) and 'rel="next"' not in user_only.text
+    assert page.get("/?page=0").status_code == 400
+    assert page.get("/?page=²").status_code == 400
+    assert "No notes on this page" in page.get("/?page=9").text
+
+
+def test_search_results_are_paged(page: Page) -> None:
+    _many(page.project, 70)
+    first = page.get("/?q=paged")
+    assert first.text.count('<tr>\n<td data-label="Note">') == 50
+    assert 'rel="next" href="/?q=paged&amp;page=2"' in first.text
+    second = page.get("/?q=paged&page=2")
+    assert 0 < second.text.count('<tr>\n<td data-label="Note">') <= 20

@@ -251,7 +251,7 @@ def test_search_goes_through_the_recall_engine_where_there_is_one(
     monkeypatch.setattr(mdmem.recall, "search", engine, raising=False)
     html = page.get("/?q=anything&type=project_knowledge").text
     assert "ranked by the engine" in html and "project_knowledge" in html
-    assert calls == [(["project", "user"], "anything", 200, ["project_knowledge"])]
+    assert calls == [(["project", "user"], "anything", 51, ["project_knowledge"])]  # a page, +1
 
 
 def test_the_history_of_a_real_store(page: Page) -> None:

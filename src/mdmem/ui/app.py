@@ -205,23 +205,52 @@ class _Pages:
         level = q.get("level", "") if q.get("level") in ("project", "user") else ""
         note_type = q.get("type", "")
         sort = q.get("sort", "")
+        number = _page_number(q.get("page", "1"))
+        size = model.PAGE_SIZE
 
         def build() -> Markup:
             stores = self.stores.both()
             if query:
-                found = model.search_rows(query, stores, level=level, note_type=note_type)
-                if sort:
-                    found = model.sort_rows(found, sort)
+                if sort:  # sorted otherwise than by relevance: the best 200, sorted
+                    found = model.sort_rows(
+                        model.search_rows(query, stores, level=level, note_type=note_type), sort
+                    )
+                    more = len(found) > number * size
+                    found = found[(number - 1) * size : number * size]
+                else:
+                    found = model.search_rows(
+                        query,
+                        stores,
+                        level=level,
+                        note_type=note_type,
+                        offset=(number - 1) * size,
+                        limit=size + 1,
+                    )
+                    more = len(found) > size
+                    found = found[:size]
+                total = None
             else:
-                found = model.rows(stores, level=level, note_type=note_type, sort=sort)
+                total, found = model.page_rows(
+                    stores, level=level, note_type=note_type or None, sort=sort, page=number
+                )
+                more = number * size < total
             problems = [
                 (s.level, p)
                 for s in stores
                 if not level or s.level.value == level
-                for p in s.problems()
+                for p in s.problems(max_age=model.FRESH_SECONDS)
             ]
             return pages.list_page(
-                found, query=query, level=level, note_type=note_type, sort=sort, problems=problems
+                found,
+                query=query,
+                level=level,
+                note_type=note_type,
+                sort=sort,
+                problems=problems,
+                page=number,
+                size=size,
+                total=total,
+                more=more,
             )
 
         body = await run_in_threadpool(build)
@@ -270,7 +299,7 @@ class _Pages:
                 return name, pages.broken_page(
                     store.level, name, exc.reason, raw, self.settings.csrf
                 )
-            marks = model.markers_of(store, model.marked_notes(store), _now()).get(name, {})
+            marks = model.note_markers(store, note, _now())
             has_history = features.has_history(store)
             return note.title, pages.note_page(
                 store.level,
@@ -487,6 +516,17 @@ def _saved(level: Level, name: str, action: str | None) -> Response:
     return RedirectResponse(
         layout.note_url(level, name) + layout.query_string(done=done, note=name), status_code=303
     )
+
+
+def _page_number(text: str) -> int:
+    """The ``page=`` of a list: a number from 1, in ASCII digits.
+
+    Raises:
+        _Refused: anything else.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or int(text) < 1:
+        raise _Refused(f"page: {text[:40]!r} is not a page number (1, 2, ...)")
+    return int(text)
 
 
 def _now() -> datetime:

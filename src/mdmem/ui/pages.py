@@ -142,9 +142,26 @@ def list_page(
     note_type: str,
     sort: str,
     problems: Sequence[tuple[Level, Problem]],
+    page: int = 1,
+    size: int = 50,
+    total: int | None = None,
+    more: bool = False,
 ) -> Markup:
-    """The list of notes, with the search and filter form."""
+    """One page of the list of notes (or of search results), with the search and filter
+    form and links to the pages before and after."""
+    first = (page - 1) * size + 1
     if rows:
+        last = first + len(rows) - 1
+        if total is None and page == 1 and not more:
+            total = len(rows)  # every result is on this page
+        if total is not None and total == len(rows):
+            caption = f"{total:,} note{'s' if total != 1 else ''}"
+        elif total is not None:
+            caption = f"{first:,}–{last:,} of {total:,} note{'s' if total != 1 else ''}"
+        else:
+            caption = f"results {first:,}–{last:,}"
+        if query:
+            caption += f" matching “{query}”"
         table = fill(
             """<table class="notes">
 <caption>{caption}</caption>
@@ -154,19 +171,34 @@ def list_page(
 {rows}</tbody>
 </table>
 """,
-            caption=f"{len(rows)} note{'s' if len(rows) != 1 else ''}"
-            + (f" matching “{query}”" if query else ""),
+            caption=caption,
             rows=join(_row(r) for r in rows),
         )
+    elif page > 1:
+        table = Markup('<p class="empty">No notes on this page.</p>')
     else:
         table = fill(
             '<p class="empty">{t}</p>', t="No note matches." if query else "No notes here yet."
         )
+    kept = {"q": query, "level": level, "type": note_type, "sort": sort}
+    links = []
+    if page > 1:
+        href = "/" + query_string(**kept, page=str(page - 1) if page > 2 else "")
+        links.append(fill('<a rel="prev" href="{h}">← Previous page</a>', h=href))
+    if more:
+        href = "/" + query_string(**kept, page=str(page + 1))
+        links.append(fill('<a rel="next" href="{h}">Next page →</a>', h=href))
+    pager = (
+        fill('<nav class="pager" aria-label="Pages">{l}</nav>\n', l=join(links, " "))
+        if links
+        else Markup("")
+    )
     return fill(
-        "<h1>Notes</h1>\n{filters}{problems}{table}",
+        "<h1>Notes</h1>\n{filters}{problems}{table}{pager}",
         filters=_filters(query, level, note_type, sort),
         problems=_problems(problems),
         table=table,
+        pager=pager,
     )
 
 
