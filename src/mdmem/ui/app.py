@@ -61,6 +61,7 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/note/{level}/{name}/source", ui.source, methods=["GET", "POST"]),
         Route("/note/{level}/{name}/delete", ui.delete, methods=["POST"]),
         Route("/note/{level}/{name}/expire", ui.expire, methods=["POST"]),
+        Route("/note/{level}/{name}/dispute/{verdict:str}", ui.dispute, methods=["POST"]),
         Route("/note/{level}/{name}/history", ui.history),
         Route("/note/{level}/{name}/history/restore", ui.restore_version, methods=["POST"]),
     ]
@@ -308,6 +309,7 @@ class _Pages:
                 self.settings.csrf,
                 base=model.digest(text),
                 history=has_history,
+                dispute=features.dispute_of(store)(name),
             )
 
         title, body = await run_in_threadpool(build)
@@ -386,6 +388,17 @@ class _Pages:
         if not result.ok:
             raise _Refused(f"{name}: {result.error}", 409 if result.current else 400)
         return _saved(store.level, name, "expired")
+
+    async def dispute(self, request: Request) -> Response:
+        store, name = self._store(request)
+        await self.form(request)
+        verdict = str(request.path_params["verdict"])
+        at = _now().isoformat(timespec="seconds")
+        await run_in_threadpool(features.settle_dispute, store, name, verdict, at)
+        done = "dismissed" if verdict == "dismiss" else "disputed"
+        return RedirectResponse(
+            layout.note_url(store.level, name) + layout.query_string(done=done, note=name), 303
+        )
 
     async def delete(self, request: Request) -> Response:
         store, name = self._store(request)

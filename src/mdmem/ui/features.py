@@ -38,6 +38,7 @@ __all__ = [
     "can_edit_proposals",
     "decide",
     "describe",
+    "dispute_of",
     "has_history",
     "has_review",
     "history_of",
@@ -48,6 +49,7 @@ __all__ = [
     "restorable",
     "restore_version",
     "search",
+    "settle_dispute",
     "version_text",
 ]
 
@@ -151,10 +153,9 @@ def markers(store: Store) -> dict[str, dict[str, str]]:
     if disputed is not None:
         found = disputed(store)
         if isinstance(found, dict):
-            for name, details in found.items():
-                reason = details.get("reason") if isinstance(details, dict) else None
-                words = f"disputed: {reason}" if reason else "disputed"
-                out.setdefault(str(name), {})["disputed"] = words
+            # A short marker: the correction's words are on the note's page.
+            for name in found:
+                out.setdefault(str(name), {})["disputed"] = "disputed"
     for item in proposals_of(store) or []:
         target = item.get("filename")
         if target:
@@ -167,6 +168,41 @@ def markers(store: Store) -> dict[str, dict[str, str]]:
                 if isinstance(marks, dict):
                     out.setdefault(str(name), {}).update({str(k): str(v) for k, v in marks.items()})
     return out
+
+
+def dispute_of(store: Store) -> Callable[[str], tuple[str, dict[str, str]] | None]:
+    """For a note name: ("disputed" or "dismissed", the dispute described), or None."""
+    disputed = _optional("mdmem.recall.disputes", "disputed")
+    gone = _optional("mdmem.recall.disputes", "dismissed")
+    marks = disputed(store) if disputed is not None else {}
+    dropped = gone(store) if gone is not None else {}
+
+    def look(name: str) -> tuple[str, dict[str, str]] | None:
+        for kind, found in (("disputed", marks), ("dismissed", dropped)):
+            if isinstance(found, dict) and isinstance(found.get(name), dict):
+                return kind, {str(k): str(v) for k, v in found[name].items()}
+        return None
+
+    return look
+
+
+def settle_dispute(store: Store, name: str, verdict: str, at: str) -> bool:
+    """Dismiss a note's dispute (``dismiss``) or bring a dismissed one back (``restore``).
+
+    Raises:
+        NoteNotFound: no such dispute, or an unknown verdict.
+    """
+    if verdict == "dismiss":
+        function = _optional("mdmem.recall.disputes", "dismiss")
+        done = function(store, name, at=at) if function is not None else False
+    elif verdict == "restore":
+        function = _optional("mdmem.recall.disputes", "undismiss")
+        done = function(store, name) if function is not None else False
+    else:
+        raise NoteNotFound(f"a decision {verdict!r}", "dismiss or restore")
+    if not done:
+        raise NoteNotFound(f"a dispute of {name}", store.path)
+    return True
 
 
 # -- history -----------------------------------------------------------------------------

@@ -184,6 +184,8 @@ def done_message(done: str, level: str, filename: str, csrf: str) -> Markup | No
         "restored": f"Restored {filename}.",
         "expired": f"Marked {filename} expired: it is left out of the prompt block from now on.",
         "accepted": "Accepted the proposal.",
+        "dismissed": f"Dismissed the dispute of {filename}: it ranks as before.",
+        "disputed": f"The dispute of {filename} counts again.",
         "rejected": "Rejected the proposal.",
     }
     return notice(words[done]) if done in words else None

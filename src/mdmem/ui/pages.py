@@ -223,6 +223,7 @@ def note_page(
     *,
     base: str,
     history: bool,
+    dispute: tuple[str, Mapping[str, str]] | None = None,
 ) -> Markup:
     """A note rendered as Markdown, its front matter, and what can be done with it.
 
@@ -253,6 +254,7 @@ def note_page(
         """<article class="note">
 <h1>{title}</h1>
 {summary}<div class="actions">{actions}</div>
+{dispute}
 <dl class="meta">
 <dt>Level</dt><dd>{level}</dd><dt>Type</dt><dd>{type}</dd><dt>File</dt><dd>{filename}</dd>
 <dt>Created</dt><dd>{created}</dd><dt>Updated</dt><dd>{updated}</dd>
@@ -271,6 +273,50 @@ def note_page(
         markers=fill("<dt>Markers</dt><dd>{m}</dd>", m=markers_html(markers)) if markers else "",
         extra=_extra(note),
         body=Markup(markdown.render(note.body)),
+        dispute=_dispute(level, note.filename, dispute, csrf),
+    )
+
+
+def _dispute(
+    level: Level, filename: str, dispute: tuple[str, Mapping[str, str]] | None, csrf: str
+) -> Markup:
+    """Why a note is disputed (the correction's words, in full), and the button to dismiss
+    a false dispute; or a dismissed one, with the button to make it count again."""
+    if dispute is None:
+        return Markup("")
+    kind, details = dispute
+    when = details.get("at", "")[:16].replace("T", " ")
+    if kind == "disputed":
+        count = details.get("count", "1")
+        return fill(
+            """<section class="dispute" aria-labelledby="dispute">
+<h2 id="dispute">Disputed</h2>
+<p>A correction seemed to contradict this note ({count}×, last {when}); recall ranks it
+lower until a turn confirms it again. The user said:</p>
+<blockquote>{reason}</blockquote>
+<div class="actions">{button}<span class="hint">if the correction was about something
+else</span></div>
+</section>
+""",
+            count=count,
+            when=when,
+            reason=details.get("reason", ""),
+            button=button_form(
+                note_url(level, filename, "/dispute/dismiss"), "Dismiss the dispute", csrf
+            ),
+        )
+    return fill(
+        """<section class="dispute dismissed" aria-labelledby="dispute">
+<h2 id="dispute">A dismissed dispute</h2>
+<p>Dismissed {gone}: “{reason}”</p>
+<div class="actions">{button}</div>
+</section>
+""",
+        gone=details.get("dismissed_at", "")[:16].replace("T", " "),
+        reason=details.get("reason", ""),
+        button=button_form(
+            note_url(level, filename, "/dispute/restore"), "Make it count again", csrf
+        ),
     )
 
 
