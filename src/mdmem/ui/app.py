@@ -9,6 +9,7 @@ nothing is kept between requests but the run's secrets.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -16,12 +17,19 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 
 from mdmem._kinds import Level
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteExists, NoteNotFound
-from mdmem.ui import features, layout, model, pages
+from mdmem.store import activity as store_activity
+from mdmem.ui import activity, features, layout, model, pages, switch
 from mdmem.ui.guard import Guard, Settings, same
 from mdmem.ui.html import Markup
 
@@ -55,6 +63,12 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
         Route("/static/style.css", ui.style),
         Route("/static/icon.svg", ui.icon),
+        Route("/static/live.js", ui.script),
+        Route("/live", ui.live),
+        Route("/activity", ui.activity),
+        Route("/activity/{session}", ui.session),
+        Route("/switch", ui.switcher, methods=["GET", "POST"]),
+        Route("/switch/preview", ui.preview),
         Route("/note/{level}/{name}", ui.note),
         Route("/note/{level}/{name}/raw", ui.raw),
         Route("/note/{level}/{name}/edit", ui.edit, methods=["GET", "POST"]),
@@ -100,6 +114,7 @@ class _Pages:
         current: str = "",
         status: int = 200,
         message: Markup | None = None,
+        live: bool = False,
     ) -> HTMLResponse:
         html = layout.layout(
             title,
@@ -108,6 +123,7 @@ class _Pages:
             current=current,
             message=message,
             review=self._review(),
+            live=live,
         )
         return HTMLResponse(html, status_code=status)
 
@@ -195,6 +211,68 @@ class _Pages:
     async def style(self, request: Request) -> Response:
         css = resources.files("mdmem.ui").joinpath("style.css").read_text(encoding="utf-8")
         return Response(css, media_type="text/css; charset=utf-8")
+
+    async def script(self, request: Request) -> Response:
+        js = resources.files("mdmem.ui").joinpath("live.js").read_text(encoding="utf-8")
+        return Response(js, media_type="text/javascript; charset=utf-8")
+
+    async def live(self, request: Request) -> Response:
+        version = await run_in_threadpool(model.version, self.stores)
+        return JSONResponse({"v": version})
+
+    async def activity(self, request: Request) -> Response:
+        wanted = request.query_params.get("day")
+        day = None
+        if wanted is not None:
+            day = activity.today() if wanted == "today" else wanted
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day, flags=re.ASCII):
+                raise _Refused(f"day: {wanted[:40]!r} is not a date (YYYY-MM-DD or today)")
+
+        def build() -> tuple[list[activity.Session], Mapping[str, int], str]:
+            found = activity.sessions_of(self.stores.project, day)
+            totals = activity.day_totals(self.stores.user, day) if day else {}
+            return found, totals, model.version(self.stores)
+
+        found, totals, version = await run_in_threadpool(build)
+        body = activity.activity_page(found, totals, day=day, live=layout.live_marker(version))
+        return self.page("Activity", body, current="activity", live=True)
+
+    async def session(self, request: Request) -> Response:
+        ident = str(request.path_params["session"])
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", ident, flags=re.ASCII):
+            raise NoteNotFound(f"session {ident[:40]!r}", "the activity log")
+
+        def build() -> tuple[list[dict[str, object]], str]:
+            return store_activity.read(self.stores.project.path, ident), model.version(self.stores)
+
+        events, version = await run_in_threadpool(build)
+        if not events:
+            raise NoteNotFound(f"session {ident}", "the activity log")
+        body = activity.session_page(ident, events, live=layout.live_marker(version))
+        return self.page(f"Session {ident[:8]}", body, current="activity", live=True)
+
+    async def switcher(self, request: Request) -> Response:
+        if request.method == "POST":
+            form = await self.form(request)
+            chosen = form.get("workspace", "")
+            if chosen not in {w for w, _ in await run_in_threadpool(switch.known, self.stores)}:
+                raise _Refused("that is not a workspace mdmem knows; pick one from the list")
+            self.stores = await run_in_threadpool(switch.open_workspace, chosen, self.stores)
+            return RedirectResponse("/" + layout.query_string(done="switched"), 303)
+        rows = await run_in_threadpool(switch.summaries, self.stores)
+        body = switch.switcher_page(rows, self.stores, self.settings.csrf)
+        return self.page("Stores", body, current="stores", message=self._message(request))
+
+    async def preview(self, request: Request) -> Response:
+        chosen = request.query_params.get("workspace", "")
+
+        def build() -> Markup:
+            if chosen not in {w for w, _ in switch.known(self.stores)}:
+                raise NoteNotFound(f"workspace {chosen[:200]!r}", "the workspaces mdmem knows")
+            return switch.preview_page(chosen, self.stores, self.settings.csrf)
+
+        body = await run_in_threadpool(build)
+        return self.page("Preview a store", body, current="stores")
 
     async def icon(self, request: Request) -> Response:
         svg = resources.files("mdmem.ui").joinpath("icon.svg").read_text(encoding="utf-8")
@@ -460,8 +538,13 @@ class _Pages:
         if proposals is None:
             raise NoteNotFound("review", "this version of mdmem (review mode is not available)")
         editable = features.can_edit_proposals()
-        body = pages.review_page(proposals, self.settings.csrf, editable=editable)
-        return self.page("Review", body, current="review", message=self._message(request))
+        version = await run_in_threadpool(model.version, self.stores)
+        body = layout.live_marker(version) + pages.review_page(
+            proposals, self.settings.csrf, editable=editable
+        )
+        return self.page(
+            "Review", Markup(body), current="review", message=self._message(request), live=True
+        )
 
     def _level(self, value: str) -> Store:
         try:

@@ -18,8 +18,9 @@
   ``Sec-Fetch-Site: same-origin``), or it is refused (the CSRF token of every
   form is checked by the pages too);
 - only GET, HEAD and POST are served, with no CORS headers at all, and
-  every response carries a Content-Security-Policy that allows no script, no
-  frame and no foreign resource.
+  every response carries a Content-Security-Policy that allows no inline
+  script, no frame and no foreign resource (the one script is the page's own
+  file, which reloads the live pages).
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ if TYPE_CHECKING:
 
 __all__ = ["CSP", "OPENER_SECONDS", "SECURITY_HEADERS", "Guard", "Settings", "Tokens", "same"]
 
+# Scripts: only the page's own file (/static/live.js, on the live pages), never inline,
+# never eval; it may fetch from this origin only.
 CSP = (
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'"
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; "
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
@@ -160,7 +163,7 @@ class Guard:
             await self._exchange(scope, query, logged_in)(scope, receive, secured)
             return
         if not logged_in:
-            if scope["path"] in ("/static/style.css", "/static/icon.svg"):
+            if scope["path"] in ("/static/style.css", "/static/icon.svg", "/static/live.js"):
                 await self.app(scope, receive, secured)  # the error page may be styled
                 return
             await plain_error(

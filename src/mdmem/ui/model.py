@@ -50,6 +50,7 @@ __all__ = [
     "save_source",
     "search_rows",
     "trash_of",
+    "version",
 ]
 
 _MARKER_KEYS = ("supersedes", "expires")
@@ -502,6 +503,35 @@ def save_source(store: Store, filename: str, base: str, text: str) -> Edited:
     except InvalidNote as exc:
         return Edited(error=exc.reason)
     return _save(store, note, current)
+
+
+# -- live pages ------------------------------------------------------------------
+
+
+def version(stores: Stores) -> str:
+    """A short stamp that changes when what the live pages show changes: a store's notes
+    (its directory and MEMORY.md), the sessions' activity, disputes, proposals waiting."""
+    import os
+
+    from mdmem.recall.disputes import FEEDBACK_FILE
+    from mdmem.store import _catalog, activity
+    from mdmem.store.paths import state_dir
+
+    parts: list[str] = []
+    for store in stores.both():
+        parts.append(_catalog.store_key(store.path))
+        base = state_dir(store.path)
+        for path in (os.path.join(base, FEEDBACK_FILE), os.path.join(base, "review")):
+            try:
+                st = os.stat(path)
+            except OSError:
+                parts.append("-")
+            else:
+                parts.append(f"{st.st_mtime_ns}:{st.st_size}")
+        parts.append(str(len(features.proposals_of(store) or [])))
+    newest = max((s[2] for s in activity.sessions(stores.project.path)), default=0.0)
+    parts.append(repr(newest))
+    return hashlib.blake2b("|".join(parts).encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
 # -- the trash --------------------------------------------------------------------
