@@ -302,7 +302,7 @@ def test_review_and_disputes_of_the_real_modules(page: Page) -> None:
     assert done.status_code == 303 and disputes.disputed(page.project) == {}
     assert disputes.dismissed(page.project)[name]["reason"] == "the user said no"
     note = page.get(f"/note/project/{name}").text
-    assert "A dismissed dispute" in note and 'marker-disputed' not in note
+    assert "A dismissed dispute" in note and "marker-disputed" not in note
     assert page.post(f"/note/project/{name}/dispute/restore", {}).status_code == 303
     assert name in disputes.disputed(page.project)
     assert page.post(f"/note/project/{name}/dispute/maybe", {}).status_code == 404
