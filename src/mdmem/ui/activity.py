@@ -183,7 +183,13 @@ def _names(names: object) -> Markup:
                 items.append(_note(str(entry[0]), str(entry[2]), str(entry[1])))
     if not items:
         return Markup("")
-    return fill('<ul class="names">{items}</ul>', items=join(items))
+    listed = fill('<ul class="names">{items}</ul>', items=join(items))
+    if len(items) <= 5:
+        return listed
+    # A long list (a SessionStart block) folds away; <details> needs no script.
+    return fill(
+        "<details><summary>the {n} notes</summary>{listed}</details>", n=len(items), listed=listed
+    )
 
 
 def _note(level: str, name: str, action: str) -> Markup:
@@ -196,6 +202,10 @@ def _note(level: str, name: str, action: str) -> Markup:
         name=name,
         level=level,
     )
+
+
+def _short(turn: str) -> str:
+    return turn if len(turn) <= 12 else "…" + turn[-8:]
 
 
 def session_page(ident: str, events: Sequence[Mapping[str, object]], *, live: Markup) -> Markup:
@@ -228,7 +238,7 @@ def session_page(ident: str, events: Sequence[Mapping[str, object]], *, live: Ma
         elif kind == "write":
             head = fill(
                 "Turn {turn} wrote <strong>{n}</strong>; the model spent {i} tokens in, {o} out",
-                turn=str(event.get("turn") or "")[-8:],
+                turn=_short(str(event.get("turn") or "")),
                 n=_count(names),
                 i=f"{_int(event.get('in')):,}",
                 o=f"{_int(event.get('out')):,}",

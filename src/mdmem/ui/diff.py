@@ -49,6 +49,13 @@ def _words(old: str, new: str) -> tuple[Markup, Markup]:
     return join(left), join(right)
 
 
+def _similar(old: str, new: str) -> bool:
+    """Whether two lines share most of their words (then a word diff reads well)."""
+    a = [w for w in _WORDS.findall(old) if w.strip() and w.isalnum()]
+    b = [w for w in _WORDS.findall(new) if w.strip() and w.isalnum()]
+    return difflib.SequenceMatcher(None, a, b).ratio() >= 0.5
+
+
 def _line(kind: str, content: Markup) -> Markup:
     sign = {"del": "-", "ins": "+", "same": " "}[kind]
     return fill(
@@ -89,8 +96,7 @@ def render(old: str, new: str) -> Markup:
         olds, news = a[i1:i2], b[j1:j2]
         if tag == "replace" and len(olds) == len(news):
             for x, y in zip(olds, news, strict=True):
-                similar = difflib.SequenceMatcher(None, x, y).quick_ratio() > 0.5
-                if similar and len(x) + len(y) < _WORD_DIFF_CHARS:
+                if len(x) + len(y) < _WORD_DIFF_CHARS and _similar(x, y):
                     left, right = _words(x, y)
                     out += [_line("del", left), _line("ins", right)]
                 else:
