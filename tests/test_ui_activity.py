@@ -144,7 +144,7 @@ def test_the_switcher_lists_every_store_and_opens_one_read_only_until_picked(
     activity.remember("/nowhere/gone")  # a workspace since deleted: not listed
     listing = page.get("/switch")
     shown = text_of(listing)
-    assert "other-repo 1 notes" in shown and "Your user store" in shown
+    assert "other-repo 1 note " in shown and "Your user store" in shown
     assert "/nowhere/gone" not in listing.text
     preview = page.get(f"/switch/preview?workspace={other}")
     assert "Their build" in preview.text and "read-only" in preview.text

@@ -375,7 +375,7 @@ def keep(page: playwright_api.Page, shots: Path, name: str, *, full: bool = Fals
 
 
 @pytest.fixture
-def busy(workspace: Path, tmp_path: Path) -> Iterator[tuple[Server, Stores, Path]]:
+def busy(tmp_path: Path) -> Iterator[tuple[Server, Stores, Path]]:
     """A workspace as a user has it after a while: 120 notes, a dispute with a long reason,
     a note with versions, a recorded session; a second workspace; a server over it."""
     from mdmem.integrations import prompt_recall
@@ -383,6 +383,8 @@ def busy(workspace: Path, tmp_path: Path) -> Iterator[tuple[Server, Stores, Path
     from mdmem.recall import disputes
     from mdmem.store import activity
 
+    workspace = Path.home() / "projects" / "shop-api"  # the test's own home folder
+    (workspace / ".git").mkdir(parents=True)
     ws, project, user = resolve(str(workspace), None)
     kinds = ["project_knowledge", "reference_material", "correction_feedback"]
     ops = [
@@ -430,7 +432,7 @@ def busy(workspace: Path, tmp_path: Path) -> Iterator[tuple[Server, Stores, Path
         n=[["project", "update", logging]],
         **{"in": 2400, "out": 160},
     )
-    other = tmp_path / "api-gateway"
+    other = Path.home() / "projects" / "api-gateway"
     (other / ".git").mkdir(parents=True)
     _, theirs, _ = resolve(str(other), None)
     create(theirs, "Gateway routes", "Routes live in routes.yaml.", NoteType.PROJECT_KNOWLEDGE)

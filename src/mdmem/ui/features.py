@@ -18,8 +18,10 @@ feature arrives, and shows no empty section before:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import threading
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,8 +51,10 @@ __all__ = [
     "restorable",
     "restore_version",
     "search",
+    "semantic_ready",
     "settle_dispute",
     "version_text",
+    "warm_up",
 ]
 
 _REVIEW = "mdmem.manager.review"
@@ -125,7 +129,13 @@ def search(
     engine = _optional("mdmem.recall", "search")
     if engine is not None:
         types = [note_type] if note_type else None
-        found = engine(list(stores), query, limit=limit, types=types)
+        extra: dict[str, object] = {}
+        if not semantic_ready() and "semantic" in inspect.signature(engine).parameters:
+            # Loading the embedding model takes seconds: this search goes without it,
+            # and the model loads meanwhile for the next ones.
+            extra["semantic"] = False
+            warm_up()
+        found = engine(list(stores), query, limit=limit, types=types, **extra)
         return list(found) if isinstance(found, list) else []
     keyword = _optional("mdmem.recall.search", "search")
     if keyword is None:
@@ -138,6 +148,38 @@ def search(
     ]
     found = keyword(query, pairs, limit=limit)
     return list(found) if isinstance(found, list) else []
+
+
+_warming: list[threading.Thread] = []
+
+
+def semantic_ready() -> bool:
+    """Whether semantic search can run now without loading a model (off, or loaded)."""
+    mode = _optional("mdmem.recall.engine", "semantic_mode")
+    if mode is None or not mode():
+        return True
+    try:
+        from mdmem.recall import semantic
+    except ImportError:
+        return True
+    return getattr(semantic, "_model", None) is not None
+
+
+def warm_up() -> None:
+    """Load the embedding model in the background (once per process), if semantic is on."""
+    if _warming or semantic_ready():
+        return
+    encode = _optional("mdmem.recall.semantic", "encode")
+    if encode is None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # no model, no semantic: lexical search stays
+            encode(["warm up"])
+
+    thread = threading.Thread(target=load, name="mdmem-ui-model", daemon=True)
+    _warming.append(thread)
+    thread.start()
 
 
 # -- markers -----------------------------------------------------------------------------

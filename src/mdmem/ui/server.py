@@ -195,6 +195,9 @@ class Server:
 
     def run(self) -> None:
         """Serve until Ctrl-C (or :meth:`stop` from another thread); then return."""
+        from mdmem.ui.features import warm_up
+
+        warm_up()  # the embedding model, if any, loads while the person opens the page
         server = self._uvicorn()
         try:
             server.run(sockets=[self._socket])

@@ -25,7 +25,15 @@ if TYPE_CHECKING:
 
     from mdmem.ui.model import Stores
 
-__all__ = ["Known", "known", "open_workspace", "preview_page", "summaries", "switcher_page"]
+__all__ = [
+    "Known",
+    "known",
+    "open_workspace",
+    "preview_page",
+    "shown_path",
+    "summaries",
+    "switcher_page",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,14 @@ def known(stores: Stores) -> list[tuple[str, float]]:
 
 def _store(workspace: str, stores: Stores) -> Store:
     return Store(project_root(workspace), "project", user_store=stores.user.path)
+
+
+def shown_path(path: str) -> str:
+    """A folder as a person reads it: ``~/projects/x`` under the home folder."""
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home.rstrip("/") + "/")):
+        return "~" + path[len(home.rstrip("/")) :]
+    return path
 
 
 def summaries(stores: Stores) -> list[Known]:
@@ -81,7 +97,10 @@ def switcher_page(rows: Sequence[Known], stores: Stores, csrf: str) -> Markup:
     """The workspaces and the user store; a preview link and a button to pick each."""
     items = []
     for row in rows:
-        count = "cannot be read" if row.notes is None else f"{row.notes:,} notes"
+        if row.notes is None:
+            count = "cannot be read"
+        else:
+            count = f"{row.notes:,} note{'' if row.notes == 1 else 's'}"
         if row.current:
             action = Markup('<span class="hint">shown now</span>')
         else:
@@ -102,7 +121,7 @@ def switcher_page(rows: Sequence[Known], stores: Stores, csrf: str) -> Markup:
                 cur=" current" if row.current else "",
                 name=os.path.basename(row.workspace.rstrip("/")) or row.workspace,
                 count=count,
-                path=row.workspace,
+                path=shown_path(row.workspace),
                 action=action,
             )
         )
@@ -110,7 +129,7 @@ def switcher_page(rows: Sequence[Known], stores: Stores, csrf: str) -> Markup:
         '<li class="card"><p><strong>Your user store</strong> <span class="hint">shared by '
         'every workspace</span></p><p class="file">{path}</p><div class="actions">'
         '<a href="/?level=user">Its notes</a></div></li>\n',
-        path=stores.user.path,
+        path=shown_path(stores.user.path),
     )
     return fill(
         """<h1>Stores</h1>
@@ -150,7 +169,7 @@ def preview_page(workspace: str, stores: Stores, csrf: str) -> Markup:
 <p>{total} notes; the newest 50:</p>
 {rows}""",
         name=os.path.basename(workspace.rstrip("/")) or workspace,
-        path=workspace,
+        path=shown_path(workspace),
         pick=button_form("/switch", "Work on this one", csrf, workspace=workspace),
         total=f"{total:,}",
         rows=rows,
