@@ -18,19 +18,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 
 from _util import REPO, table
 
-from mdmem.manager.feedback import contradicts
+from mdmem.manager.feedback import contradicts, salient
 
 PAIRS = os.path.join(REPO, "tests", "data", "dispute_pairs.json")
 
 
-def score(pairs: list[dict[str, object]]) -> tuple[int, int, int, int]:
+def before_rule(said: str, before: str, note: str) -> bool:
+    """The rule until this round, the baseline: any note sharing two salient words with
+    the assistant's message and the correction together."""
+    return len(salient(f"{before}\n{said}") & salient(note)) >= 2
+
+
+def score(
+    pairs: list[dict[str, object]], rule: Callable[[str, str, str], bool] = contradicts
+) -> tuple[int, int, int, int]:
     """(true positives, false positives, false negatives, true negatives)."""
     tp = fp = fn = tn = 0
     for pair in pairs:
-        got = contradicts(str(pair["said"]), str(pair["before"]), str(pair["note"]))
+        got = rule(str(pair["said"]), str(pair["before"]), str(pair["note"]))
         want = bool(pair["disputed"])
         tp += got and want
         fp += got and not want
@@ -57,10 +66,12 @@ def main() -> None:
             precision = tp / (tp + fp) if tp + fp else 1.0
             recall = tp / (tp + fn) if tp + fn else 1.0
             cells = [f"{part} / {lang}", len(chosen), tp + fn, tp, fp, fn]
-            rows.append([*map(str, cells), f"{precision:.2f}", f"{recall:.2f}"])
+            btp, bfp, bfn, _ = score(chosen, before_rule)
+            old = f"{btp / max(btp + bfp, 1):.2f} / {btp / max(btp + bfn, 1):.2f}"
+            rows.append([*map(str, cells), f"{precision:.2f}", f"{recall:.2f}", old])
     headers = ["set / language", "pairs", "contradictions", "found", "false disputes", "missed"]
-    headers += ["precision", "recall"]
-    print(table(headers, rows, right=[1, 2, 3, 4, 5, 6, 7]))
+    headers += ["precision", "recall", "before: precision / recall"]
+    print(table(headers, rows, right=[1, 2, 3, 4, 5, 6, 7, 8]))
     if args.errors:
         for p in pairs:
             got = contradicts(str(p["said"]), str(p["before"]), str(p["note"]))

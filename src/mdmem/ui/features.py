@@ -132,10 +132,11 @@ def search(
         extra: dict[str, object] = {}
         if not semantic_ready() and "semantic" in inspect.signature(engine).parameters:
             # Loading the embedding model takes seconds: this search goes without it,
-            # and the model loads meanwhile for the next ones.
+            # and the model loads afterwards, for the next ones.
             extra["semantic"] = False
-            warm_up()
         found = engine(list(stores), query, limit=limit, types=types, **extra)
+        if extra:
+            warm_up()
         return list(found) if isinstance(found, list) else []
     keyword = _optional("mdmem.recall.search", "search")
     if keyword is None:
