@@ -494,11 +494,11 @@ def test_a_busy_store_pages_diffs_activity_and_stores(
     assert events.count() == 4
     assert "Session start" in events.first.inner_text()
     assert events.first.locator("details li").first.is_hidden()  # folded: 55 notes
+    keep(page, shots, "activity-session", full=True)
     events.first.locator("summary").click()
     assert events.first.locator("details li").first.is_visible()
     assert "how do retries and timeouts work here" in events.nth(1).inner_text()
     assert "2,400 tokens in" in events.nth(3).inner_text()
-    keep(page, shots, "activity-session", full=True)
     # Live: a new prompt in the session reloads the page by itself.
     from mdmem.store import activity as log
 
