@@ -175,6 +175,9 @@ _PATHS = [
     "/activity",
     "/activity/{b}",
     "/switch",
+    "/switch/preview",
+    "/review",
+    "/note/{a}/{b}/history/restore",
 ]
 _KEYS = ["q", "level", "type", "sort", "page", "version", "store", "day", "done", "note", "id"]
 

@@ -539,11 +539,11 @@ class _Pages:
             raise NoteNotFound("review", "this version of mdmem (review mode is not available)")
         editable = features.can_edit_proposals()
         version = await run_in_threadpool(model.version, self.stores)
-        body = layout.live_marker(version) + pages.review_page(
-            proposals, self.settings.csrf, editable=editable
+        body = pages.review_page(
+            proposals, self.settings.csrf, editable=editable, live=layout.live_marker(version)
         )
         return self.page(
-            "Review", Markup(body), current="review", message=self._message(request), live=True
+            "Review", body, current="review", message=self._message(request), live=True
         )
 
     def _level(self, value: str) -> Store:

@@ -514,33 +514,6 @@ def overview_page(view: Overview) -> Markup:
     )
 
 
-def _record_table(
-    records: Sequence[Mapping[str, str]], actions: Sequence[Markup], caption: str
-) -> Markup:
-    """Records as one table, a column per field, the ``actions`` (one per record) last."""
-    keys: list[str] = []
-    for record in records:
-        keys.extend(k for k in record if k not in keys)
-    head = join(fill('<th scope="col">{k}</th>', k=k) for k in keys)
-    return fill(
-        "<table><caption>{caption}</caption><thead><tr>{head}"
-        '<th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>'
-        "<tbody>{rows}</tbody></table>",
-        caption=caption,
-        head=head,
-        rows=join(
-            fill(
-                "<tr>{cells}<td>{action}</td></tr>\n",
-                cells=join(
-                    fill('<td data-label="{k}">{v}</td>', k=k, v=record.get(k, "")) for k in keys
-                ),
-                action=action,
-            )
-            for record, action in zip(records, actions, strict=True)
-        ),
-    )
-
-
 def history_page(
     level: Level,
     filename: str,
@@ -614,7 +587,11 @@ def _card(record: Mapping[str, str], actions: Markup) -> Markup:
 
 
 def review_page(
-    proposals: Mapping[Level, Sequence[Mapping[str, str]]], csrf: str, *, editable: bool = False
+    proposals: Mapping[Level, Sequence[Mapping[str, str]]],
+    csrf: str,
+    *,
+    editable: bool = False,
+    live: Markup | None = None,
 ) -> Markup:
     """Proposals waiting for review, each with accept and reject buttons (and edit, if it can)."""
     sections = []
@@ -639,7 +616,7 @@ def review_page(
                 buttons = fill('{b} <a href="{h}">Edit, then accept</a>', b=buttons, h=href)
             cards.append(_card(item, buttons))
         sections.append(fill("<h2>{l}</h2>{t}", l=level.value, t=join(cards)))
-    return fill("<h1>Review</h1>\n{s}", s=join(sections, "\n"))
+    return fill("<h1>Review</h1>\n{live}{s}", live=live or "", s=join(sections, "\n"))
 
 
 def proposal_page(
