@@ -934,8 +934,12 @@ def test_the_store_answers_a_page_filtered_and_sorted(page: Page) -> None:
     total, refs = page.project.query(type="reference_material", order="name", offset=2, limit=3)
     assert total == 10 and len(refs) == 3 and all(e.type == "reference_material" for e in refs)
     assert [e.filename for e in refs] == sorted(e.filename for e in refs)
+    keys = page.project.order_keys(order="title", limit=3)
+    assert keys == [(e.filename, e.title) for e in first[:3]]
     with pytest.raises(ValueError):
         page.project.query(order="title; DROP TABLE notes")
+    with pytest.raises(ValueError):
+        page.project.order_keys(order="updated DESC --")
 
 
 def test_the_list_is_paged_with_a_next_link(page: Page) -> None:

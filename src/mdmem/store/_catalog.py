@@ -818,6 +818,19 @@ class Catalog:
         ).fetchall()
         return int(total), [(str(row[0]), _row_entry(row)) for row in rows]
 
+    def keys(self, *, type: str | None, order: str, limit: int) -> list[tuple[str, str]]:
+        """(name, what ``order`` sorts by) of the first ``limit`` valid notes of ``type`` in
+        that order: two columns, no entry decoded (to merge the pages of two stores)."""
+        column = {"updated": "COALESCE(updated, '')", "oldest": "COALESCE(updated, '')"}
+        key = column.get(order, "title" if order == "title" else "name")
+        where = "line IS NOT NULL" + ("" if type is None else " AND type = ?")
+        params: tuple[object, ...] = () if type is None else (type,)
+        rows = self._open().execute(
+            f"SELECT name, {key} FROM notes WHERE {where} ORDER BY {ORDERS[order]} LIMIT ?",
+            (*params, limit),
+        )
+        return [(str(name), str(value or "")) for name, value in rows]
+
     def lines(self) -> Iterator[str]:
         """Every index line, sorted by note name."""
         cursor = self._open().execute("SELECT line FROM notes WHERE line IS NOT NULL ORDER BY name")

@@ -356,6 +356,32 @@ class Store:
             for name, e in rows
         ]
 
+    def order_keys(
+        self,
+        *,
+        type: str | None = None,
+        order: str = "updated",
+        limit: int = 50,
+        max_age: float = 0.0,
+    ) -> list[tuple[str, str]]:
+        """(file name, the value ``order`` sorts by) of the first ``limit`` notes that
+        :meth:`query` would list: for merging the pages of two stores without decoding
+        every entry before the page (arguments as for :meth:`query`).
+
+        Raises:
+            ValueError: an unknown ``order``, or a negative ``limit``.
+        """
+        if order not in _catalog.ORDERS or limit < 0:
+            raise ValueError(f"order {order!r}, limit {limit}")
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return []
+        with self._catalog_guard:
+            overlay = self._settle_unless_current(max_age)
+            keys = self._cat().keys(type=type, order=order, limit=limit)
+            if overlay:
+                self._cat().rollback()
+        return keys
+
     def _settle_unless_current(self, max_age: float) -> bool:
         """:meth:`_settle`, unless this object's own stat pass found the store settled less
         than ``max_age`` seconds ago and neither the directory nor MEMORY.md changed since

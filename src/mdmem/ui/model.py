@@ -224,33 +224,49 @@ def page_rows(
     """How many notes match, and page ``page`` (from 1) of them as rows with their markers.
 
     Filtered, counted and sorted by each store's catalog (:meth:`Store.query`);
-    with both stores, each gives its first ``page * size`` and the two are
-    merged, so a page never costs a pass over every note.
+    with both stores, their first ``page * size`` sort keys (two columns,
+    :meth:`Store.order_keys`) are merged to learn which rows of each are on the
+    page, and only those are read: a page never costs a pass over every note.
     """
     moment = now or datetime.now(timezone.utc)
     order = sort if sort in SORTS else "updated"
     chosen = [s for s in stores if not level or s.level.value == level]
     offset = (page - 1) * size
     total = 0
-    found: list[tuple[Store, IndexEntry]] = []
-    for store in chosen:
-        if len(chosen) == 1:
-            count, entries = store.query(
-                type=note_type, order=order, offset=offset, limit=size, max_age=FRESH_SECONDS
-            )
-        else:
-            count, entries = store.query(
+    ranges: dict[Level, tuple[int, int]] = {}
+    if len(chosen) == 1:
+        ranges[chosen[0].level] = (offset, size)
+    else:
+        # Merge the two stores' orders on their sort keys alone, to learn which rows of
+        # each fall on this page; then read only those rows.
+        merged: list[tuple[str, str, Level]] = []
+        for store in chosen:
+            keys = store.order_keys(
                 type=note_type, order=order, limit=offset + size, max_age=FRESH_SECONDS
             )
-        total += count
+            merged += [(name, key, store.level) for name, key in keys]
+        merged.sort(key=lambda k: (k[0], k[2].value))
+        if order == "title":
+            merged.sort(key=lambda k: _fold_ascii(k[1]))
+        elif order in ("updated", "oldest"):
+            merged.sort(key=lambda k: k[1], reverse=order == "updated")
+        for store in chosen:
+            before = sum(1 for k in merged[:offset] if k[2] is store.level)
+            shown = sum(1 for k in merged[offset : offset + size] if k[2] is store.level)
+            ranges[store.level] = (before, shown)
+    found: list[tuple[Store, IndexEntry]] = []
+    for store in chosen:
+        start, count = ranges[store.level]
+        number, entries = store.query(
+            type=note_type, order=order, offset=start, limit=count, max_age=FRESH_SECONDS
+        )
+        total += number
         found += [(store, e) for e in entries]
     found.sort(key=lambda p: (p[1].filename, p[0].level.value))
     if order == "title":
         found.sort(key=lambda p: _fold_ascii(p[1].title))
     elif order in ("updated", "oldest"):
         found.sort(key=lambda p: p[1].updated or "", reverse=order == "updated")
-    if len(chosen) > 1:
-        found = found[offset : offset + size]
     marks = {s.level: features.markers(s) for s in chosen}
     out = []
     for store, entry in found:
