@@ -261,9 +261,11 @@ def session_page(ident: str, events: Sequence[Mapping[str, object]], *, live: Ma
     )
     return fill(
         '<h1>Session {short}</h1>\n{live}<p class="hint">{ident} · '
-        '<a href="/activity">All sessions</a> · <a href="{today}">Today</a></p>\n{body}',
+        '<a href="/activity">All sessions</a> · <a href="{today}">Today</a> · '
+        '<a href="{record}">What the agent did (timeline)</a></p>\n{body}',
         short=ident[:8],
         ident=ident,
+        record=f"/session/{ident}",
         live=live,
         today="/activity" + query_string(day="today"),
         body=body,

@@ -59,6 +59,8 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/trash", ui.trash),
         Route("/trash/restore", ui.restore, methods=["POST"]),
         Route("/review", ui.review),
+        Route("/timeline", ui.timeline),
+        Route("/session/{sid}", ui.session),
         Route("/review/edit", ui.edit_proposal, methods=["GET", "POST"]),
         Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
         Route("/static/style.css", ui.style),
@@ -66,7 +68,7 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/static/live.js", ui.script),
         Route("/live", ui.live),
         Route("/activity", ui.activity),
-        Route("/activity/{session}", ui.session),
+        Route("/activity/{session}", ui.activity_session),
         Route("/switch", ui.switcher, methods=["GET", "POST"]),
         Route("/switch/preview", ui.preview),
         Route("/note/{level}/{name}", ui.note),
@@ -237,7 +239,7 @@ class _Pages:
         body = activity.activity_page(found, totals, day=day, live=layout.live_marker(version))
         return self.page("Activity", body, current="activity", live=True)
 
-    async def session(self, request: Request) -> Response:
+    async def activity_session(self, request: Request) -> Response:
         ident = str(request.path_params["session"])
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", ident, flags=re.ASCII):
             raise NoteNotFound(f"session {ident[:40]!r}", "the activity log")
@@ -338,6 +340,21 @@ class _Pages:
     async def overview(self, request: Request) -> Response:
         view = await run_in_threadpool(model.overview, self.stores)
         return self.page("Overview", pages.overview_page(view), current="overview")
+
+    async def timeline(self, request: Request) -> Response:
+        from mdmem.ui.timeline import timeline_page
+
+        body = await run_in_threadpool(timeline_page, self.stores.project.path)
+        return self.page("Timeline", body, current="timeline")
+
+    async def session(self, request: Request) -> Response:
+        from mdmem.ui.timeline import session_page
+
+        sid = str(request.path_params["sid"])
+        body = await run_in_threadpool(session_page, self.stores.project.path, sid)
+        if body is None:
+            return await self.not_found(request, LookupError(sid))
+        return self.page("Session", body, current="timeline")
 
     async def trash(self, request: Request) -> Response:
         items = await run_in_threadpool(model.trash_of, self.stores)
