@@ -78,6 +78,14 @@ _COMMON = 500
 #: The power of a note's coverage in its lexical score (Lucene's coordination factor is
 #: the power 1; measured 1, 1.5, 2, 3 on both query sets: see docs/benchmarks.md).
 COVERAGE_POWER = 2.0
+#: With ``min_coverage``, a note sharing too few of the query's words still passes when it is
+#: this close in meaning (USE-multilingual cosine; the gold of recall-calib sits at a median
+#: 0.37, other candidates below 0.31 nine times in ten).
+MIN_COSINE = 0.5
+#: A note's *evidence* (0-1) that it answers the query: its coverage, or, with vectors, its
+#: cosine over :data:`MIN_COSINE` when that is higher (a cosine of 0.5 counts as every word).
+#: The relative gate and the "about it" test of a listed note compare evidence.
+ABOUT = 0.5
 
 #: How the block's last line tells the reader to search for more.
 HINTS = {
@@ -306,8 +314,31 @@ def _rank(
         ),
     )
     if min_coverage > 0:
-        ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= 0.5]
+        ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= MIN_COSINE]
     return ranked, set(qterms)
+
+
+def evidence(c: _Candidate) -> float:
+    """How much ``c`` looks like an answer (0-1): its coverage, or its cosine's share of MIN_COSINE.
+
+    Unlike the fused score, which only orders one query's candidates, it means
+    the same from one query to the next: the per-prompt gate compares it.
+    """
+    if c.cosine is None:
+        return c.coverage
+    return max(c.coverage, min(c.cosine / MIN_COSINE, 1.0))
+
+
+def _gate(ranked: list[_Candidate], relative: float) -> list[_Candidate]:
+    """The candidates whose evidence is at least ``relative`` times the best one's.
+
+    Applied before any note is left out as already seen: when the note a prompt
+    is about was shown already, the weak matches below it do not take its place.
+    """
+    if relative <= 0 or not ranked:
+        return ranked
+    floor = relative * max(evidence(c) for c in ranked)
+    return [c for c in ranked if evidence(c) >= floor]
 
 
 def lexical(
@@ -616,10 +647,13 @@ def recall(
     semantic: bool | None = None,
     min_coverage: float = 0.0,
     exclude: Iterable[str] = (),
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> list[Hit]:
     """The best hits for ``query`` whose block lines fit within ``budget_tokens``.
 
-    ``exclude`` names notes (by file name) the reader has already seen.
+    ``exclude`` names notes (by file name) the reader has already seen;
+    ``relative`` and ``listed`` are :func:`recalled`'s.
     """
     _, hits = recalled(
         stores,
@@ -629,6 +663,8 @@ def recall(
         min_coverage=min_coverage,
         exclude=exclude,
         limit=limit,
+        relative=relative,
+        listed=listed,
     )
     return hits
 
@@ -640,10 +676,17 @@ def _candidates(
     semantic: bool | None,
     min_coverage: float,
     exclude: Iterable[str],
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> tuple[list[_Candidate], set[str]]:
-    skip = set(exclude)
+    skip, brief = set(exclude), set(listed)
     ranked, qset = _rank(stores, query, None, semantic, min_coverage, None)
-    ranked = [c for c in ranked if c.row.name not in skip]
+    ranked = _gate(ranked, relative)
+    ranked = [
+        c
+        for c in ranked
+        if c.row.name not in skip and (c.row.name not in brief or evidence(c) >= ABOUT)
+    ]
     return ranked[: limit if limit is not None else 50], qset
 
 
@@ -657,9 +700,21 @@ def recalled(
     min_coverage: float = 0.0,
     exclude: Iterable[str] = (),
     limit: int | None = None,
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> tuple[str, list[Hit]]:
-    """The block :func:`recall_block` returns, and the hits it shows."""
-    ranked, qset = _candidates(stores, query, limit, semantic, min_coverage, exclude)
+    """The block :func:`recall_block` returns, and the hits it shows.
+
+    ``relative`` (0-1) keeps only the notes whose :func:`evidence` is at least
+    that share of the best candidate's, the best counted before ``exclude``
+    (no padding with weak matches when the answer was shown already).
+    ``listed`` names notes the reader saw only listed (title and summary, as
+    the session's start lists them): they are recalled only when the query is
+    about them (evidence at least :data:`ABOUT`).
+    """
+    ranked, qset = _candidates(
+        stores, query, limit, semantic, min_coverage, exclude, relative, listed
+    )
     parts, shown = _select(ranked, qset, budget_tokens, hint)
     if not parts:
         return "", []
