@@ -504,15 +504,26 @@ def _add_semantic(
 ) -> bool:
     """Give candidates their similarity to the query, adding the closest notes; False if none.
 
-    Only vectors that exist are used (a query never embeds notes): a store with
-    notes still lacking one gets a background embedder (:mod:`mdmem.recall.embedder`),
-    and those notes take part lexically only until then.
+    A store whose notes all have a vector but a few (at most ``embedder.INLINE``,
+    such as a note just written) has those embedded first; otherwise only vectors
+    that exist are used: a store with more notes lacking one gets a background
+    embedder (:mod:`mdmem.recall.embedder`), and those notes take part lexically
+    only until then.
     """
     from mdmem.recall import embedder, semantic
 
     ready = []
     for index, level, hidden in per_store:
         have, total = semantic.present(index)
+        # A few fresh notes in a store otherwise embedded: embedded now, so the note just
+        # written is found by its meaning at once; more (a first build) in the background.
+        if (
+            have
+            and have < total
+            and total - have <= embedder.INLINE
+            and embedder.embed_inline(index)
+        ):
+            have, total = semantic.present(index)
         if have < total:
             embedder.request(index.store)
         if have:
