@@ -221,8 +221,13 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
     from mdmem.recall import engine
 
     notes, queries = load_set(data)
+    queries = [q for q in queries if q["gold"]]  # off-topic prompts are for `hooks`
     if args.lang:
         queries = [q for q in queries if q["lang"] == args.lang]
+    if args.kind:
+        queries = [q for q in queries if q["kind"] == args.kind]
+    if args.no_glossary:
+        engine.expand = lambda query, qterms: {}  # type: ignore[assignment]
     counts = Counter(str(q["kind"]) for q in queries)
     counts["all"] = len(queries)
     ids = [str(n["id"]) for n in notes]
@@ -698,6 +703,10 @@ def main() -> None:
     )
     q.add_argument("--cjk", type=int, default=0, help="CJK n-gram size (1, 2, 3)")
     q.add_argument("--lexical-only", action="store_true")
+    q.add_argument(
+        "--no-glossary", action="store_true", help="without the English-Chinese word list"
+    )
+    q.add_argument("--kind", help="only the queries of this kind (e.g. cross-lingual)")
     q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
     q.add_argument("--misses", action="store_true", help="list the queries missed at 5")
     q.add_argument(
