@@ -71,7 +71,9 @@ def run(name: str, data: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MDMEM_STATE_DIR"] = os.path.join(tmp, "state")
         project, user = br.build_stores(notes, Path(tmp))
-        id_of = {(s.level.value, br.filename_of(n)): str(n["id"]) for n in notes for s in (project, user)}
+        id_of = {
+            (s.level.value, br.filename_of(n)): str(n["id"]) for n in notes for s in (project, user)
+        }
         variants: dict[str, dict[str, list[str]]] = {}
         for q in queries:
             ranked, _ = engine._rank([project, user], str(q["query"]), None, False, 0.0, None)
@@ -94,7 +96,11 @@ def run(name: str, data: Path) -> None:
                 variants.setdefault(v, {})[str(q["qid"])] = order
     kinds = [k for k in br.KINDS if any(q["kind"] == k for q in queries)]
     print(f"\n### {name}: hit@1 / hit@5 ({len(queries)} queries)\n")
-    print("| ranking | " + " | ".join(f"{k} ({sum(q['kind'] == k for q in queries)})" for k in kinds) + " | all |")
+    print(
+        "| ranking | "
+        + " | ".join(f"{k} ({sum(q['kind'] == k for q in queries)})" for k in kinds)
+        + " | all |"
+    )
     print("|---|" + "---:|" * (len(kinds) + 1))
     for v, ranked in variants.items():
         cells = []
@@ -114,7 +120,10 @@ _LOAD = {
 
 def costs() -> None:
     print("\n### cost per model (this machine)\n")
-    print("| model | cold load + first query (process, median of 5) | one query (warm, median) | one note |")
+    print(
+        "| model | cold load + first query (process, median of 5)"
+        " | one query (warm, median) | one note |"
+    )
     print("|---|---:|---:|---:|")
     models = {"USE": _use()}
     e5 = _e5()
@@ -149,7 +158,9 @@ def costs() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--set", action="append", choices=["recall-dev", "recall-holdout", "recall-calib"])
+    parser.add_argument(
+        "--set", action="append", choices=["recall-dev", "recall-holdout", "recall-calib"]
+    )
     parser.add_argument("--data", default=str(br._find_set()))
     parser.add_argument("--no-costs", action="store_true")
     args = parser.parse_args()
