@@ -22,6 +22,7 @@ from mdmem.store._catalog import (
     key_of,
     load,
     read_fingerprint,
+    store_key,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "load",
     "read_fingerprint",
     "reset",
+    "store_key",
 ]
 
 
