@@ -265,8 +265,11 @@ def eval_extract(
     ] = Split.all,
     answers: Annotated[
         str | None,
-        typer.Option("--answers", help="For --provider recorded: a JSON file of case id to the "
-                     "model's operations.", show_default=False),
+        typer.Option(
+            "--answers",
+            help="For --provider recorded: a JSON file of case id to the model's operations.",
+            show_default=False,
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -316,8 +319,11 @@ def _extract_text(report: object) -> str:
         )
 
     model = f" ({report.model})" if report.model else ""
-    out = [f"eval extract: {report.provider}{model}, {len(report.results)} turns, "
-           f"{report.seconds:.1f} s", line("all", report.summary())]
+    out = [
+        f"eval extract: {report.provider}{model}, {len(report.results)} turns, "
+        f"{report.seconds:.1f} s",
+        line("all", report.summary()),
+    ]
     out += [line(key, group) for key, group in report.groups().items()]
     errors = [r for r in report.results if r.error]
     if errors:

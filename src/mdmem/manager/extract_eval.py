@@ -38,7 +38,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -148,7 +148,8 @@ def load_cases(split: str | None = None, path: str | None = None) -> list[Case]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
     if path is None:
-        text = resources.files("mdmem.manager").joinpath("evalset", _DATA).read_text("utf-8")
+        data = resources.files("mdmem.manager").joinpath("evalset").joinpath(_DATA)
+        text = data.read_text("utf-8")
     else:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -270,7 +271,7 @@ class Report:
         return _rates(self.results if results is None else results)
 
     def groups(self) -> dict[str, dict[str, object]]:
-        """The summary per split, per language and per kind (``split:x``, ``lang:x``, ``kind:x``)."""
+        """The summary per split, language and kind (``split:x``, ``lang:x``, ``kind:x``)."""
         out: dict[str, dict[str, object]] = {}
         for attr in ("split", "lang", "kind"):
             values = sorted({getattr(r, attr) for r in self.results})
@@ -363,8 +364,12 @@ def _scan(folder: str, secrets: Sequence[str]) -> list[str]:
 def _cost(model: str, tokens: Mapping[str, int]) -> float | None:
     for prefix, price in PRICES.items():
         if model.startswith(prefix):
-            amounts = (tokens.get("in", 0), tokens.get("out", 0), tokens.get("cr", 0),
-                       tokens.get("cw", 0))
+            amounts = (
+                tokens.get("in", 0),
+                tokens.get("out", 0),
+                tokens.get("cr", 0),
+                tokens.get("cw", 0),
+            )
             return sum(a * p for a, p in zip(amounts, price, strict=True)) / 1_000_000
     return None
 
@@ -377,21 +382,13 @@ def _calls(user_root: str) -> list[dict[str, object]]:
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
-                with _ignored():
+                with suppress(ValueError):
                     event = json.loads(line)
                     if isinstance(event, dict) and event.get("k") == "call":
                         out.append(event)
     except OSError:
         pass
     return out
-
-
-@contextmanager
-def _ignored() -> Iterator[None]:
-    try:
-        yield
-    except ValueError:
-        pass
 
 
 def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseResult:
@@ -431,7 +428,8 @@ def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseR
                 manager.close(timeout=timeout)
             _score(case, result, (project, user), before)
             calls = _calls(user_dir)
-        tokens = {k: sum(int(str(c.get(k, 0) or 0)) for c in calls) for k in ("in", "out", "cr", "cw")}
+        keys = ("in", "out", "cr", "cw")
+        tokens = {k: sum(int(str(c.get(k, 0) or 0)) for c in calls) for k in keys}
         result.tokens = tokens
         model = str(calls[-1].get("model", "")) if calls else ""
         result.cost = 0.0 if not calls else _cost(model, tokens)
@@ -465,8 +463,9 @@ def _score(
             names = tuple(sup) if isinstance(sup, list) else ((str(sup),) if sup else ())
             text = f"{note.title}\n{note.summary}\n{note.body}"
             written.append((level, name, note.type.value, text, tuple(str(s) for s in names)))
-            result.notes.append({"level": level, "filename": name, "type": note.type.value,
-                                 "title": note.title})
+            result.notes.append(
+                {"level": level, "filename": name, "type": note.type.value, "title": note.title}
+            )
     result.written = len(written)
     used: set[int] = set()
     for fact in case.expect:
@@ -489,9 +488,7 @@ def _score(
             or fact.supersedes in gone.get(level, set())
         ):
             result.superseded += 1
-    result.useful = sum(
-        1 for w in written if any(f.carried_by(w[3]) for f in case.expect)
-    )
+    result.useful = sum(1 for w in written if any(f.carried_by(w[3]) for f in case.expect))
     if not case.expect:
         result.noise = len(written)
 
