@@ -324,6 +324,15 @@ def install_claude_code(
         bool,
         typer.Option("--check", help="Change nothing: run the installed hooks and report."),
     ] = False,
+    use_login: Annotated[
+        bool | None,
+        typer.Option(
+            "--use-login/--no-use-login",
+            help="Extract with your Claude Code login (`claude -p`, on your subscription) when "
+            "no API key is set; recorded once for every workspace. --no-use-login withdraws it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings (five events, this mdmem's path).
 
@@ -331,8 +340,9 @@ def install_claude_code(
     SessionEnd; they run this mdmem by its absolute path, so they work
     whatever PATH Claude Code has. Other hooks are kept; running it twice changes nothing.
     --check runs each installed hook with a sample input and reports.
+    Without an API key, extraction is offline until you choose --use-login.
 
-    Example: mdmem install claude-code --local
+    Example: mdmem install claude-code --local --use-login
     """
     import shlex
     import shutil
@@ -374,8 +384,26 @@ def install_claude_code(
         if command == settings.SHARED_COMMAND and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     _warn_plugin(workspace)
+    _login_choice(use_login)
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
+
+
+def _login_choice(use_login: bool | None) -> None:
+    """Record the --use-login choice, or say what extraction will run without one."""
+    from mdmem.extract.providers import choose, set_login_choice
+
+    if use_login is not None:
+        path = set_login_choice(use_login)
+        if use_login:
+            typer.echo(
+                "extraction will use your Claude Code login when no API key is set "
+                f"(`claude -p` on your subscription; recorded in {path}; undo: --no-use-login)"
+            )
+        else:
+            typer.echo("extraction will not use your Claude Code login")
+    name, reason = choose()
+    typer.echo(f"extraction provider: {name} ({reason})")
 
 
 @uninstall_app.command("claude-code")

@@ -10,17 +10,24 @@ How the provider is chosen (:func:`choose`), first match wins:
 2. ``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN`` is set: ``anthropic``.
 3. ``MDMEM_OPENAI_BASE_URL``, ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` is set:
    ``openai`` (a local server such as Ollama needs only the base URL).
-4. The ``claude`` command is on ``PATH`` (or ``MDMEM_CLAUDE`` names it): ``claude-code``,
-   which runs the extraction through the user's Claude Code login.
-5. Otherwise ``offline``: no model, explicit requests only.
+4. The user chose their Claude Code login once (``mdmem install claude-code
+   --use-login``, recorded in mdmem's state: :func:`login_choice`) and the
+   ``claude`` command is on ``PATH`` (or ``MDMEM_CLAUDE`` names it): ``claude-code``.
+5. Otherwise ``offline``: no model; explicit requests, corrections and stated facts.
 
 An API key always wins over the Claude Code login, because a key is what the
-user set up for programs to use; the login is the way when it is the only one.
+user set up for programs to use. The login is never chosen just because
+``claude`` is installed: every turn would then spend the user's subscription
+without their saying so. ``choose`` says, in its reason, how to opt in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
+from datetime import datetime, timezone
 
 from mdmem.extract.providers.base import Answer, ExtractionRequest, Message, Provider, Usage
 
@@ -33,7 +40,9 @@ __all__ = [
     "Usage",
     "choose",
     "default_provider",
+    "login_choice",
     "make",
+    "set_login_choice",
 ]
 
 NAMES = ("anthropic", "openai", "claude-code", "offline")
@@ -58,12 +67,72 @@ def choose() -> tuple[str, str]:
     for key in ("MDMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
         if env.get(key):
             return "openai", f"{key} is set"
-    from mdmem.extract.providers.claude_code import claude_command
+    chosen = login_choice()
+    if chosen:
+        from mdmem.extract.providers.claude_code import claude_command
 
-    claude = claude_command()
-    if claude:
-        return "claude-code", f"no API key is set and Claude Code is installed ({claude})"
+        claude = claude_command()
+        if claude:
+            return "claude-code", f"you chose your Claude Code login ({chosen}; {claude})"
+        return "offline", f"you chose your Claude Code login ({chosen}), but claude is not on PATH"
+    if shutil.which(env.get("MDMEM_CLAUDE") or "claude"):
+        return "offline", (
+            "no API key is set; Claude Code is installed, but using your subscription is "
+            "opt-in: `mdmem install claude-code --use-login` or MDMEM_PROVIDER=claude-code"
+        )
     return "offline", "no API key is set and the claude command is not on PATH"
+
+
+_CHOICE_FILE = "provider.json"
+
+
+def _state_base() -> str:
+    # The same folder as mdmem.store.paths.state_base (a floor above this one, so not
+    # imported here); tests/test_providers.py checks the two agree.
+    env = os.environ.get("MDMEM_STATE_DIR")
+    if env:
+        return os.path.abspath(os.path.expanduser(env))
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "mdmem")
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "mdmem")
+
+
+def login_choice() -> str | None:
+    """When the user chose their Claude Code login for extraction (an ISO time), or None."""
+    path = os.path.join(_state_base(), _CHOICE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and data.get("provider") == "claude-code":
+        return str(data.get("chosen") or "recorded")
+    return None
+
+
+def set_login_choice(use: bool) -> str:
+    """Record (``use=True``) or withdraw the choice of the Claude Code login; return the file.
+
+    Raises:
+        OSError: mdmem's state folder cannot be written.
+    """
+    base = _state_base()
+    path = os.path.join(base, _CHOICE_FILE)
+    if not use:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return path
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    data = {"provider": "claude-code", "chosen": stamp, "via": "mdmem install claude-code"}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 def make(name: str) -> Provider:
