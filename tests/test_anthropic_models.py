@@ -62,7 +62,11 @@ def test_every_family_gets_a_valid_request(
     fake_anthropic: FakeAnthropic, model: str, forced: bool, stream: bool
 ) -> None:
     fake_anthropic.enqueue(FakeAnthropic.tool_use(TOOL_NAME, OPS))
-    assert provider(fake_anthropic, model, stream=stream).extract(request()) == OPS
+    p = provider(fake_anthropic, model, stream=stream)
+    try:
+        assert p.extract(request()) == OPS
+    finally:
+        p.close()
     body = fake_anthropic.requests[0].body
     expected = {"type": "tool", "name": TOOL_NAME} if forced else {"type": "auto"}
     assert body["tool_choice"] == expected
@@ -74,16 +78,18 @@ def test_every_family_gets_a_valid_request(
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5-1"])
 def test_the_fake_refuses_the_old_forced_request(model: str) -> None:
     """The rules bite: the request mdmem used to send is a 400 for these models."""
-    with FakeAnthropic(FakeAnthropic.tool_use(TOOL_NAME, OPS), strict=False) as fake:
-        client = anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0)
-        with pytest.raises(anthropic.BadRequestError, match="forced tool use"):
-            client.messages.create(
-                model=model,
-                max_tokens=100,
-                messages=[{"role": "user", "content": "hi"}],
-                tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-            )
+    with (
+        FakeAnthropic(FakeAnthropic.tool_use(TOOL_NAME, OPS), strict=False) as fake,
+        anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0) as client,
+        pytest.raises(anthropic.BadRequestError, match="forced tool use"),
+    ):
+        client.messages.create(
+            model=model,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
+            tool_choice={"type": "tool", "name": TOOL_NAME},
+        )
 
 
 @pytest.mark.parametrize(
@@ -99,18 +105,20 @@ def test_the_fake_refuses_the_old_forced_request(model: str) -> None:
 def test_the_fake_refuses_what_the_docs_say(
     model: str, extra: dict[str, object], refused: str
 ) -> None:
-    with FakeAnthropic(FakeAnthropic.text("[]"), strict=False) as fake:
-        client = anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0)
-        with pytest.raises(anthropic.BadRequestError, match=refused):
-            client.messages.create(
-                model=model,
-                max_tokens=100,
-                messages=[{"role": "user", "content": "hi"}],
-                tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                # This SDK has no sampling parameters any more: sent as the old code would.
-                extra_body=extra,
-            )
+    with (
+        FakeAnthropic(FakeAnthropic.text("[]"), strict=False) as fake,
+        anthropic.Anthropic(api_key="k", base_url=fake.url, max_retries=0) as client,
+        pytest.raises(anthropic.BadRequestError, match=refused),
+    ):
+        client.messages.create(
+            model=model,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
+            tool_choice={"type": "tool", "name": TOOL_NAME},
+            # This SDK has no sampling parameters any more: sent as the old code would.
+            extra_body=extra,
+        )
 
 
 def test_a_thinking_models_reply_opens_with_a_thinking_block(
@@ -119,13 +127,13 @@ def test_a_thinking_models_reply_opens_with_a_thinking_block(
     """The answer is found by block type, not position (the fake puts thinking first)."""
     assert model_rules("claude-opus-5-5").thinks_by_default
     fake_anthropic.enqueue(FakeAnthropic.tool_use(TOOL_NAME, OPS))
-    client = anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0)
-    message = client.messages.create(
-        model="claude-opus-5-5",
-        max_tokens=100,
-        messages=[{"role": "user", "content": "hi"}],
-        tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
-    )
+    with anthropic.Anthropic(api_key="k", base_url=fake_anthropic.url, max_retries=0) as client:
+        message = client.messages.create(
+            model="claude-opus-5-5",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"name": TOOL_NAME, "input_schema": {"type": "object"}}],
+        )
     assert [block.type for block in message.content] == ["thinking", "tool_use"]
 
 
@@ -140,8 +148,11 @@ def test_an_unknown_model_that_refuses_forcing_is_asked_with_auto(
     )
     p = provider(fake_anthropic, "my-proxy-model")
     assert p.rules.force_tool
-    assert p.extract(request()) == OPS
-    assert p.extract(request()) == OPS  # remembered: asked with auto at once
+    try:
+        assert p.extract(request()) == OPS
+        assert p.extract(request()) == OPS  # remembered: asked with auto at once
+    finally:
+        p.close()
     choices = [r.body["tool_choice"]["type"] for r in fake_anthropic.requests]
     assert choices == ["tool", "auto", "auto"]
 
@@ -150,6 +161,8 @@ def test_other_bad_requests_are_not_retried(fake_anthropic: FakeAnthropic) -> No
     from mdmem import ProviderError
 
     fake_anthropic.enqueue(FakeAnthropic.error(400, "max_tokens: too large", should_retry=False))
+    p = provider(fake_anthropic, "claude-haiku-5-5")
     with pytest.raises(ProviderError, match="max_tokens"):
-        provider(fake_anthropic, "claude-haiku-5-5").extract(request())
+        p.extract(request())
+    p.close()
     assert len(fake_anthropic.requests) == 1

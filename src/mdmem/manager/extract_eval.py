@@ -196,6 +196,22 @@ def recorded_answers(path: str) -> dict[str, object]:
     return data
 
 
+class _Borrowed:
+    """A provider lent to one case's Manager, which must not close it (the run does, once)."""
+
+    def __init__(self, provider: Provider) -> None:
+        self._provider = provider
+        self.name = provider.name
+        self.model = str(getattr(provider, "model", "") or "")
+
+    @property
+    def last_usage(self) -> object:
+        return getattr(self._provider, "last_usage", None)
+
+    def extract(self, request: ExtractionRequest) -> Answer:
+        return self._provider.extract(request)
+
+
 @dataclass
 class CaseResult:
     """What one case left behind and how it scored."""
@@ -412,7 +428,7 @@ def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseR
             manager = Manager(
                 workspace,
                 user_dir=user_dir,
-                provider=provider,
+                provider=_Borrowed(provider),
                 discover=False,
                 resume=False,
                 review="off",
@@ -471,9 +487,13 @@ def _score(
     for fact in case.expect:
         if fact.supersedes:
             result.supersede_expected += 1
-        match = next(
-            (i for i, w in enumerate(written) if i not in used and fact.carried_by(w[3])), None
+        # Of the notes that carry the fact, the one in its store and of its type first:
+        # a note holding two facts must not take the other's place.
+        candidates = [i for i, w in enumerate(written) if i not in used and fact.carried_by(w[3])]
+        candidates.sort(
+            key=lambda i: (written[i][0] != fact.level, written[i][2] not in fact.types)
         )
+        match = candidates[0] if candidates else None
         if match is None:
             result.missed.append(" + ".join(fact.keys))
             continue
