@@ -114,3 +114,23 @@ def test_session_start_block_ends_with_the_footer(
     out = claude_code.session_start({"cwd": str(workspace)}, None, None)
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert context.splitlines()[-1].startswith("_Notes from this session: the offline provider")
+
+
+def test_choosing_imports_nothing_heavy(claude_on_path: Path) -> None:
+    """The SessionStart hook asks which provider extracts: that must cost no imports."""
+    import subprocess
+
+    from conftest import PYTHON, python_env
+
+    code = (
+        "import sys\n"
+        "from mdmem.extract.providers import choose\n"
+        "choose()\n"
+        "heavy = ('dataclasses', 'shutil', 'typing', 'subprocess', 'datetime',\n"
+        "         'mdmem.extract.providers.base', 'mdmem.extract.providers.claude_code')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code], env=python_env(), capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -23,13 +23,14 @@ without their saying so. ``choose`` says, in its reason, how to opt in.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import shutil
-from datetime import datetime, timezone
 
-from mdmem.extract.providers.base import Answer, ExtractionRequest, Message, Provider, Usage
+# The SessionStart hook asks `choose` for the block's footer: this module must
+# import nothing heavy (no typing, dataclasses, shutil), so the names of
+# `base` are loaded on first use.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from mdmem.extract.providers.base import Answer, ExtractionRequest, Message, Provider, Usage
 
 __all__ = [
     "NAMES",
@@ -46,6 +47,28 @@ __all__ = [
 ]
 
 NAMES = ("anthropic", "openai", "claude-code", "offline")
+_BASE_NAMES = ("Answer", "ExtractionRequest", "Message", "Provider", "Usage")
+
+
+def __getattr__(name: str) -> object:
+    if name in _BASE_NAMES:
+        from mdmem.extract.providers import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _which(name: str) -> str | None:
+    """``shutil.which`` for an executable name or path, without importing shutil."""
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 _ALIASES = {"claude_code": "claude-code", "claude": "claude-code", "claudecode": "claude-code"}
 
 
@@ -69,13 +92,11 @@ def choose() -> tuple[str, str]:
             return "openai", f"{key} is set"
     chosen = login_choice()
     if chosen:
-        from mdmem.extract.providers.claude_code import claude_command
-
-        claude = claude_command()
+        claude = _which(env.get("MDMEM_CLAUDE") or "claude")
         if claude:
             return "claude-code", f"you chose your Claude Code login ({chosen}; {claude})"
         return "offline", f"you chose your Claude Code login ({chosen}), but claude is not on PATH"
-    if shutil.which(env.get("MDMEM_CLAUDE") or "claude"):
+    if _which(env.get("MDMEM_CLAUDE") or "claude"):
         return "offline", (
             "no API key is set; Claude Code is installed, but using your subscription is "
             "opt-in: `mdmem install claude-code --use-login` or MDMEM_PROVIDER=claude-code"
@@ -103,8 +124,14 @@ def login_choice() -> str | None:
     path = os.path.join(_state_base(), _CHOICE_FILE)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(4096))
-    except (OSError, ValueError):
+            text = f.read(4096)
+    except OSError:
+        return None
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
         return None
     if isinstance(data, dict) and data.get("provider") == "claude-code":
         return str(data.get("chosen") or "recorded")
@@ -117,6 +144,10 @@ def set_login_choice(use: bool) -> str:
     Raises:
         OSError: mdmem's state folder cannot be written.
     """
+    import contextlib
+    import json
+    from datetime import datetime, timezone
+
     base = _state_base()
     path = os.path.join(base, _CHOICE_FILE)
     if not use:
