@@ -241,3 +241,28 @@ def test_the_keyless_default_keeps_what_matters(split: str, recall: float, store
     assert noise == 0
     assert kept / expected >= recall
     assert right / kept >= store
+
+
+def test_a_model_run_stops_at_the_daily_budget(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from importlib import resources
+
+    shipped = resources.files("mdmem.manager").joinpath("evalset").joinpath("extract.jsonl")
+    wanted = {"en-corr-01", "en-pref-01", "en-fact-01"}
+    lines = [
+        line for line in shipped.read_text("utf-8").splitlines() if json.loads(line)["id"] in wanted
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    reply = FakeAnthropic.message(
+        FakeAnthropic.tool_use_block(TOOL_NAME, {"operations": []}),
+        usage={"input_tokens": 1000, "output_tokens": 100},
+    )
+    fake_anthropic.enqueue(reply, reply)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.url)
+    monkeypatch.setenv("MDMEM_DAILY_TOKENS", "1500")
+    report = ev.run("anthropic", cases=str(cases))
+    assert len(report.results) == 2 and "MDMEM_DAILY_TOKENS" in report.stopped
+    assert ledger.tokens_on(user_root(), ledger.day_of(__import__("time").time())) == 2200

@@ -325,6 +325,8 @@ def _extract_text(report: object) -> str:
         line("all", report.summary()),
     ]
     out += [line(key, group) for key, group in report.groups().items()]
+    if report.stopped:
+        out.append(f"stopped after {len(report.results)} turns: {report.stopped}")
     errors = [r for r in report.results if r.error]
     if errors:
         out.append(f"{len(errors)} turn(s) failed, first: {errors[0].id}: {errors[0].error}")

@@ -281,6 +281,8 @@ class Report:
     model: str = ""
     results: list[CaseResult] = field(default_factory=list)
     seconds: float = 0.0
+    stopped: str = ""
+    """Why the run stopped before the last case (empty: it ran them all)."""
 
     def summary(self, results: Sequence[CaseResult] | None = None) -> dict[str, object]:
         """Precision, recall, accuracies, noise, secrets, supersession, tokens, cost."""
@@ -304,6 +306,7 @@ class Report:
             "summary": self.summary(),
             "groups": self.groups(),
             "seconds": round(self.seconds, 2),
+            "stopped": self.stopped,
         }
         if cases:
             data["cases"] = [r.as_dict() for r in self.results]
@@ -433,13 +436,19 @@ def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseR
                 resume=False,
                 review="off",
                 max_attempts=1,
+                # The run checks the user's real budget between cases (see run()); the
+                # temporary ledger here must not hold a turn for a day.
+                daily_tokens=1 << 62,
             )
             try:
                 future = manager.update_async([{"role": r, "content": t} for r, t in case.turn])
                 try:
-                    future.result(timeout=timeout)
+                    outcome = future.result(timeout=timeout)
                 except Exception as exc:  # a provider failure is this case's result
                     result.error = str(exc)[:300]
+                else:
+                    if outcome.held:
+                        result.error = "held by a token budget"
             finally:
                 manager.close(timeout=timeout)
             _score(case, result, (project, user), before)
@@ -521,11 +530,19 @@ def evaluate(
     model: str = "",
     progress: Callable[[int, int], None] | None = None,
     timeout: float = 300.0,
+    room: Callable[[Report], bool] | None = None,
 ) -> Report:
-    """Run every case through the pipeline with the provider ``provider_for`` gives it."""
+    """Run every case through the pipeline with the provider ``provider_for`` gives it.
+
+    ``room`` is asked before each case; when it says no (a daily budget spent),
+    the run stops there and ``stopped`` says why.
+    """
     start = time.monotonic()
     report = Report(provider=provider_name, model=model)
     for done, case in enumerate(cases):
+        if room is not None and not room(report):
+            report.stopped = "the daily token budget (MDMEM_DAILY_TOKENS) is spent"
+            break
         report.results.append(run_case(case, provider_for(case), timeout=timeout))
         if progress is not None:
             progress(done + 1, len(cases))
@@ -572,6 +589,8 @@ def run(
         ValueError: an unknown provider or split, or ``recorded`` without answers.
     """
     from mdmem.extract.providers import NAMES, choose, make
+    from mdmem.manager.manager import budget_from_env
+    from mdmem.store import ledger
     from mdmem.store.paths import user_root
 
     chosen = load_cases(split, cases)
@@ -582,18 +601,35 @@ def run(
         report = evaluate(chosen, replay.for_case, provider_name="recorded")
         return report
     name = provider or choose()[0]
-    if name not in NAMES:
+    try:
+        shared = make(name)
+    except ValueError:
         known = ", ".join((*NAMES, "recorded"))
-        raise ValueError(f"unknown provider {name!r}: expected one of {known}")
-    shared = make(name)
+        raise ValueError(f"unknown provider {name!r}: expected one of {known}") from None
+    name = shared.name
     model = str(getattr(shared, "model", "") or "")
+    daily = budget_from_env("MDMEM_DAILY_TOKENS")
+    home = user_root()
+
+    def room(report: Report) -> bool:
+        # The run's own calls are in its temporary ledgers until the end: count both.
+        if daily is None or name == "offline":
+            return True
+        spent = sum(sum(r.tokens.values()) for r in report.results)
+        return ledger.tokens_on(home, ledger.day_of(time.time())) + spent < daily
+
     try:
         report = evaluate(
-            chosen, lambda _case: shared, provider_name=name, model=model, progress=progress
+            chosen,
+            lambda _case: shared,
+            provider_name=name,
+            model=model,
+            progress=progress,
+            room=room,
         )
     finally:
         close = getattr(shared, "close", None)
         if callable(close):
             close()
-    record_spend(user_root(), report)
+    record_spend(home, report)
     return report
