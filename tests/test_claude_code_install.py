@@ -100,10 +100,11 @@ def test_check_runs_every_installed_hook(workspace: Path) -> None:
 def test_check_reports_a_hook_that_fails(workspace: Path) -> None:
     path = workspace / ".claude" / "settings.json"
     install(str(path), "false mdmem")  # runs `false`, which fails whatever its arguments
-    results = check(str(path), str(workspace))
+    results = check(str(path), str(workspace), command="false mdmem")
     assert [r.event for r in results] == list(HOOKS)
     assert all(not r.ok and r.problem == "exit status 1" for r in results)
-    proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--project", "--check")
+    check_it = ("install", "claude-code", "--project", "--check", "--command", "false mdmem")
+    proc = mdmem("--workspace", str(workspace), *check_it)
     assert proc.returncode == 1
     assert "Stop              FAILED: exit status 1" in proc.stdout
 

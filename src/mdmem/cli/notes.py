@@ -58,7 +58,7 @@ def init(
     the merge driver in the repository's git config. Run it once in every
     clone: git config is not committed. Safe to run again.
 
-    Example: mdmem init --driver-command "python3 -m mdmem merge-index"
+    Example: mdmem init --driver-command "$HOME/.venvs/mdmem/bin/mdmem merge-index"
     """
     from mdmem.store.merge import init_store
 
