@@ -56,7 +56,34 @@ def test_install_use_login_records_the_choice_once(
     result = runner.invoke(app, ["install", "claude-code", "--local", "--no-use-login"])
     assert result.exit_code == 0, result.output
     assert "extraction provider: offline" in result.output
-    assert not recorded.exists()
+    assert json.loads(recorded.read_text())["provider"] == "offline"  # "no" is an answer
+    assert login_choice() is None
+
+
+def test_install_asks_once_on_a_terminal(
+    claude_on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mdmem.cli import agents
+
+    workspace = tmp_path / "ws"
+    (workspace / ".git").mkdir(parents=True)
+    monkeypatch.chdir(workspace)
+    asked: list[str] = []
+
+    def confirm(text: str, default: bool = False) -> bool:
+        asked.append(text)
+        return True
+
+    monkeypatch.setattr(agents.typer, "confirm", confirm)
+    agents._login_choice(None, interactive=True)
+    assert len(asked) == 1 and "claude -p" in asked[0]
+    assert choose()[0] == "claude-code"
+    agents._login_choice(None, interactive=True)  # answered: not asked again
+    assert len(asked) == 1
+    # Not on a terminal (hooks, scripts): never asked.
+    (Path(state_base()) / "provider.json").unlink()
+    agents._login_choice(None, interactive=False)
+    assert len(asked) == 1 and choose()[0] == "offline"
 
 
 def test_env_opt_in_still_works(claude_on_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

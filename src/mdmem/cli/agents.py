@@ -350,7 +350,8 @@ def install_claude_code(
     whatever PATH Claude Code has. Other hooks are kept; running it twice changes nothing.
     --check runs each installed hook with a sample input and reports; it runs
     only the commands mdmem itself writes (give --command if you installed with one).
-    Without an API key, extraction is offline until you choose --use-login.
+    Without an API key, extraction is offline until you choose --use-login (asked
+    once on a terminal when claude is installed; --no-use-login answers no).
 
     Example: mdmem install claude-code --local --use-login
     """
@@ -394,15 +395,30 @@ def install_claude_code(
         if command == settings.SHARED_COMMAND and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     _warn_plugin(workspace)
-    _login_choice(use_login)
+    _login_choice(
+        use_login,
+        interactive=sys.stdin.isatty() and sys.stdout.isatty() and not options_of(ctx).quiet,
+    )
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
 
 
-def _login_choice(use_login: bool | None) -> None:
-    """Record the --use-login choice, or say what extraction will run without one."""
-    from mdmem.extract.providers import choose, set_login_choice
+def _login_choice(use_login: bool | None, *, interactive: bool) -> None:
+    """Record the --use-login choice (asked once on a terminal), and say what will extract."""
+    from mdmem.extract.providers import _which, choose, login_decided, set_login_choice
 
+    if (
+        use_login is None
+        and interactive
+        and not login_decided()
+        and choose()[0] == "offline"
+        and _which(os.environ.get("MDMEM_CLAUDE") or "claude")
+    ):
+        use_login = typer.confirm(
+            "No API key is set. Extract notes with your Claude Code login (one `claude -p` "
+            "per turn, on your subscription)?",
+            default=False,
+        )
     if use_login is not None:
         path = set_login_choice(use_login)
         if use_login:

@@ -42,6 +42,7 @@ __all__ = [
     "choose",
     "default_provider",
     "login_choice",
+    "login_decided",
     "make",
     "set_login_choice",
 ]
@@ -138,25 +139,31 @@ def login_choice() -> str | None:
     return None
 
 
+def login_decided() -> bool:
+    """Whether the user answered, either way, whether to extract with their Claude Code login."""
+    return os.path.isfile(os.path.join(_state_base(), _CHOICE_FILE))
+
+
 def set_login_choice(use: bool) -> str:
-    """Record (``use=True``) or withdraw the choice of the Claude Code login; return the file.
+    """Record the user's answer: extract with the Claude Code login (``use``) or not.
+
+    A "no" is recorded too, so mdmem asks once. Returns the file.
 
     Raises:
         OSError: mdmem's state folder cannot be written.
     """
-    import contextlib
     import json
     from datetime import datetime, timezone
 
     base = _state_base()
     path = os.path.join(base, _CHOICE_FILE)
-    if not use:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        return path
     os.makedirs(base, mode=0o700, exist_ok=True)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    data = {"provider": "claude-code", "chosen": stamp, "via": "mdmem install claude-code"}
+    data = {
+        "provider": "claude-code" if use else "offline",
+        "chosen": stamp,
+        "via": "mdmem install claude-code",
+    }
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(data) + "\n")
