@@ -180,7 +180,10 @@ def test_the_anthropic_request_marks_the_system_prompt_for_caching(
             api_key="k", base_url=fake_anthropic.url, max_retries=0
         )
     )
-    assert provider.extract(request()) == {"operations": []}
+    try:
+        assert provider.extract(request()) == {"operations": []}
+    finally:
+        provider.close()
     body = fake_anthropic.requests[0].body
     assert body["system"] == [
         {"type": "text", "text": "system", "cache_control": {"type": "ephemeral"}}

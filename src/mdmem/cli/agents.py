@@ -405,14 +405,19 @@ def install_claude_code(
 
 def _login_choice(use_login: bool | None, *, interactive: bool) -> None:
     """Record the --use-login choice (asked once on a terminal), and say what will extract."""
-    from mdmem.extract.providers import _which, choose, login_decided, set_login_choice
+    from mdmem.extract.providers import (
+        choose,
+        claude_installed,
+        login_decided,
+        set_login_choice,
+    )
 
     if (
         use_login is None
         and interactive
         and not login_decided()
         and choose()[0] == "offline"
-        and _which(os.environ.get("MDMEM_CLAUDE") or "claude")
+        and claude_installed()
     ):
         use_login = typer.confirm(
             "No API key is set. Extract notes with your Claude Code login (one `claude -p` "

@@ -40,6 +40,7 @@ __all__ = [
     "Provider",
     "Usage",
     "choose",
+    "claude_installed",
     "default_provider",
     "login_choice",
     "login_decided",
@@ -93,16 +94,21 @@ def choose() -> tuple[str, str]:
             return "openai", f"{key} is set"
     chosen = login_choice()
     if chosen:
-        claude = _which(env.get("MDMEM_CLAUDE") or "claude")
+        claude = claude_installed()
         if claude:
             return "claude-code", f"you chose your Claude Code login ({chosen}; {claude})"
         return "offline", f"you chose your Claude Code login ({chosen}), but claude is not on PATH"
-    if _which(env.get("MDMEM_CLAUDE") or "claude"):
+    if claude_installed():
         return "offline", (
             "no API key is set; Claude Code is installed, but using your subscription is "
             "opt-in: `mdmem install claude-code --use-login` or MDMEM_PROVIDER=claude-code"
         )
     return "offline", "no API key is set and the claude command is not on PATH"
+
+
+def claude_installed() -> str | None:
+    """The Claude Code executable (``MDMEM_CLAUDE``, else ``claude`` on ``PATH``), or None."""
+    return _which(os.environ.get("MDMEM_CLAUDE") or "claude")
 
 
 _CHOICE_FILE = "provider.json"
