@@ -9,8 +9,9 @@ split: ``tune`` (the offline provider's rules were written against it) or
 ``held-out`` (never used to tune; its numbers are the honest ones).
 
 Each case runs through the real pipeline: a :class:`~mdmem.manager.Manager`
-over a fresh workspace and user store in a temporary folder (its state folder
-too, so nothing of the run is left in the user's state), the turn handed to
+over a fresh workspace and user store in a temporary folder inside mdmem's own
+state (``<state>/eval/run-*``, with its own state folder, removed after the
+case, so nothing of the run is left behind), the turn handed to
 ``update_async``, the provider's answer validated, redacted and applied by the
 worker. Then the files are scored:
 
@@ -413,10 +414,14 @@ def _calls(user_root: str) -> list[dict[str, object]]:
 def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseResult:
     """Run one case through a real Manager in a temporary folder, and score what it wrote."""
     from mdmem.manager.manager import Manager
+    from mdmem.store.paths import state_base
     from mdmem.store.store import Store
 
     result = CaseResult(case.id, case.split, case.lang, case.kind, expected=len(case.expect))
-    tmp = tempfile.mkdtemp(prefix="mdmem-eval-")
+    # Inside mdmem's own (private) state, never beside the user's files; removed after.
+    parent = os.path.join(state_base(), "eval")
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="run-", dir=parent)
     try:
         workspace = os.path.join(tmp, "workspace")
         user_dir = os.path.join(tmp, "user")
@@ -462,6 +467,8 @@ def run_case(case: Case, provider: Provider, *, timeout: float = 300.0) -> CaseR
         result.calls = calls
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        with suppress(OSError):
+            os.rmdir(parent)  # only when no other run is using it
     return result
 
 
