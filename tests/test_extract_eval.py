@@ -105,7 +105,13 @@ def test_recorded_answers_score_the_pipeline() -> None:
 
 def test_scoring_sees_noise_misses_and_leaks() -> None:
     cases = {c.id: c for c in ev.load_cases()}
-    chosen = [cases["en-noise-01"], cases["en-sup-01"], cases["zh-secret-02"]]
+    # A secret only its label knows (no pattern can): if a note carries it, the scan finds it.
+    leak = ev.Case(
+        "leak", "tune", "en", "secret",
+        (("user", "The vault phrase for staging is zebra-cobalt-77."),),
+        secrets=("zebra-cobalt-77",),
+    )  # fmt: skip
+    chosen = [cases["en-noise-01"], cases["en-sup-01"], leak]
     note = {"action": "create", "level": "project", "type": "project_knowledge"}
     replay = ev.RecordedProvider(
         {
@@ -113,15 +119,15 @@ def test_scoring_sees_noise_misses_and_leaks() -> None:
             "en-noise-01": [{**note, "title": "Thanks", "content": "Looks good."}],
             # The new fact, but not linked to the note it replaces.
             "en-sup-01": [{**note, "title": "pnpm", "content": "Use pnpm."}],
-            # A prose password the privacy filter cannot know: written, and found.
-            "zh-secret-02": [{**note, "title": "数据库", "content": "密码是 Xk9#mP2$vL7q"}],
+            "leak": [{**note, "title": "Vault", "content": "The phrase is zebra-cobalt-77."}],
         }
     )
     report = ev.evaluate(chosen, replay.for_case)
     by_id = {r.id: r for r in report.results}
     assert by_id["en-noise-01"].noise == 1
     assert by_id["en-sup-01"].kept == 1 and by_id["en-sup-01"].superseded == 0
-    assert by_id["zh-secret-02"].secrets and by_id["zh-secret-02"].noise == 1
+    assert by_id["leak"].secrets and by_id["leak"].noise == 1
+    assert any("MEMORY.md" in where for where in by_id["leak"].secrets)
     summary = report.summary()
     assert summary["supersession"] == 0.0 and summary["secrets_on_disk"] >= 1
     assert summary["precision"] == round(1 / 3, 4)

@@ -418,3 +418,14 @@ def test_new_fact_on_another_topic_supersedes_nothing() -> None:
     (op,) = OfflineProvider().extract(req)
     assert isinstance(op, dict)
     assert "supersedes" not in op
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Remember that the staging password is [REDACTED:password], it's in the vault.",
+        "数据库密码是 [REDACTED:password]，先用着。",
+    ],
+)
+def test_a_password_redacted_before_it_arrives_is_still_no_note(text: str) -> None:
+    assert extract(("user", text)) == []

@@ -413,9 +413,13 @@ _TECH = re.compile(
 )
 # A credential stated in prose: the value itself is the secret, and nothing else is said.
 _CREDENTIAL = re.compile(
-    r"(?i)\b(?:password|passwd|passphrase|pin|api[ _-]?key|token|secret)\s*(?:is|=|:)\s*"
-    r"(?!\[REDACTED)\S{4,}"
-    r"|(?:密码|口令|密钥|令牌)\s*(?:是|为|=|:|：)\s*(?!\[REDACTED)\S{4,}"
+    # A password's value, as written or already redacted: the sentence is only the secret.
+    r"(?i)\b(?:password|passwd|passphrase|pin)\s*(?:is|=|:)\s*\S{4,}"
+    r"|(?:密码|口令)\s*(?:是|为|=|:|：)\s*\S{4,}"
+    # A key or token's raw value; redacted, only when nothing follows it ("api_key=[…]"),
+    # since "the script reads GITHUB_TOKEN=[…] from the environment" is a fact worth keeping.
+    r"|(?i:\b(?:api[ _-]?key|token|secret))\s*(?:is|=|:)\s*(?!\[REDACTED)\S{4,}"
+    r"|(?:密钥|令牌)\s*(?:是|为|=|:|：)\s*(?!\[REDACTED)\S{4,}"
     r"|(?i:\b(?:api[_-]?key|token|password|secret|密钥|密码))\s*[=:：是]\s*\[REDACTED:[a-z0-9_]+\]"
     r"\s*\W*$"
 )
