@@ -248,6 +248,15 @@ class Index:
                 _fs.owner_only(path)
             db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
             try:
+                # Derived state, rebuilt from the notes: commits make no fsync. WAL checksums
+                # its frames, so a torn write after a power cut is dropped on recovery; a
+                # file damaged past that fails to open and is made again (below); an index
+                # that lost its last commits has older content hashes and stats than the
+                # notes, so the next sync re-indexes those notes. A read that re-indexes
+                # (after a hand edit) thus writes nothing durable.
+                with contextlib.suppress(sqlite3.OperationalError):  # busy: next open
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=OFF")
                 try:  # an index of this version is used as it is: no schema statements
                     row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
                 except sqlite3.OperationalError:
