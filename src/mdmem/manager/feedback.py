@@ -202,13 +202,35 @@ def after_turn(
         statement = f"{before}\n{said}"
         candidates = [
             (e.filename, f"{e.title} {e.summary}")
-            for e in store.entries()
+            for e in _candidates(store, f"{before}\n{said}", len(mine))
             if e.filename not in mine and e.type != "correction_feedback"
         ]
         names = contradicted(statement, candidates)
         if names:
             marked[level] = mark(store, names, turn=turn, at=at, reason=said.strip()[:300])
     return marked
+
+
+#: How many notes of a store a correction is checked against: the best matches of its words.
+CANDIDATES = 50
+
+
+class _Heading:
+    __slots__ = ("filename", "summary", "title", "type")
+
+    def __init__(self, filename: str, kind: str, title: str, summary: str) -> None:
+        self.filename, self.type, self.title, self.summary = filename, kind, title, summary
+
+
+def _candidates(store: Store, statement: str, skip: int) -> list[_Heading]:
+    """The notes a correction may contradict: the :data:`CANDIDATES` whose title and
+    summary best match its words, from the store's search index (a turn costs what it
+    writes, not a pass over every note). A note sharing no word with it cannot qualify."""
+    from mdmem.recall.engine import index_of
+    from mdmem.recall.text import terms
+
+    rows = index_of(store).match(terms(statement), CANDIDATES + skip, heading=True)
+    return [_Heading(r.name, r.type, r.title, r.summary) for r in rows]
 
 
 def _last(messages: Sequence[tuple[str, str]]) -> str:

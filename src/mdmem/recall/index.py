@@ -746,12 +746,17 @@ class Index:
         )
         return {str(term): int(n) for term, n in rows}
 
-    def match(self, words: Iterable[str], limit: int) -> list[Row]:
-        """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first."""
+    def match(self, words: Iterable[str], limit: int, *, heading: bool = False) -> list[Row]:
+        """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first.
+
+        ``heading`` matches the title and summary only (what MEMORY.md shows).
+        """
         words = sorted(set(words))
         if not words or limit <= 0:
             return []
         query = " OR ".join(f'"{w}"' for w in words)
+        if heading:
+            query = f"{{title summary}} : ({query})"
         weights = ", ".join(str(w) for w in WEIGHTS)
         rows = self._connect().execute(
             f"SELECT {_COLUMNS}, n.terms, bm25(fts, {weights}) AS r FROM fts"
