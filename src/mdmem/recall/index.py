@@ -22,8 +22,12 @@ re-indexing any whose stat and content changed, and the query runs again. So
 * any write through mdmem changes the key and is in the store's change log
   (``Store.changes_since``): always seen, by the names the log holds
   (:meth:`Index._catch_up`), without a listing;
-* a note edited in place is seen as soon as a query returns it (its content is
-  never stale when returned), and otherwise at the next full check.
+* a note edited in place is seen by the next query: a trusted key is followed by
+  a sweep of the notes' ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read),
+  and a returned note is checked by its stat (its content is never stale).
+
+Derived and rebuilt from the notes, the file is in WAL mode with
+``synchronous=OFF``: no query, even one that re-indexes, makes an fsync.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ FILE = "recall.sqlite"
 SCHEMA_VERSION = "5"
 #: How long (seconds) an unchanged key stands for a settled store before a full check.
 MAX_AGE = 600.0
+# Seconds before a full check whose changes the in-place sweep re-checks (Index._sweep).
+_SWEEP_MARGIN = 2.0
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -318,10 +324,10 @@ class Index:
         if not full and progress is None:
             key = freshness_key(root)
             if self._trusted(key):
-                return 0
+                return self._sweep()
             caught = self._catch_up(db, key)
             if caught is not None:
-                return caught
+                return caught + self._sweep()
         # Where the store's change log stands before the listing: from there, a later
         # sync catches up by the names the log holds (see _catch_up).
         position = self.store.log_position()
@@ -390,6 +396,31 @@ class Index:
         except ValueError:
             return False
         return value == key and 0 <= age < MAX_AGE
+
+    def _sweep(self) -> int:
+        """Re-index the notes edited in place since the last full check: 1 or 0.
+
+        An in-place edit changes neither the directory nor anything of mdmem's, so
+        the key cannot see it; its file's ctime can (no tool sets a ctime back). One
+        ``lstat`` per note picks the notes changed since the full check (less a
+        margin for the file system's coarser clock); :meth:`refresh` compares those
+        to the stats recorded then and re-indexes the ones whose content changed.
+        """
+        recorded = self._meta("key")
+        try:
+            since = int((float((recorded or "").partition("\n")[0]) - _SWEEP_MARGIN) * 1e9)
+        except ValueError:
+            return 0
+        root = self.store.path
+        touched = []
+        with contextlib.suppress(OSError), os.scandir(root) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(".md") and name != INDEX_NAME:
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_ctime_ns >= since:
+                            touched.append(name)
+        return int(self.refresh(touched))
 
     def _trust(
         self,
@@ -553,41 +584,59 @@ class Index:
                 known[str(name)] = (str(sha), None if st is None else str(st))
         root = self.store.path
         suspects = []
+        # A stat older than this (the file system's clock is coarse) may be recorded as
+        # standing for the content read: a later edit within the same tick cannot hide.
+        old = time.time_ns() - int(_SWEEP_MARGIN * 1e9)
         for name in wanted:
             sha, st = known.get(name, ("", None))
+            seen = None
             try:
                 # Followed, as the listing does for a note that is a link.
                 now = os.stat(os.path.join(root, name))
-                if st is not None and st == (
-                    f"{now.st_mtime_ns} {now.st_size} {now.st_ino} {now.st_ctime_ns}"
-                ):
+                text = f"{now.st_mtime_ns} {now.st_size} {now.st_ino} {now.st_ctime_ns}"
+                if st is not None and st == text:
                     continue
+                if max(now.st_mtime_ns, now.st_ctime_ns) < old:
+                    seen = text
             except OSError:
                 pass
-            suspects.append((name, sha))
+            suspects.append((name, sha, seen))
         if not suspects:
             return False
         return self._reindex(db, suspects)
 
-    def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str]]) -> bool:
+    def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str, str | None]]) -> bool:
         from mdmem.store.note import parse
 
         puts: list[tuple[Note, str]] = []
         gone: list[str] = []
-        for name, indexed_sha in suspects:
+        # The stats to record for notes read (their content is then known at that stat),
+        # so that the next query (and the in-place sweep) does not read them again.
+        stats: list[tuple[str, str]] = []
+        for name, indexed_sha, seen in suspects:
             try:
                 text = self.store.read_text(name)
                 sha = _catalog.content_hash(text.encode("utf-8"))
+                if seen is not None:
+                    stats.append((name, seen))
                 if sha == indexed_sha:
                     continue
                 puts.append((parse(text, name), sha))
             except (NoteNotFound, InvalidNote, InvalidPath):
                 if indexed_sha:
                     gone.append(name)
+                stats = [p for p in stats if p[0] != name]
+
+        def record() -> None:
+            db.executemany("INSERT OR REPLACE INTO stats VALUES (?, ?)", stats)
+
         if not puts and not gone:
+            if stats:
+                with contextlib.suppress(sqlite3.Error):  # busy: the next query records them
+                    self._change(db, (), (), record)
             return False
         self._forget()
-        self._change(db, gone, puts)
+        self._change(db, gone, puts, record)
         return True
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
