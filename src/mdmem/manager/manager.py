@@ -270,19 +270,27 @@ class Manager:
     # -- accepting turns -------------------------------------------------------------
 
     def update_async(
-        self, messages: Iterable[object], *, session: str | None = None
+        self,
+        messages: Iterable[object],
+        *,
+        session: str | None = None,
+        session_id: str | None = None,
     ) -> Future[TurnResult]:
         """Queue one completed turn for extraction; returns at once with a future.
 
         The turn (roles and text, redacted) is on disk before this returns.
         Call it only for a top-level agent turn that completed normally.
-        ``session`` (the agent's session id, when known) goes into the
-        provenance of the notes the turn writes.
+        ``session_id`` (or its older name ``session``: the agent's session id,
+        when known) goes into the provenance of the notes the turn writes, and
+        the turn into that session's record (``mdmem timeline``): the files its
+        tool calls changed, the commands it ran, the person's asks.
 
         It never raises into the agent: a turn it cannot take fails the
         future instead (``TypeError``: a message has no role; ``MdmemError``:
         the manager is closed; anything else the turn's text provoked).
         """
+        session = session_id or session
+        messages = self._record_session(messages, session)
         future: Future[TurnResult] = Future()
         try:
             record = self._record(messages, session)
@@ -312,6 +320,29 @@ class Manager:
             self._start_worker()
             self._cond.notify_all()
         return future
+
+    def _record_session(self, messages: Iterable[object], session: str | None) -> Iterable[object]:
+        """Add the turn to its session's record (``mdmem timeline``); the messages, to read again.
+
+        Never raises: a turn whose record fails is still taken.
+        """
+        if not session:
+            return messages
+        from mdmem.manager import sessions
+
+        try:
+            messages = list(messages)  # read twice: the record, then the journal
+        except TypeError:
+            return messages  # _record says what is wrong with them
+        sessions.record(
+            self.project,
+            session,
+            messages,
+            workspace=self.workspace,
+            agent="manager",
+            redactor=self._redactor,
+        )
+        return messages
 
     def defer(self, messages: Iterable[object], *, session: str | None = None) -> str | None:
         """Journal a turn for another process to extract (as a hook does); return its id.
@@ -348,6 +379,20 @@ class Manager:
             "errors": [],
             **({"session": turn_.scrub(str(session)[:200])} if session else {}),
         }
+
+    def redact(self, text: str) -> str:
+        """``text`` through this Manager's privacy filter (its extra patterns included)."""
+        return self._redactor.redact(text)
+
+    def summarise_sessions(self, limit: int = 3) -> list[str]:
+        """Have the model summarise recently ended sessions that have no summary yet.
+
+        Within the token budgets; nothing without a model (the offline provider).
+        Returns the session ids summarised (see :func:`mdmem.manager.sessions.summarise`).
+        """
+        from mdmem.manager import sessions
+
+        return sessions.summarise(self, self._call, limit, output_allowance=OUTPUT_ALLOWANCE)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued turn has been processed; False if ``timeout`` ran out first.
@@ -780,6 +825,16 @@ class Manager:
                     provenance.record_turn(
                         store.path, source, excerpt, notes, private=store.private
                     )
+            if source.session:
+                from mdmem.manager import sessions
+
+                made = [
+                    (level, name)
+                    for level, done in written.items()
+                    for action, name in done
+                    if action in ("create", "update")
+                ]
+                sessions.note_written(self.project, source.session, made)
             feedback.after_turn(
                 [s for s in (self.project, self.user) if s.unavailable is None],
                 pairs,
