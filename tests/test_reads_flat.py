@@ -78,3 +78,37 @@ def test_a_read_after_a_write_makes_no_sync_call(workspace: Path, tmp_path: Path
         settled = _syncs(argv, env, tmp_path / "strace.txt", stdin)
         counts[name] = (after, settled)
     assert counts == {name: (0, 0) for name in reads}
+
+
+def test_doctor_with_nothing_to_fix_leaves_the_state_as_it_was(
+    workspace: Path, tmp_path: Path
+) -> None:
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_STATE_DIR=str(tmp_path / "state"),
+        MDMEM_SEMANTIC="off",
+    )
+    mdmem = [sys.executable, "-m", "mdmem"]
+    subprocess.run([*mdmem, "init"], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*mdmem, "add", "--title", "Build", "Run `make build` in `src/`."],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+    def snapshot() -> dict[str, tuple[int, int, int]]:
+        out = {}
+        for p in sorted((tmp_path / "state").rglob("*")):
+            # stale.rows (the per-note cache of the stale check) is still streamed anew.
+            if p.is_file() and p.name != "stale.rows":
+                st = p.stat()
+                out[str(p)] = (st.st_mtime_ns, st.st_ino, st.st_size)
+        return out
+
+    for _ in range(2):  # the first settles what a first run derives
+        subprocess.run([*mdmem, "doctor"], env=env, capture_output=True, timeout=120)
+    before = snapshot()
+    subprocess.run([*mdmem, "doctor"], env=env, capture_output=True, timeout=120)
+    assert snapshot() == before
