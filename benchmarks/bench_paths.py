@@ -260,24 +260,28 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
     print(f"  [{size}] processes", file=sys.stderr, flush=True)
     repeat = args.repeat
-    samples = interleaved(
-        {
-            "pass": lambda: proc([py, "-c", "pass"]),
-            "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
-            "durable": lambda: durable_write(floor_dir, data),
-            "hook": hook,
-            "index": lambda: proc([*mdmem, "index"]),
-            "search": lambda: proc([*mdmem, "search", prompt()]),
-            "recall": lambda: proc([*mdmem, "recall", prompt()]),
-            "create": lambda: op("create"),
-            "delete": lambda: op("delete"),
-            "add": add,
-            "stats": lambda: proc([*mdmem, "stats"]),
-            "doctor": lambda: proc([*mdmem, "doctor"]),
-        },
-        repeat,
-        rounds={"doctor": max(2, repeat // 3), "stats": max(2, repeat // 3)},
-        label=f"{size} processes",
+    samples = (
+        {}
+        if args.edits_only
+        else interleaved(
+            {
+                "pass": lambda: proc([py, "-c", "pass"]),
+                "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                "durable": lambda: durable_write(floor_dir, data),
+                "hook": hook,
+                "index": lambda: proc([*mdmem, "index"]),
+                "search": lambda: proc([*mdmem, "search", prompt()]),
+                "recall": lambda: proc([*mdmem, "recall", prompt()]),
+                "create": lambda: op("create"),
+                "delete": lambda: op("delete"),
+                "add": add,
+                "stats": lambda: proc([*mdmem, "stats"]),
+                "doctor": lambda: proc([*mdmem, "doctor"]),
+            },
+            repeat,
+            rounds={"doctor": max(2, repeat // 3), "stats": max(2, repeat // 3)},
+            label=f"{size} processes",
+        )
     )
     # Remove what `mdmem add` wrote.
     added = [n for n in os.listdir(root) if n.startswith("project_knowledge_added-")]
@@ -303,8 +307,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                     )
             return took
 
-        turn()  # untimed: builds what the first turn of a session builds
-        turn_times = interleaved({"turn": turn}, max(3, repeat // 2))["turn"]
+        if not args.edits_only:
+            turn()  # untimed: builds what the first turn of a session builds
+            turn_times = interleaved({"turn": turn}, max(3, repeat // 2))["turn"]
 
     # An in-place, same-size hand edit, then the next search: its time and whether it saw it.
     print(f"  [{size}] hand edits", file=sys.stderr, flush=True)
@@ -318,7 +323,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             text = f.read()
         word = f"zq{k:03d}xw"  # as long as "review"... kept to the same byte size below
         body_at = text.index("\n---\n") + 5 if "\n---\n" in text else len(text) // 2
-        new = text[:body_at] + word + text[body_at + len(word) :]
+        new = text[:body_at] + word + " " + text[body_at + len(word) + 1 :]
         assert len(new.encode()) == len(text.encode())
         with open(path, "r+", encoding="utf-8") as f:  # in place: same inode, same size
             f.write(new)
@@ -329,7 +334,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             f.write(text)
 
     counts: dict[str, tuple[int, int]] = {}
-    if shutil.which("strace"):
+    if shutil.which("strace") and not args.edits_only:
         print(f"  [{size}] syscalls", file=sys.stderr, flush=True)
         reads = {
             "index": ([*mdmem, "index"], ""),
@@ -365,6 +370,9 @@ def main() -> None:
         help="where generated stores are kept between runs (shared with bench_scale.py)",
     )
     parser.add_argument("--label", default="current", help="names this code version's state")
+    parser.add_argument(
+        "--edits-only", action="store_true", help="only whether in-place hand edits are seen"
+    )
     args = parser.parse_args()
     if args.large:
         args.sizes = "100000"
@@ -385,6 +393,11 @@ def main() -> None:
     def med(xs: list[float]) -> float:
         return Summary.of(xs).median
 
+    if args.edits_only:
+        for size, r in results.items():
+            seen, edits = r["seen"]
+            print(f"{size:,} notes: {seen} of {edits} in-place edits found by the next search")
+        return
     rows = []
     paths = [
         ("hook user-prompt-submit", "hook", "pass"),
