@@ -154,9 +154,12 @@ def consolidate(
 
     provider = default_provider()
     out = []
+    user = options_of(ctx).stores()[2]  # whose usage ledger counts the tokens, as for turns
     try:
         for store in selected(options_of(ctx), level):
-            report = run(store, provider, max_changes=max_changes, dry_run=dry_run)
+            report = run(
+                store, provider, max_changes=max_changes, dry_run=dry_run, ledger_root=user.path
+            )
             out.append((store, report))
     finally:
         closer = getattr(provider, "close", None)
@@ -184,3 +187,5 @@ def consolidate(
             typer.echo(f"  rejected: {item.reason}")
         if report.dropped:
             typer.echo(f"  {report.dropped} more left for a later run (--max-changes)")
+        if report.budget_spent:
+            typer.echo("  the daily token budget (MDMEM_DAILY_TOKENS) stopped the run early")
