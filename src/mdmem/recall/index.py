@@ -22,9 +22,11 @@ re-indexing any whose stat and content changed, and the query runs again. So
 * any write through mdmem changes the key and is in the store's change log
   (``Store.changes_since``): always seen, by the names the log holds
   (:meth:`Index._catch_up`), without a listing;
-* a note edited in place is seen by the next query: a trusted key is followed by
-  a sweep of the notes' ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read),
-  and a returned note is checked by its stat (its content is never stale).
+* a note edited in place is seen by the next query in a store of up to
+  :data:`SWEEP_MAX` notes: a trusted key is followed by a sweep of the notes'
+  ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read); in a larger one at
+  the next full check. A returned note is checked by its stat either way (its
+  content is never stale).
 
 Derived and rebuilt from the notes, the file is in WAL mode with
 ``synchronous=OFF``: no query, even one that re-indexes, makes an fsync.
@@ -61,6 +63,10 @@ SCHEMA_VERSION = "5"
 MAX_AGE = 600.0
 # Seconds before a full check whose changes the in-place sweep re-checks (Index._sweep).
 _SWEEP_MARGIN = 2.0
+#: Up to this many notes a query sweeps the notes' ctimes for in-place edits (Index._sweep):
+#: ~10 us an lstat on a shared VM, 10-50 ms here; a larger store keeps the older contract
+#: (a returned note is checked, the rest at the next full check) until a watcher does it.
+SWEEP_MAX = 5000
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -406,6 +412,8 @@ class Index:
         margin for the file system's coarser clock); :meth:`refresh` compares those
         to the stats recorded then and re-indexes the ones whose content changed.
         """
+        if self.count() > SWEEP_MAX:
+            return 0
         recorded = self._meta("key")
         try:
             since = int((float((recorded or "").partition("\n")[0]) - _SWEEP_MARGIN) * 1e9)
@@ -413,13 +421,17 @@ class Index:
             return 0
         root = self.store.path
         touched = []
-        with contextlib.suppress(OSError), os.scandir(root) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.endswith(".md") and name != INDEX_NAME:
-                    with contextlib.suppress(OSError):
-                        if entry.stat(follow_symlinks=False).st_ctime_ns >= since:
-                            touched.append(name)
+        with contextlib.suppress(OSError):
+            fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:  # relative to the directory: no path walk per note
+                for name in os.listdir(fd):
+                    if name.endswith(".md") and name != INDEX_NAME:
+                        with contextlib.suppress(OSError):
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                            if st.st_ctime_ns >= since:
+                                touched.append(name)
+            finally:
+                os.close(fd)
         return int(self.refresh(touched))
 
     def _trust(

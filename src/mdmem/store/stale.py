@@ -467,8 +467,8 @@ def check(
             # block cache's keys, so an unchanged rewrite (every `mdmem doctor`) made the
             # next query and session start do a full check.
             path = os.path.join(state, name)
-            with contextlib.suppress(OSError), open(path, "rb") as f:
-                if f.read(len(data) + 1) == data:
+            with contextlib.suppress(OSError), open(path, "rb") as existing:
+                if existing.read(len(data) + 1) == data:
                     continue
             _fs.atomic_write(path, data, private=True, durable=False)
     return out
