@@ -8,11 +8,16 @@ a small budget (:data:`BUDGET_TOKENS`), and prints::
     {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                             "additionalContext": "<the recalled block>"}}
 
-It prints nothing when no note is relevant. It never repeats a note already in
-the session's context: those the SessionStart block listed (recorded by the
-SessionStart hook, :func:`remember_session_start`, or, when it did not run,
-read from its cached block) and those an earlier prompt of the same session
-recalled, both kept per session in a small file of the project store's state
+It prints nothing when no note is relevant: a note must hold a share of the
+prompt's words (or, with vectors, be close in meaning), and come near the best
+candidate's evidence, the best counted before anything already seen is left
+out, so a prompt whose answer was shown already is not padded with weak
+matches. It never repeats a note an earlier prompt of the same session
+recalled; a note the SessionStart block listed (recorded by the SessionStart
+hook, :func:`remember_session_start`, or, when it did not run, read from its
+cached block), which gave only its title and summary, comes again only when
+the prompt is about it (:data:`mdmem.recall.engine.ABOUT`), once. Both are kept
+per session in a small file of the project store's state
 folder: reading it costs the same whatever the store's size and the session's
 length (it keeps at most :data:`MAX_SEEN` recalled names, the latest). After
 ``/compact`` or ``/clear`` (a SessionStart of that source) the notes recalled
@@ -40,6 +45,7 @@ __all__ = [
     "MAX_OUTPUT_CHARS",
     "MAX_SEEN",
     "MIN_COVERAGE",
+    "RELATIVE",
     "output",
     "past_sessions",
     "read_input",
@@ -50,8 +56,12 @@ __all__ = [
 BUDGET_TOKENS = 400
 #: Claude Code's documented cap on what a hook may add to the context.
 MAX_OUTPUT_CHARS = 10_000
-#: A note must hold this IDF-weighted share of the prompt's terms to count as relevant.
-MIN_COVERAGE = 0.25
+#: A note must hold this IDF-weighted share of the prompt's terms to count as relevant (or,
+#: with vectors, be this close in meaning: mdmem.recall.engine.MIN_COSINE). Calibrated on
+#: benchmarks/data/recall-calib (`bench_recall.py hooks`), never on recall-dev's queries.
+MIN_COVERAGE = 0.2
+#: ... and at least this share of the best candidate's evidence: no padding with weak matches.
+RELATIVE = 0.6
 _MAX_PROMPT_CHARS = 4000
 
 
@@ -119,7 +129,9 @@ def user_prompt_submit(
         hint="call the memory_search tool or run `mdmem search QUERY`",
         semantic=semantic,
         min_coverage=MIN_COVERAGE,
-        exclude={*start, *seen},
+        relative=RELATIVE,
+        exclude=seen,
+        listed=start,
         limit=8,
     )
     if not block:
