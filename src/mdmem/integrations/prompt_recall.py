@@ -40,6 +40,12 @@ import sys
 from mdmem import _json
 from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
 
+TYPE_CHECKING = False  # typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mdmem.store.hit import Hit
+
 __all__ = [
     "BUDGET_TOKENS",
     "MAX_OUTPUT_CHARS",
@@ -134,6 +140,7 @@ def user_prompt_submit(
         listed=start,
         limit=8,
     )
+    _log_recall(project.path, payload.get("session_id"), prompt, block, hits)
     if not block:
         if known is None:
             write_seen(project.path, path, start, seen)
@@ -188,3 +195,22 @@ def past_sessions(store_path: str, prompt: str, current: object = None) -> str:
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def _log_recall(root: str, session: object, prompt: str, block: str, hits: Sequence[Hit]) -> None:
+    """What this prompt recalled, for the web page's activity view (first words, redacted)."""
+    if not isinstance(session, str) or not session:
+        return
+    from mdmem.store import activity
+
+    names: dict[str, list[str]] = {}
+    for hit in hits:
+        names.setdefault(getattr(hit.level, "value", str(hit.level)), []).append(hit.filename)
+    activity.record(
+        root,
+        session,
+        "recall",
+        prompt=activity.first_words(prompt),
+        n=names,
+        tokens=activity.tokens(block) if block else 0,
+    )
