@@ -313,6 +313,16 @@ class _Patterns:
                 "aws_secret_key",
                 lower=True,
             ),
+            # Said in prose ("… with secret wJalr…", "the secret key is …"): 32 or more
+            # characters of a key's alphabet, a digit or a slash among them, after the word
+            # and a space or a colon; no word of prose is that long.
+            _Rule(
+                r"(?<![a-z0-9])secret(?:[ \t_-]?(?:access[ \t_-]?)?key)?(?:[ \t]+(?:is|was))?"
+                r"""(?:[ \t]*[:=][ \t]*|[ \t]+)["'`]?"""
+                r"(?P<v3>(?=[a-z0-9/+]*[0-9/+])[a-z0-9/+]{32,128})(?![a-z0-9/+=])",
+                "aws_secret_key",
+                lower=True,
+            ),
             _Rule(
                 _token("g", r"(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
                 "github_token",
