@@ -152,7 +152,9 @@ app.add_typer(hook_app, name="hook")
 def _hooks(ctx: typer.Context) -> None:
     # MDMEM_NESTED: this process runs inside a model call mdmem itself started
     # (the claude-code provider's `claude -p`); a hook here would recurse.
-    if os.environ.get("MDMEM_NESTED"):
+    from mdmem.integrations.session_control import disabled_by_env
+
+    if os.environ.get("MDMEM_NESTED") or disabled_by_env():  # MDMEM_DISABLE: do nothing
         raise typer.Exit(0)
 
 
@@ -168,7 +170,9 @@ def hook_session_start(ctx: typer.Context) -> None:
 
     options = options_of(ctx)
     try:
-        typer.echo(session_start(read_hook_input(), options.workspace, options.user_dir))
+        out = session_start(read_hook_input(), options.workspace, options.user_dir)
+        if out:  # nothing when the session is paused
+            typer.echo(out)
     except Exception as exc:  # a memory problem must never break a session
         typer.echo(f"mdmem: {exc}", err=True)
         typer.echo(json.dumps({}))
@@ -243,6 +247,53 @@ def hook_session_end(ctx: typer.Context) -> None:
     Example: mdmem hook session-end < session-end-input.json
     """
     _hand_over_hook(ctx, "session-end")
+
+
+SessionArgument = Annotated[
+    str,
+    typer.Argument(metavar="SESSION_ID", help="Claude Code's session id (the hooks' session_id)."),
+]
+
+
+@app.command()
+def pause(session: SessionArgument) -> None:
+    """Pause mdmem's Claude Code hooks for one session: nothing injected, nothing handed over.
+
+    The plugin's /mdmem:pause runs it for the current session. The marker is
+    kept in mdmem's private state; `mdmem resume` removes it. To switch every
+    hook off instead, set MDMEM_DISABLE=1.
+
+    Example: mdmem pause 0f6c2a1e-8d2b-4c55-9a57-3b1f2e4d5c6a
+    """
+    from mdmem.integrations.session_control import pause as pause_
+
+    try:
+        changed = pause_(session)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SESSION_ID") from None
+    typer.echo(f"mdmem is {'now' if changed else 'already'} paused for session {session}")
+
+
+@app.command()
+def resume(session: SessionArgument) -> None:
+    """Let mdmem's hooks work again for a session paused with `mdmem pause`.
+
+    What the session said while paused is never handed over, not even now:
+    the paused hooks marked those messages as seen.
+
+    Example: mdmem resume 0f6c2a1e-8d2b-4c55-9a57-3b1f2e4d5c6a
+    """
+    from mdmem.integrations.session_control import resume as resume_
+
+    try:
+        changed = resume_(session)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SESSION_ID") from None
+    typer.echo(
+        f"mdmem is on again for session {session}"
+        if changed
+        else f"session {session} was not paused"
+    )
 
 
 def _scope(project: bool, local: bool, user: bool) -> str | None:
@@ -442,8 +493,17 @@ def import_claude_code(
 
 
 @app.command()
-def mcp(ctx: typer.Context) -> None:
-    """Serve both stores to an MCP client over stdio (needs `pip install 'mdmem[mcp]'`).
+def mcp(
+    ctx: typer.Context,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Only say whether the server can start here, and exit."),
+    ] = False,
+) -> None:
+    """Serve both stores to an MCP client over stdio (needs mdmem's `mcp` extra).
+
+    Install it with the extra: pipx install 'mdmem[mcp] @ git+<repository URL>',
+    or add it to an installed mdmem: pipx inject mdmem 'mcp>=2.3,<3'.
 
     Example: claude mcp add mdmem -- mdmem mcp
     """
@@ -451,6 +511,18 @@ def mcp(ctx: typer.Context) -> None:
     try:
         from mdmem.integrations.mcp import serve
     except ImportError as exc:
-        typer.echo(f"mdmem: error: {exc}", err=True)
+        from mdmem._install import INSTALL_HINT
+
+        typer.echo(f"mdmem: error: {exc}; install mdmem with it: {INSTALL_HINT}", err=True)
         raise typer.Exit(1) from None
+    if check:
+        from mdmem.integrations.session_control import DISABLE_ENV, disabled_by_env
+
+        workspace, project, user = options.stores()
+        typer.echo("mcp server: can start (the mcp extra is installed)")
+        typer.echo(f"project store: {project.path}")
+        typer.echo(f"user store: {user.path}")
+        if disabled_by_env():
+            typer.echo(f"hooks: off ({DISABLE_ENV} is set)")
+        return
     serve(options.workspace, options.user_dir)

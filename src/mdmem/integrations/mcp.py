@@ -32,7 +32,7 @@ try:
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # no mcp, or mcp 1.x (FastMCP)
     raise ImportError(
-        "the mdmem MCP server needs the mcp SDK 2.x: pip install 'mdmem[mcp]'"
+        "the mdmem MCP server needs mdmem's mcp extra (the mcp SDK 2.x)"
     ) from exc
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
