@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -184,3 +185,46 @@ def test_init_is_idempotent_and_keeps_a_custom_driver(origin: Path) -> None:
     )
     attributes = (a.store.root / ".gitattributes").read_text()
     assert attributes.count("MEMORY.md merge=mdmem-index") == 1
+
+
+def driver_of(repo: Clone) -> str:
+    return git(repo.path, "config", "merge.mdmem-index.driver").stdout.strip()
+
+
+def test_init_names_this_mdmem_by_its_absolute_path(origin: Path) -> None:
+    """Git runs the driver with its own PATH: the default names this interpreter."""
+    a = clone(origin, "a", init=False)
+    a.mdmem("init")
+    assert (
+        driver_of(a)
+        == f"{shlex.quote(os.path.abspath(sys.executable))} -m mdmem merge-index %O %A %B"
+    )
+
+
+def test_init_replaces_an_old_bare_driver_and_keeps_a_working_custom_one(origin: Path) -> None:
+    a = clone(origin, "a", init=False)
+    git(a.path, "config", "merge.mdmem-index.driver", "mdmem merge-index %O %A %B")
+    a.mdmem("init")
+    assert driver_of(a) == f"{DRIVER} %O %A %B"
+    custom = f"{shutil.which('env')} mdmem merge-index %O %A %B"
+    git(a.path, "config", "merge.mdmem-index.driver", custom)
+    CliRunner().invoke(app, ["--workspace", str(a.path), "init"])
+    assert driver_of(a) == custom
+
+
+def test_doctor_finds_and_repairs_a_stale_or_missing_driver(origin: Path, tmp_path: Path) -> None:
+    a = clone(origin, "a")
+    gone = tmp_path / "uninstalled" / "python"
+    git(a.path, "config", "merge.mdmem-index.driver", f"{gone} -m mdmem merge-index %O %A %B")
+    doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
+    assert doctor.exit_code == 1
+    assert f"stale: {gone} is not found" in doctor.output
+    a.mdmem("doctor", "--fix")
+    assert driver_of(a) == f"{DRIVER} %O %A %B"
+    assert CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"]).exit_code == 0
+    # A clone whose config lost the driver (config is not committed).
+    git(a.path, "config", "--unset", "merge.mdmem-index.driver")
+    doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
+    assert doctor.exit_code == 1 and "not configured in this clone" in doctor.output
+    a.mdmem("doctor", "--fix")
+    assert driver_of(a) == f"{DRIVER} %O %A %B"

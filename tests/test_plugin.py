@@ -337,9 +337,7 @@ def python3_bin(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def test_launcher_check_names_the_mdmem_and_its_mcp_server(
-    workspace: Path, tmp_path: Path
-) -> None:
+def test_launcher_check_names_the_mdmem_and_its_mcp_server(workspace: Path, tmp_path: Path) -> None:
     import mdmem
 
     launcher = str(plugin_dir() / "scripts" / "mdmem-run")

@@ -1,6 +1,6 @@
 """How mdmem is installed, and how to run this mdmem again: the words every hint uses.
 
-mdmem is not on the package index yet, so no hint may say ``pip install mdmem``
+mdmem is not on the package index yet, so no hint may install the name ``mdmem`` from it
 (the name is unclaimed: following those words would install whatever someone
 else uploads). Every hint installs from the repository with git instead;
 :data:`REPOSITORY` is its placeholder, defined once in the README ("Use it"),
@@ -23,6 +23,7 @@ __all__ = [
     "INSTALL_HINT",
     "INSTALL_LINE",
     "REPOSITORY",
+    "extra_hint",
     "mdmem_command",
 ]
 
@@ -34,6 +35,20 @@ INSTALL_LINE = f"pipx install 'mdmem[mcp] @ git+{REPOSITORY}'"
 FROM_CLONE = "pipx install '.[mcp]'"
 #: The one-line hint every "mdmem is not installed" message gives (the launcher's too).
 INSTALL_HINT = f"{INSTALL_LINE} (or, in a clone of mdmem: {FROM_CLONE})"
+
+
+def extra_hint(extra: str) -> str:
+    """How to add one optional extra (``openai``, ``semantic``, ``ui``) to mdmem, in one line.
+
+    pipx's ``--force`` reinstalls with the extras named, so the line keeps ``mcp``
+    (what the Claude Code plugin needs) beside the one asked for.
+    """
+    if extra == "mcp":
+        return INSTALL_HINT
+    return (
+        f"pipx install --force 'mdmem[mcp,{extra}] @ git+{REPOSITORY}' "
+        f"(or, in a clone of mdmem: pip install '.[{extra}]')"
+    )
 
 
 def mdmem_command() -> str:

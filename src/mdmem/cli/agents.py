@@ -375,13 +375,24 @@ def install_claude_code(
         bool,
         typer.Option("--check", help="Change nothing: run the installed hooks and report."),
     ] = False,
+    init: Annotated[
+        bool | None,
+        typer.Option(
+            "--init/--no-init",
+            help="Also set the project store up for git, as `mdmem init` does "
+            "(default: yes, except with --user).",
+        ),
+    ] = None,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings (five events, this mdmem's path).
 
     The hooks are SessionStart, UserPromptSubmit, Stop, PreCompact and
     SessionEnd; they run this mdmem by its absolute path, so they work
     whatever PATH Claude Code has. Other hooks are kept; running it twice changes nothing.
-    --check runs each installed hook with a sample input and reports.
+    It also runs `mdmem init` for the workspace (the project store, its
+    .gitattributes and the git merge driver), so the first turn lands in a
+    store a team can merge; --no-init leaves that out. --check runs each
+    installed hook with a sample input and reports.
 
     Example: mdmem install claude-code --local
     """
@@ -425,8 +436,27 @@ def install_claude_code(
         if command == settings.SHARED_COMMAND and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     _warn_plugin(workspace)
+    if init if init is not None else scope != "user":
+        _init_project(ctx)
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
+
+
+def _init_project(ctx: typer.Context) -> None:
+    """``mdmem init`` for the workspace; a store that cannot be set up is a warning here."""
+    from mdmem.errors import StoreError
+    from mdmem.store.merge import init_store
+
+    workspace, project, _ = options_of(ctx).stores()
+    try:
+        report = init_store(project, workspace)
+    except (StoreError, OSError) as exc:
+        typer.echo(f"warning: the project store was not set up: {exc}", err=True)
+        return
+    for change in report.changes:
+        typer.echo(f"init: {change}")
+    for note in report.notes:
+        typer.echo(f"mdmem: {note}", err=True)
 
 
 @uninstall_app.command("claude-code")
@@ -518,7 +548,7 @@ def mcp(
     if check:
         from mdmem.integrations.session_control import DISABLE_ENV, disabled_by_env
 
-        workspace, project, user = options.stores()
+        _, project, user = options.stores()
         typer.echo("mcp server: can start (the mcp extra is installed)")
         typer.echo(f"project store: {project.path}")
         typer.echo(f"user store: {user.path}")

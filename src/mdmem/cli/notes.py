@@ -47,16 +47,19 @@ def init(
     driver_command: Annotated[
         str | None,
         typer.Option(
-            help="The merge driver's command, before '%O %A %B' (default: mdmem merge-index).",
+            help="The merge driver's command, before '%O %A %B' (default: this mdmem by its "
+            "absolute path, merge-index).",
         ),
     ] = None,
 ) -> None:
     """Set up the project store for sharing through git.
 
-    Creates the store with an empty MEMORY.md, .gitignore (.mdmem/) and
+    Creates the store (.PseudoClaude/memory) with an empty MEMORY.md and
     .gitattributes (MEMORY.md merge=mdmem-index), and, inside a git work tree,
-    the merge driver in the repository's git config. Run it once in every
-    clone: git config is not committed. Safe to run again.
+    the merge driver in the repository's git config, naming this mdmem by its
+    absolute path. mdmem's own state is kept outside the repository. Run it once
+    in every clone: git config is not committed (mdmem install claude-code runs
+    it too). Safe to run again.
 
     Example: mdmem init --driver-command "python3 -m mdmem merge-index"
     """

@@ -30,8 +30,8 @@ def ui(
 
     Serves both stores of the workspace on 127.0.0.1 and prints the address,
     which carries a token for this run only; opens it in the browser unless
-    --no-browser. Ctrl-C stops the server. Needs the ui extra: pip install
-    'mdmem[ui]'.
+    --no-browser. Ctrl-C stops the server. Needs mdmem's ui extra (or the mcp
+    extra, which brings the same two packages).
 
     Example: mdmem ui --no-browser --port 8765
     """
@@ -39,9 +39,11 @@ def ui(
         from mdmem.ui.model import Stores
         from mdmem.ui.server import Server
     except ImportError as exc:
+        from mdmem._install import extra_hint
+
         typer.echo(
             f"mdmem: error: mdmem ui needs the ui extra ({exc.name} is missing): "
-            "pip install 'mdmem[ui]'",
+            + extra_hint("ui"),
             err=True,
         )
         raise typer.Exit(1) from None

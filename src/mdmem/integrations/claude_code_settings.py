@@ -67,10 +67,14 @@ PLUGIN_NAME = "mdmem"
 #: What a shared (committed) settings file runs: each teammate's own ``mdmem``,
 #: found on their PATH at run time, or one clear line on stderr and exit 0, so a
 #: teammate without mdmem sees why memory is off instead of a silent exit 127.
-SHARED_COMMAND = "sh -c " + shlex.quote(
-    'command -v mdmem >/dev/null 2>&1 && exec mdmem "$@"; '
-    f'echo "mdmem is not installed ({INSTALL_HINT}): memory is off" >&2'
-) + " mdmem"
+SHARED_COMMAND = (
+    "sh -c "
+    + shlex.quote(
+        'command -v mdmem >/dev/null 2>&1 && exec mdmem "$@"; '
+        f'echo "mdmem is not installed ({INSTALL_HINT}): memory is off" >&2'
+    )
+    + " mdmem"
+)
 
 
 def default_command() -> str:

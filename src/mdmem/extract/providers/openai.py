@@ -1,7 +1,7 @@
 """The OpenAI-compatible provider: one Chat Completions call per turn.
 
 For OpenAI itself and for local or hosted servers that speak its API (Ollama,
-LM Studio, vLLM, llama.cpp's server). Needs ``pip install "mdmem[openai]"``;
+LM Studio, vLLM, llama.cpp's server). Needs mdmem's ``openai`` extra;
 the ``openai`` SDK is imported when the first turn is processed.
 
 Configuration, from the environment:
@@ -89,8 +89,10 @@ class OpenAIProvider:
             try:
                 import openai
             except ImportError:
+                from mdmem._install import extra_hint
+
                 raise ProviderError(
-                    "the openai provider needs the openai SDK: pip install 'mdmem[openai]'",
+                    f"the openai provider needs mdmem's openai extra: {extra_hint('openai')}",
                     retryable=False,
                 ) from None
             if self.api_key is None and self.base_url is None:
