@@ -62,7 +62,13 @@ def extract(
             typer.echo(f"rejected: {rejected.reason}", err=True)
     for rejected in result.rejected:
         typer.echo(f"rejected: {rejected.reason}", err=True)
-    if not options.quiet and not (result.project.applied or result.user.applied):
+    for proposal in result.proposals:
+        typer.echo(f"proposed  {proposal}  (for review: mdmem review accept {proposal})")
+    if result.held and not options.quiet:
+        typer.echo("held: the daily token budget is spent; the turn waits in the journal", err=True)
+    elif not options.quiet and not (
+        result.project.applied or result.user.applied or result.proposals
+    ):
         typer.echo(f"nothing worth keeping ({manager.provider.name} provider)", err=True)
 
 
