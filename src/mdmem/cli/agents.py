@@ -12,7 +12,7 @@ import typer
 from mdmem.cli._base import app, options_of
 
 if TYPE_CHECKING:
-    pass
+    from mdmem.manager.demo import DemoResult
 
 
 @app.command()
@@ -98,21 +98,35 @@ def _read_messages(text: str, source: str) -> list[object]:
 def demo(
     directory: Annotated[
         str | None,
-        typer.Option("--dir", help="Run in this (empty) directory instead of a new temporary one."),
+        typer.Option(
+            "--dir",
+            help="Run in this (empty) directory, and keep it, instead of a temporary one "
+            "removed afterwards.",
+        ),
     ] = None,
 ) -> None:
     """Show the whole pipeline on the bundled example, offline: no API key, no network.
 
     Copies the example project store into a scratch workspace, extracts
     memory from the example turn with the offline provider, and prints what
-    was remembered and the prompt block an agent would now get.
+    was remembered and the prompt block an agent would now get. The temporary
+    workspace and mdmem's state for it are removed at the end; --dir keeps them.
 
     Example: mdmem demo
     """
     from mdmem.manager import demo as demo_
 
     outcome = demo_.run(directory)
-    typer.echo(f"Scratch workspace: {outcome.workspace}")
+    try:
+        _show_demo(outcome, kept=directory is not None)
+    finally:
+        if directory is None:
+            demo_.remove(outcome)
+
+
+def _show_demo(outcome: DemoResult, *, kept: bool) -> None:
+    kept_note = "" if kept else " (removed afterwards; --dir DIR keeps one)"
+    typer.echo(f"Scratch workspace: {outcome.workspace}{kept_note}")
     typer.echo("Example turn: examples/turn.json (10 messages, with secrets in a tool result)")
     typer.echo(
         f"Secrets in the turn: {outcome.secrets}; found on disk afterwards: "
