@@ -255,3 +255,63 @@ def test_demo_with_dir_keeps_it(tmp_path: Path) -> None:
     code, out, _ = invoke("demo", "--dir", str(tmp_path / "keep"))
     assert code == 0 and "removed afterwards" not in out
     assert Store(tmp_path / "keep" / ".PseudoClaude" / "memory", Level.PROJECT).entries()
+
+
+# -- YAML errors name the file's line --------------------------------------------------------
+
+BAD_YAML = [
+    # (the note, the 1-based line of the file its error is on)
+    ("---\ntype: project_knowledge\ntitle: [WIP] Release steps\n---\nBody.\n", 3),
+    ("---\ntitle: Fine\ntype: project_knowledge\nsummary: a: b: c\n---\nBody.\n", 4),
+    ("---\ntitle: Fine\ntags: [a, b\ntype: project_knowledge\n---\nBody.\n", 4),
+    ("---\n  title: x\n type: y\n---\nBody.\n", 3),
+    ("\n\n---\ntype: project_knowledge\ntitle: [WIP] x\n---\nBody.\n", 5),  # blank lines first
+    ("\ufeff---\ntype: project_knowledge\ntitle: [WIP] x\n---\nBody.\n", 3),  # a BOM
+]
+
+
+@pytest.mark.parametrize(("text", "line"), BAD_YAML)
+def test_a_yaml_error_names_the_line_of_the_file(text: str, line: int) -> None:
+    from mdmem.errors import InvalidNote
+    from mdmem.store.note import parse
+
+    with pytest.raises(InvalidNote) as caught:
+        parse(text, "project_knowledge_x.md")
+    assert f"bad YAML in the front matter (line {line}):" in str(caught.value)
+
+
+def test_the_tutorials_yaml_error_is_the_line_it_shows(workspace: Path) -> None:
+    tutorial = (DOCS / "tutorial.md").read_text(encoding="utf-8")
+    step = tutorial.split("## 8.", 1)[1]
+    [note] = re.findall(r"```markdown\n(.*?)```", step, re.DOTALL)
+    store = workspace / ".PseudoClaude" / "memory"
+    store.mkdir(parents=True)
+    (store / "project_knowledge_release.md").write_text(note, encoding="utf-8")
+    _, out, _ = invoke("--workspace", str(workspace), "doctor")
+    [problem] = [line for line in out.splitlines() if "project_knowledge_release.md" in line]
+    assert problem.strip() in step
+
+
+# -- the OpenAI-compatible default is a current model ----------------------------------------
+
+
+def test_the_openai_default_model_is_a_current_one_in_the_sdk() -> None:
+    from typing import get_args
+
+    chat_model = pytest.importorskip("openai.types.shared.chat_model")
+    from mdmem.extract.providers.openai import DEFAULT_MODEL
+
+    models = get_args(chat_model.ChatModel)
+    assert DEFAULT_MODEL in models
+    assert not DEFAULT_MODEL.startswith(("gpt-3", "gpt-4", "o1", "chatgpt-4o"))  # legacy
+
+
+# -- hook session-start --help says which directory wins --------------------------------------
+
+
+def test_session_start_help_says_the_project_dir_wins() -> None:
+    code, out, _ = invoke("hook", "session-start", "--help")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert '$CLAUDE_PROJECT_DIR, else its "cwd"' in flat
+    assert "MDMEM_SESSION_BUDGET" in flat and "MDMEM_DISABLE" in flat

@@ -182,7 +182,9 @@ def _hooks(ctx: typer.Context) -> None:
 def hook_session_start(ctx: typer.Context) -> None:
     """Print the memory block as SessionStart additionalContext (JSON on stdout).
 
-    Reads the hook's JSON from stdin; the workspace is its "cwd".
+    Reads the hook's JSON from stdin; the workspace is $CLAUDE_PROJECT_DIR, else
+    its "cwd". MDMEM_SESSION_BUDGET caps the block (characters); MDMEM_DISABLE=1,
+    or a session paused with `mdmem pause`, prints nothing.
 
     Example: echo '{"cwd": "."}' | mdmem hook session-start
     """

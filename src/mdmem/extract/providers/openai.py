@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MODEL", "MODES", "OpenAIProvider"]
 
-DEFAULT_MODEL = "gpt-4o-mini"
+#: OpenAI's current small model, as the SDK's ChatModel list names it (gpt-4o-mini, the
+#: default before, is a legacy model there): extraction is a short, cheap, structured job.
+DEFAULT_MODEL = "gpt-5.4-mini"
 MODES = ("tools", "json_schema", "text")
 _RETRYABLE_STATUS = {408, 409, 429}
 _UNSUPPORTED = ("tool", "function", "response_format", "json_schema", "schema", "not support")
