@@ -315,3 +315,41 @@ def test_session_start_help_says_the_project_dir_wins() -> None:
     flat = " ".join(out.split())
     assert '$CLAUDE_PROJECT_DIR, else its "cwd"' in flat
     assert "MDMEM_SESSION_BUDGET" in flat and "MDMEM_DISABLE" in flat
+
+
+# -- mdmem add outside any project refuses instead of making ./.PseudoClaude -----------------
+
+
+def test_add_outside_a_project_refuses_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = tmp_path / "downloads"
+    plain.mkdir()
+    monkeypatch.chdir(plain)
+    code, out, err = invoke("add", "--title", "Build", "Run make test.")
+    assert code == 1 and out == ""
+    assert err.startswith(f"mdmem: error: {plain} is in no project (no .git or .PseudoClaude")
+    assert "mdmem init" in err and len(err.strip().splitlines()) == 1
+    assert list(plain.iterdir()) == []
+    # The ways out it names, each works.
+    code, out, _ = invoke("add", "--level", "user", "--title", "Tone", "Short answers.")
+    assert code == 0 and out.strip() == "user_preference_tone.md"
+    code, _, _ = invoke("init")
+    assert code == 0
+    code, out, _ = invoke("add", "--title", "Build", "Run make test.")
+    assert code == 0 and (plain / ".PseudoClaude" / "memory" / out.strip()).is_file()
+
+
+def test_add_in_a_git_repository_or_with_workspace_just_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    monkeypatch.chdir(repo / "src")
+    code, out, _ = invoke("add", "--title", "Build", "Run make test.")
+    assert code == 0 and (repo / ".PseudoClaude" / "memory" / out.strip()).is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, out, _ = invoke("--workspace", str(elsewhere), "add", "--title", "X", "Y.")
+    assert code == 0 and (elsewhere / ".PseudoClaude" / "memory" / out.strip()).is_file()
