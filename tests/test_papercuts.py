@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -353,3 +354,46 @@ def test_add_in_a_git_repository_or_with_workspace_just_works(
     elsewhere.mkdir()
     code, out, _ = invoke("--workspace", str(elsewhere), "add", "--title", "X", "Y.")
     assert code == 0 and (elsewhere / ".PseudoClaude" / "memory" / out.strip()).is_file()
+
+
+# -- mdmem ui collects its ended children ----------------------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` is no process at all any more (a zombie still is one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_page_reaps_the_browser_launcher_and_the_embedders(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("uvicorn")
+    from mdmem.recall import embedder
+    from mdmem.store.workspace import resolve
+    from mdmem.ui.model import Stores
+    from mdmem.ui.server import Server
+
+    ws, project, user = resolve(str(workspace), None)
+    short = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+    with Server(Stores(ws, project, user)):
+        # webbrowser's launcher: a Popen dropped while its process runs.
+        launcher = subprocess.Popen(short)
+        launcher_pid = launcher.pid
+        with warnings.catch_warnings():  # "still running": what webbrowser leaves, on purpose
+            warnings.simplefilter("ignore", ResourceWarning)
+            del launcher
+        # A background embedder, as embedder.request keeps it.
+        child = subprocess.Popen(short)
+        monkeypatch.setattr(embedder, "_CHILDREN", [child])
+        deadline = time.monotonic() + 60  # a bound for a loaded machine, not a speed check
+        while not (_gone(launcher_pid) and _gone(child.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(launcher_pid) and _gone(child.pid), "a zombie is left"
+        assert embedder.reap() == 0
