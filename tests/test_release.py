@@ -148,3 +148,18 @@ def test_without_fcntl_import_says_posix_only_in_one_line(code: str) -> None:
         "ImportError: mdmem runs on POSIX systems only (Linux, macOS, WSL): "
         "this Python has no fcntl module"
     )
+
+
+def test_without_the_mcp_extra_the_server_says_how_to_install_it() -> None:
+    """What the plugin's /mdmem:doctor shows on a base install (mcp simulated missing)."""
+    code = (
+        "import sys; sys.modules['mcp'] = None; from mdmem.__main__ import main; "
+        "sys.exit(main(['mcp', '--check']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=python_env(), timeout=60
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("mdmem: error: the mdmem MCP server needs mdmem's mcp extra")
+    assert line.endswith(f"install mdmem with it: {INSTALL_HINT}")
