@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, SRC, python_env
-from mdmem import Level, NoteType, Store
+from mdmem import Level, NoteType, Store, _spawn
 from mdmem.integrations.claude_code_import import project_key
 from mdmem.integrations.claude_code_settings import HOOKS, check, install, installed_commands
 
@@ -100,10 +100,11 @@ def test_check_runs_every_installed_hook(workspace: Path) -> None:
 def test_check_reports_a_hook_that_fails(workspace: Path) -> None:
     path = workspace / ".claude" / "settings.json"
     install(str(path), "false mdmem")  # runs `false`, which fails whatever its arguments
-    results = check(str(path), str(workspace))
+    results = check(str(path), str(workspace), command="false mdmem")
     assert [r.event for r in results] == list(HOOKS)
     assert all(not r.ok and r.problem == "exit status 1" for r in results)
-    proc = mdmem("--workspace", str(workspace), "install", "claude-code", "--project", "--check")
+    check_it = ("install", "claude-code", "--project", "--check", "--command", "false mdmem")
+    proc = mdmem("--workspace", str(workspace), *check_it)
     assert proc.returncode == 1
     assert "Stop              FAILED: exit status 1" in proc.stdout
 
@@ -337,7 +338,7 @@ def test_install_sets_the_project_store_up_for_the_team(workspace: Path) -> None
         text=True,
     ).stdout.strip()
     # This mdmem by its absolute path: git's PATH need not hold mdmem.
-    assert driver == f"{os.path.abspath(PYTHON)} -m mdmem merge-index %O %A %B"
+    assert driver == f"{_spawn.hook_command('merge-index')} %O %A %B"
     assert f"init: created {store}" in proc.stdout
 
 

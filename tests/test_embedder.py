@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, python_env
-from mdmem import Level, Note, NoteType, Store
+from mdmem import Level, Note, NoteType, Store, _spawn
 from mdmem.recall import embedder, engine, search, semantic
 from mdmem.store.note import render
 
@@ -159,7 +159,7 @@ def test_two_embedders_never_embed_one_store_at_once(store: Store) -> None:
         assert embedder.embed(store, wait=False).busy
         # A background embedder finds the lock held and leaves at once, embedding nothing.
         proc = subprocess.run(
-            [PYTHON, "-c", embedder._CHILD, str(store.root), "project"],
+            _spawn.argv(str(store.root), "project", entry=embedder._ENTRY),
             env=python_env(),
             capture_output=True,
             timeout=60,

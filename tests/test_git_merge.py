@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from typer.testing import CliRunner
 from conftest import SRC
 from mdmem import Level, Store
 from mdmem.cli import app
+from mdmem.store.merge import this_driver
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary"),
@@ -192,20 +192,20 @@ def driver_of(repo: Clone) -> str:
 
 
 def test_init_names_this_mdmem_by_its_absolute_path(origin: Path) -> None:
-    """Git runs the driver with its own PATH: the default names this interpreter."""
+    """Git runs the driver with its own PATH: the default names this mdmem by absolute paths."""
     a = clone(origin, "a", init=False)
     a.mdmem("init")
-    assert (
-        driver_of(a)
-        == f"{shlex.quote(os.path.abspath(sys.executable))} -m mdmem merge-index %O %A %B"
-    )
+    assert driver_of(a) == f"{this_driver()} %O %A %B"
+    # The console script by absolute path, run with -E: not `python -m mdmem`, which
+    # would import a clone's own mdmem/ folder (git runs the driver at the clone's top).
+    assert " -E " in driver_of(a) and " -m mdmem" not in driver_of(a)
 
 
 def test_init_replaces_an_old_bare_driver_and_keeps_a_working_custom_one(origin: Path) -> None:
     a = clone(origin, "a", init=False)
     git(a.path, "config", "merge.mdmem-index.driver", "mdmem merge-index %O %A %B")
     a.mdmem("init")
-    assert driver_of(a) == f"{DRIVER} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B"
     custom = f"{shutil.which('env')} mdmem merge-index %O %A %B"
     git(a.path, "config", "merge.mdmem-index.driver", custom)
     CliRunner().invoke(app, ["--workspace", str(a.path), "init"])
@@ -220,11 +220,11 @@ def test_doctor_finds_and_repairs_a_stale_or_missing_driver(origin: Path, tmp_pa
     assert doctor.exit_code == 1
     assert f"stale: {gone} is not found" in doctor.output
     a.mdmem("doctor", "--fix")
-    assert driver_of(a) == f"{DRIVER} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B"
     assert CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"]).exit_code == 0
     # A clone whose config lost the driver (config is not committed).
     git(a.path, "config", "--unset", "merge.mdmem-index.driver")
     doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
     assert doctor.exit_code == 1 and "not configured in this clone" in doctor.output
     a.mdmem("doctor", "--fix")
-    assert driver_of(a) == f"{DRIVER} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B"

@@ -549,8 +549,9 @@ def test_closed_manager_refuses_turns(workspace: Path) -> None:
     manager.close()
     from mdmem import MdmemError
 
+    future = manager.update_async(TURN)  # never raises into the agent: the future fails
     with pytest.raises(MdmemError):
-        manager.update_async(TURN)
+        future.result(timeout=10)
 
 
 def test_messages_may_be_objects(workspace: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SRC, state
-from mdmem import Manager, ProviderError
+from mdmem import Manager, Operation, ProviderError
 from mdmem.extract.providers import choose, default_provider
 from mdmem.extract.providers.claude_code import ClaudeCodeProvider
 from mdmem.manager._journal import listing
@@ -46,8 +46,14 @@ for hook, payload in (("stop", stop), ("session-start", {{"cwd": ws}})):
     done = subprocess.run([sys.executable, "-m", "mdmem", "hook", hook], input=json.dumps(payload),
                           capture_output=True, text=True, env=env)
     hooks.append([hook, done.returncode, done.stdout, done.stderr])
+system = smode = None
+if "--system-prompt-file" in sys.argv:
+    named = sys.argv[sys.argv.index("--system-prompt-file") + 1]
+    smode = oct(os.stat(named).st_mode & 0o777)
+    system = open(named, encoding="utf-8").read()
 with open(log, "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "prompt": prompt, "cwd": os.getcwd(),
+                        "system": system, "system_mode": smode,
                         "nested": os.environ.get("MDMEM_NESTED"),
                         "auto_memory_off": os.environ.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY"),
                         "hooks": hooks}}) + "\n")
@@ -135,13 +141,29 @@ def test_the_prompt_reaches_claude_and_the_answer_is_applied(
     assert argv[argv.index("--tools") + 1] == ""
     assert json.loads(argv[argv.index("--settings") + 1]) == {"disableAllHooks": True}
     assert argv[argv.index("--model") + 1] == "haiku"
-    assert "long-term memory of a coding agent" in argv[argv.index("--system-prompt") + 1]
+    assert "long-term memory of a coding agent" in str(run["system"])
+    assert "--system-prompt" not in argv and run["system_mode"] == "0o600"
     assert "role=user\nFrom now on, answer in Chinese please." in str(run["prompt"])
     assert run["nested"] == "1" and run["auto_memory_off"] == "1"
     assert not str(run["cwd"]).startswith(str(workspace))
     # Tokens from modelUsage reached the ledger.
     [call] = ledger.load(manager.user.path)["turns"]  # type: ignore[misc]
     assert call[4:] == [120, 30, 2000, 50]
+
+
+def test_no_memory_reaches_the_command_line(workspace: Path, fake_claude: Path) -> None:
+    """The attack: any local user reads ``claude -p``'s argv (ps): no memory may be there."""
+    with Manager(workspace, provider=ClaudeCodeProvider()) as manager:
+        note = {**OP, "title": "Private habit", "content": "Zanzibar quokka rituals every Tuesday."}
+        manager.user.apply([Operation.from_dict({**note, "summary": "Zanzibar quokka rituals."})])
+        manager.refresh_index()
+        manager.update_async(TURN).result(timeout=60)
+    [run] = runs(fake_claude)
+    argv = " ".join(str(a) for a in run["argv"])  # type: ignore[union-attr]
+    assert "Zanzibar" not in argv and "answer in Chinese" not in argv
+    assert "long-term memory" not in argv  # no part of the system prompt either
+    assert "Zanzibar quokka" in str(run["system"]) and run["system_mode"] == "0o600"
+    assert "From now on, answer in Chinese please." in str(run["prompt"])  # on stdin
 
 
 def test_recursion_is_impossible(workspace: Path, fake_claude: Path) -> None:

@@ -1,4 +1,4 @@
-"""How mdmem is installed, and how to run this mdmem again: the words every hint uses.
+"""How mdmem is installed: the words every hint uses.
 
 mdmem is not on the package index yet, so no hint may install the name ``mdmem`` from it
 (the name is unclaimed: following those words would install whatever someone
@@ -8,15 +8,11 @@ until the project has a public address of record. The plugin's launcher
 (``plugins/mdmem/scripts/mdmem-run``) cannot import Python, so it repeats
 :data:`INSTALL_LINE`; tests/test_release.py keeps every copy equal.
 
-Imports only the standard library: the hooks, ``mdmem init`` and the launcher's
-check use it.
+Imports nothing: the hooks and the command line's error messages use it. How to
+run this mdmem again (a hook, the git merge driver) is :mod:`mdmem._spawn`'s.
 """
 
 from __future__ import annotations
-
-import os
-import shlex
-import sys
 
 __all__ = [
     "FROM_CLONE",
@@ -24,7 +20,6 @@ __all__ = [
     "INSTALL_LINE",
     "REPOSITORY",
     "extra_hint",
-    "mdmem_command",
 ]
 
 #: The repository's git address, as the docs write it until it has a public one.
@@ -49,13 +44,3 @@ def extra_hint(extra: str) -> str:
         f"pipx install --force 'mdmem[mcp,{extra}] @ git+{REPOSITORY}' "
         f"(or, in a clone of mdmem: pip install '.[{extra}]')"
     )
-
-
-def mdmem_command() -> str:
-    """This mdmem as a shell command that works whatever ``PATH`` is: ``<abs python> -m mdmem``.
-
-    The interpreter running now is the one whose environment holds this mdmem
-    (a pipx venv, a project's .venv), so naming it by its absolute path runs the
-    same mdmem from git, from a hook or from a shell without that venv on PATH.
-    """
-    return f"{shlex.quote(os.path.abspath(sys.executable))} -m mdmem"

@@ -51,10 +51,9 @@ def extract(
         workspace, user_dir=user.path, include_tools=include_tools, discover=False, resume=False
     ) as manager:
         try:
-            future = manager.update_async(messages)
+            result = manager.update_async(messages).result()
         except TypeError as exc:
             raise typer.BadParameter(str(exc), param_hint=source) from None
-        result = future.result()
     for store_result in (result.project, result.user):
         for applied in store_result.applied:
             typer.echo(f"{applied.action:<9} {applied.level.value:<8} {applied.filename}")
@@ -344,7 +343,7 @@ CommandOption = Annotated[
     str | None,
     typer.Option(
         "--command",
-        help="How Claude Code runs mdmem (default: this Python's absolute path, -m mdmem).",
+        help="How Claude Code runs mdmem (default: this mdmem's console script, by absolute path).",
     ),
 ]
 
@@ -367,11 +366,13 @@ def _warn_plugin(workspace: str) -> None:
         )
 
 
-def _report_check(path: str, workspace: str) -> bool:
+def _report_check(path: str, workspace: str, scope: str, command: str | None) -> bool:
     from mdmem.integrations.claude_code_settings import HOOKS, check
 
-    results = check(path, workspace)
+    results = check(path, workspace, command=command)
     for result in results:
+        if not result.ran:
+            continue
         status = f"ok ({result.seconds:.2f} s)" if result.ok else f"FAILED: {result.problem}"
         typer.echo(f"{result.event:<17} {status}")
         if result.ok and result.event == "SessionEnd" and result.seconds > 1.5:
@@ -380,6 +381,14 @@ def _report_check(path: str, workspace: str) -> bool:
                 "file raises it (mdmem's hook sets a 5 s timeout, which does)",
                 err=True,
             )
+    foreign = [r.event for r in results if not r.ran]
+    if foreign:
+        # One line: these commands were not run, a cloned repository may have put them there.
+        typer.echo(
+            f"not run: {', '.join(foreign)} (not a command mdmem writes; "
+            f"`mdmem install claude-code --{scope}` replaces them)",
+            err=True,
+        )
     missing = [event for event in HOOKS if event not in {r.event for r in results}]
     if missing:
         typer.echo(f"not installed in {path}: {', '.join(missing)}", err=True)
@@ -414,7 +423,8 @@ def install_claude_code(
     It also runs `mdmem init` for the workspace (the project store, its
     .gitattributes and the git merge driver), so the first turn lands in a
     store a team can merge; --no-init leaves that out. --check runs each
-    installed hook with a sample input and reports.
+    installed hook with a sample input and reports; it runs only the commands
+    mdmem itself writes (give --command if you installed with one).
 
     Example: mdmem install claude-code --local
     """
@@ -429,7 +439,7 @@ def install_claude_code(
     if check_only:
         typer.echo(f"checking {path}")
         _warn_plugin(workspace)
-        if not _report_check(path, workspace):
+        if not _report_check(path, workspace, scope, command):
             raise typer.Exit(1)
         return
     if command is not None:

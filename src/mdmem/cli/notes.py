@@ -61,7 +61,7 @@ def init(
     in every clone: git config is not committed (mdmem install claude-code runs
     it too). Safe to run again.
 
-    Example: mdmem init --driver-command "python3 -m mdmem merge-index"
+    Example: mdmem init --driver-command "$HOME/.venvs/mdmem/bin/mdmem merge-index"
     """
     from mdmem.store.merge import init_store
 

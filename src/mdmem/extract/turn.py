@@ -36,6 +36,7 @@ __all__ = [
     "estimate_tokens",
     "from_messages",
     "render",
+    "scrub",
     "worth_a_call",
 ]
 
@@ -50,6 +51,21 @@ class TurnLimits:
     message_bytes: int = 4_000
     turn_bytes: int = 12_000
     """At most ~4,000 tokens of CJK text, ~3,000 of English."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(text: str) -> str:
+    """``text`` with every lone surrogate (``\\ud800`` in a transcript's JSON) made U+FFFD.
+
+    A lone surrogate cannot be written as UTF-8: one in a message would make the
+    turn unwritable, and a hook that fails on it fails again on every later turn
+    of the session. Two halves of a pair become the character they spell.
+    """
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _get(obj: object, key: str) -> object:
@@ -164,6 +180,8 @@ def from_messages(
 ) -> list[Message]:
     """The turn's messages as (role, text), empty ones dropped, each redacted, then cut to size.
 
+    Lone surrogates become U+FFFD first (see :func:`scrub`).
+
     With a ``redactor``, every message is redacted whole before anything is
     cut (a ``<private>`` block may span messages).
 
@@ -176,7 +194,8 @@ def from_messages(
         role = _get(message, "role")
         if not isinstance(role, str) or not role:
             raise TypeError(f"a message needs a 'role' string, got {message!r:.80}")
-        raw.append((role, _content_text(_get(message, "content"), limits, redactor)))
+        text = scrub(_content_text(_get(message, "content"), limits, redactor))
+        raw.append((scrub(role), text))
     texts = [t for _, t in raw]
     secrets = _identity
     if redactor is not None:

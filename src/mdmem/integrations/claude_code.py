@@ -26,6 +26,7 @@ import os
 import re
 import sys
 
+from mdmem import _json
 from mdmem.store import _fs
 
 TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = [
     "HANDOVER_EVENTS",
     "MAX_CONTEXT_CHARS",
+    "Cursor",
+    "Cursors",
     "Ledger",
     "TranscriptMessage",
     "context_room",
@@ -48,6 +51,7 @@ __all__ = [
     "log_to_file",
     "new_messages",
     "read_hook_input",
+    "read_new",
     "read_transcript",
     "session_block",
     "session_start",
@@ -66,6 +70,9 @@ MAX_CONTEXT_CHARS = 10_000
 #: The events whose hook hands the session's new messages over.
 HANDOVER_EVENTS = ("Stop", "PreCompact", "SessionEnd")
 LEDGER_NAME = os.path.join("claude-code", "handed-over.txt")
+CURSORS_NAME = os.path.join("claude-code", "cursors.json")
+#: How many transcripts' cursors a store keeps.
+CURSORS_KEEP = 500
 #: How many message uuids the ledger keeps; when it holds twice as many, the oldest go.
 LEDGER_KEEP = 50_000
 MAX_LOG_BYTES = 1_000_000
@@ -117,8 +124,69 @@ class TranscriptMessage:
         return {"role": self.role, "content": self.content}
 
 
-def _open_transcript(path: str) -> BinaryIO:
-    """The transcript opened for reading its tail; refuses what is not a regular file.
+class Cursor:
+    """How far one transcript has been read and handed over: a byte offset past a whole line.
+
+    With it, the file's identity (device, inode) and a digest of the bytes just
+    before the offset, so a transcript replaced, truncated or rewritten in place
+    is read from its start again instead of from a wrong offset. Every message
+    before the offset was handed over (or was never a message). Kept per store
+    by :class:`Cursors`; :func:`read_new` takes one and returns the next.
+    """
+
+    __slots__ = ("check", "device", "inode", "offset")
+
+    #: How many bytes before the offset the digest covers.
+    CHECK_BYTES = 1024
+
+    def __init__(self, device: int, inode: int, offset: int, check: str) -> None:
+        self.device, self.inode, self.offset, self.check = device, inode, offset, check
+
+    def __repr__(self) -> str:
+        return f"Cursor({self.device}, {self.inode}, {self.offset}, {self.check!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cursor) and self.as_list() == other.as_list()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def as_list(self) -> list[object]:
+        """The cursor as JSON stores it."""
+        return [self.device, self.inode, self.offset, self.check]
+
+    @classmethod
+    def from_list(cls, data: object) -> Cursor | None:
+        """The cursor :meth:`as_list` made, or None for anything else."""
+        if not isinstance(data, list) or len(data) != 4:
+            return None
+        device, inode, offset, check = data
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (device, inode, offset)):
+            return None
+        if not isinstance(check, str) or offset < 0:
+            return None
+        return cls(device, inode, offset, check)
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _check_at(stream: BinaryIO, offset: int) -> str:
+    """The digest of the bytes before ``offset`` (``stream`` is left there)."""
+    begin = max(offset - Cursor.CHECK_BYTES, 0)
+    stream.seek(begin)
+    data = stream.read(offset - begin)
+    return _digest(data)
+
+
+def _open_transcript(path: str, cursor: Cursor | None = None) -> tuple[BinaryIO, int, int, int]:
+    """The transcript opened where reading starts: ``(stream, offset, device, inode)``.
+
+    At ``cursor`` when it still fits the file, else at the start of its last
+    :data:`MAX_TRANSCRIPT_BYTES` (the first, cut line skipped). Refuses what is
+    not a regular file, and never follows a symlink.
 
     Raises:
         OSError: missing, a symlink, not a regular file.
@@ -135,38 +203,84 @@ def _open_transcript(path: str) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-    if info.st_size > MAX_TRANSCRIPT_BYTES:
-        stream.seek(info.st_size - MAX_TRANSCRIPT_BYTES)
-        stream.readline(MAX_LINE_BYTES + 1)  # the first line is cut: skip it
-    return stream
+    try:
+        size = info.st_size
+        if (
+            cursor is not None
+            and (cursor.device, cursor.inode) == (info.st_dev, info.st_ino)
+            and cursor.offset <= size
+            and size - cursor.offset <= MAX_TRANSCRIPT_BYTES
+            and _check_at(stream, cursor.offset) == cursor.check
+        ):
+            return stream, cursor.offset, info.st_dev, info.st_ino  # left at the offset
+        start = 0
+        stream.seek(0)
+        if size > MAX_TRANSCRIPT_BYTES:
+            stream.seek(size - MAX_TRANSCRIPT_BYTES)
+            stream.readline(MAX_LINE_BYTES + 1)  # the first line is cut: skip it
+            start = stream.tell()
+    except BaseException:
+        stream.close()
+        raise
+    return stream, start, info.st_dev, info.st_ino
 
 
-def _lines(path: str) -> Iterator[tuple[int, object]]:
-    bad = 0
-    with _open_transcript(path) as f:
-        budget = MAX_TRANSCRIPT_BYTES
-        number = 0
-        while budget > 0:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                break
-            number += 1
-            budget -= len(raw)
-            if len(raw) > MAX_LINE_BYTES:
-                bad += 1
-                while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
-                    raw = f.readline(MAX_LINE_BYTES)
-                    budget -= len(raw)
-                continue
-            if not raw.strip():
-                continue
-            try:
-                yield number, json.loads(raw)
-            except ValueError:
-                bad += 1
-    if bad:
-        # One line for all of them: a garbled file must not fill the log.
-        _log().warning("%s: %d line(s) not JSON or too long; skipped", path, bad)
+class _Lines:
+    """The JSON lines of a transcript from where :func:`_open_transcript` starts.
+
+    Iterating yields ``(offset, value)``; afterwards ``end`` is the offset just past
+    the last line that ended with a newline (a line still being written is read,
+    but the cursor stays before it), and ``read`` how many lines were read.
+    """
+
+    def __init__(self, path: str, cursor: Cursor | None) -> None:
+        self.path = path
+        self.cursor = cursor
+        self.end = 0
+        self.read = 0
+        self.device = self.inode = 0
+        self.check = ""
+        self.start = 0
+
+    def __iter__(self) -> Iterator[tuple[int, object]]:
+        bad = 0
+        stream, offset, self.device, self.inode = _open_transcript(self.path, self.cursor)
+        with stream as f:
+            self.end = self.start = offset
+            budget = MAX_TRANSCRIPT_BYTES
+            while budget > 0:
+                raw = f.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                self.read += 1
+                at = offset
+                offset += len(raw)
+                budget -= len(raw)
+                if len(raw) > MAX_LINE_BYTES:
+                    bad += 1
+                    while raw and not raw.endswith(b"\n"):  # skip the rest of the long line
+                        raw = f.readline(MAX_LINE_BYTES)
+                        offset += len(raw)
+                        budget -= len(raw)
+                    self.end = offset if raw.endswith(b"\n") else self.end
+                    continue
+                if raw.endswith(b"\n"):
+                    self.end = offset
+                if not raw.strip():
+                    continue
+                try:
+                    # Bytes that are not UTF-8 become U+FFFD: one bad byte loses no line.
+                    yield at, _json.loads(raw.decode("utf-8", "replace"))
+                except ValueError:
+                    bad += 1
+            self.check = _check_at(f, self.end)
+        if bad:
+            # One line for all of them: a garbled file must not fill the log.
+            _log().warning("%s: %d line(s) not JSON or too long; skipped", self.path, bad)
+
+    def next_cursor(self) -> Cursor:
+        """Where the next read starts (after iterating)."""
+        return Cursor(self.device, self.inode, self.end, self.check)
 
 
 def _blocks(content: object) -> list[object]:
@@ -189,13 +303,30 @@ def _is_interruption(message: object) -> bool:
 
 
 def read_transcript(path: str) -> list[TranscriptMessage]:
-    """The main conversation of a Claude Code transcript, in order.
+    """The main conversation of a Claude Code transcript, in order (see :func:`read_new`).
 
-    Only ``user`` and ``assistant`` lines are read; sidechain (sub-agent),
-    meta and compaction-summary lines, exact duplicates (same ``uuid``) and
-    lines that are not JSON objects are skipped; assistant lines sharing
-    ``message.id`` are one streamed message. Only a regular file is read, never
-    through a symlink, and only its last :data:`MAX_TRANSCRIPT_BYTES`.
+    Raises:
+        OSError: the transcript cannot be read.
+    """
+    return read_new(path)[0]
+
+
+def read_new(
+    path: str, cursor: Cursor | None = None, *, stats: dict[str, int] | None = None
+) -> tuple[list[TranscriptMessage], Cursor]:
+    """The messages of a Claude Code transcript after ``cursor``, and the cursor after them.
+
+    Without a cursor (or with one the file no longer fits: replaced, truncated,
+    rewritten) the transcript is read from its start, at most its last
+    :data:`MAX_TRANSCRIPT_BYTES`; with one, only what was appended since, so a
+    hook of a long session reads its latest turn, not the session. Only
+    ``user`` and ``assistant`` lines are read; sidechain (sub-agent), meta and
+    compaction-summary lines, exact duplicates (same ``uuid``) and lines that
+    are not JSON objects are skipped; assistant lines sharing ``message.id``
+    are one streamed message (a message streamed across the cursor comes back
+    as its later lines only). Only a regular file is read, never through a
+    symlink. ``stats``, when given, gets ``lines`` (how many were read) and
+    ``start`` (the offset reading began at).
 
     Raises:
         OSError: the transcript cannot be read.
@@ -204,7 +335,8 @@ def read_transcript(path: str) -> list[TranscriptMessage]:
     by_id: dict[str, TranscriptMessage] = {}
     seen: set[str] = set()
     not_objects = 0
-    for number, line in _lines(path):
+    lines = _Lines(path, cursor)
+    for number, line in lines:
         if not isinstance(line, dict):
             not_objects += 1
             continue
@@ -216,6 +348,7 @@ def read_transcript(path: str) -> list[TranscriptMessage]:
         if kind == "user" and _is_interruption(line.get("message")):
             continue
         raw_uuid = line.get("uuid")
+        # A line without a uuid is known by its offset, the same at every read.
         uuid = raw_uuid if isinstance(raw_uuid, str) and raw_uuid else f"line-{number}"
         if uuid in seen:
             continue
@@ -234,7 +367,10 @@ def read_transcript(path: str) -> list[TranscriptMessage]:
         messages.append(entry)
     if not_objects:
         _log().warning("%s: %d line(s) not a JSON object; skipped", path, not_objects)
-    return messages
+    if stats is not None:
+        stats["lines"] = lines.read
+        stats["start"] = lines.start
+    return messages, lines.next_cursor()
 
 
 def new_messages(
@@ -301,12 +437,56 @@ class Ledger:
             f.write(("\n".join(clean) + "\n").encode())
 
 
+class Cursors:
+    """Each transcript's :class:`Cursor`, for one store: ``claude-code/cursors.json`` in its state.
+
+    Keyed by a digest of the transcript's absolute path (a path is never a file
+    name here), at most :data:`CURSORS_KEEP` of them, the least recently used
+    dropped. A cursor is saved only once every message before it is in the
+    :class:`Ledger`; a missing, damaged or foreign file just means a transcript
+    is read from its start again (the ledger still hands nothing over twice).
+    """
+
+    def __init__(self, state_dir: str, keep: int = CURSORS_KEEP) -> None:
+        self.path = os.path.join(state_dir, CURSORS_NAME)
+        self.keep = keep
+
+    @staticmethod
+    def key(transcript: str) -> str:
+        """The key of a transcript: a digest of its absolute path."""
+        return _digest(os.path.abspath(transcript).encode("utf-8", "surrogatepass"))
+
+    def _load(self) -> dict[str, list[object]]:
+        try:
+            data = _json.loads(_fs.read_bytes(self.path, 200 * self.keep + 1024))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, transcript: str) -> Cursor | None:
+        """The cursor saved for ``transcript``, or None."""
+        entry = self._load().get(self.key(transcript))
+        return Cursor.from_list(entry[:4]) if isinstance(entry, list) else None
+
+    def put(self, transcript: str, cursor: Cursor) -> None:
+        """Save ``cursor`` for ``transcript`` (atomically; private to the user)."""
+        import time
+
+        data = self._load()
+        data.pop(self.key(transcript), None)
+        data[self.key(transcript)] = [*cursor.as_list(), int(time.time())]
+        if len(data) > self.keep:  # the least recently saved go (dicts keep insertion order)
+            data = dict(list(data.items())[-self.keep :])
+        _fs.ensure_dir(os.path.dirname(self.path), private=True)
+        _fs.atomic_write(self.path, json.dumps(data).encode(), private=True)
+
+
 def read_hook_input(stream: TextIO | None = None) -> dict[str, object]:
     """The hook's JSON from stdin; an empty object when there is none or it is not JSON."""
     source = stream if stream is not None else sys.stdin
     try:
         text = source.read(_MAX_STDIN)
-        data = json.loads(text) if text.strip() else {}
+        data = _json.loads(text) if text.strip() else {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -466,31 +646,39 @@ def hand_over(
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
-        raise ValueError("the hook input has no transcript_path")
-    messages = read_transcript(transcript)
+        raise ValueError("the hook input has no transcript_path (not Claude Code's hook JSON?)")
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    cursors = Cursors(state_dir(project.path))
+    cursor = cursors.get(transcript)
+    # Only what was appended since the last handover: a long session's hook reads its tail.
+    messages, after = read_new(transcript, cursor)
     # Without the lock first: SessionEnd right after a Stop usually has nothing
     # new, and then needs neither the Manager nor the lock (nor their imports).
     if not new_messages(messages, set(Ledger(state_dir(project.path)).load())):
+        if after != cursor and os.path.isdir(os.path.dirname(cursors.path)):
+            with contextlib.suppress(OSError):
+                cursors.put(transcript, after)  # all before it is handed over already
         return None
     from mdmem.manager.manager import Manager
     from mdmem.store._catalog import ensure_state_dir
 
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
-    ledger = Ledger(ensure_state_dir(manager.project.path))
+    ledger_dir = ensure_state_dir(manager.project.path)
+    ledger = Ledger(ledger_dir)
     # Under the store lock: two hooks at once (Stop then SessionEnd) must not
     # both hand over the same messages.
     with manager.project.lock():
         known = ledger.load()
         fresh = new_messages(messages, set(known))
-        if not fresh:
-            return None
-        session = payload.get("session_id")
-        turn_id = manager.defer(
-            [m.as_dict() for m in fresh],
-            session=session if isinstance(session, str) and session else None,
-        )
-        ledger.add([u for m in fresh for u in m.uuids], known)
+        turn_id = None
+        if fresh:
+            session = payload.get("session_id")
+            turn_id = manager.defer(
+                [m.as_dict() for m in fresh],
+                session=session if isinstance(session, str) and session else None,
+            )
+            ledger.add([u for m in fresh for u in m.uuids], known)
+        Cursors(ledger_dir).put(transcript, after)
     if turn_id is not None and spawn:
         start_worker(manager.workspace, manager.user.path)
     return turn_id
@@ -552,9 +740,12 @@ def _pass_over(payload: dict[str, object], project: Store) -> None:
 
 
 def start_worker(workspace: str, user_dir: str) -> None:
-    """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent."""
-    import subprocess
+    """Start ``mdmem worker`` detached: it outlives the hook and never holds up the agent.
 
+    It is this installed mdmem (see :mod:`mdmem._spawn`), run in the store's
+    private state folder, never in the session's (a cloned repository's) directory.
+    """
+    from mdmem import _spawn
     from mdmem.store._catalog import ensure_state_dir
     from mdmem.store.paths import project_root
 
@@ -562,22 +753,8 @@ def start_worker(workspace: str, user_dir: str) -> None:
     log = os.path.join(log_dir, "worker.log")
     _rotate(log)
     with open(log, "ab") as out:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mdmem",
-                "--workspace",
-                workspace,
-                "--user-dir",
-                user_dir,
-                "worker",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            close_fds=True,
+        _spawn.start(
+            ["--workspace", workspace, "--user-dir", user_dir, "worker"], cwd=log_dir, stdout=out
         )
 
 

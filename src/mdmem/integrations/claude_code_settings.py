@@ -5,10 +5,14 @@ Scopes (Claude Code's own): ``project`` is the repository's committed
 ``local`` is ``.claude/settings.local.json`` (this clone only, git-ignored),
 ``user`` is ``~/.claude/settings.json`` (every project of this user).
 
-A hook command names the mdmem that ran ``install`` (its interpreter's
-absolute path, ``python -m mdmem``), so it does not depend on the ``PATH``
-Claude Code happens to be started with; :func:`check` runs each installed
-command the way Claude Code would, with a sample payload, and says what fails.
+A hook command names the mdmem that ran ``install`` by absolute path (its
+console script, run by its interpreter with ``-E``; see
+:func:`mdmem._spawn.hook_command`), so it depends neither on the ``PATH``
+Claude Code happens to be started with nor on the current directory (a cloned
+repository, whose ``mdmem/`` or ``typer.py`` must never be imported).
+:func:`check` runs each installed command the way Claude Code would, with a
+sample payload, and says what fails; it runs only the exact commands mdmem
+writes (:func:`written_commands`), never another command found in the file.
 """
 
 from __future__ import annotations
@@ -18,11 +22,11 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 
+from mdmem import _json
 from mdmem._install import INSTALL_HINT
 from mdmem.store import _fs
 
@@ -33,11 +37,13 @@ __all__ = [
     "check",
     "default_command",
     "ensure_ignored",
+    "hook_command",
     "install",
     "installed_commands",
     "plugin_enabled",
     "settings_path",
     "uninstall",
+    "written_commands",
 ]
 
 SCOPES = ("project", "local", "user")
@@ -78,8 +84,28 @@ SHARED_COMMAND = (
 
 
 def default_command() -> str:
-    """This mdmem, as a shell command: the running interpreter's absolute path, ``-m mdmem``."""
-    return f"{shlex.quote(os.path.abspath(sys.executable))} -m mdmem"
+    """This mdmem, as a shell command that imports nothing from the current directory.
+
+    Raises:
+        OSError: the interpreter's absolute path is unknown.
+    """
+    from mdmem import _spawn
+
+    return _spawn.hook_command()
+
+
+def hook_command(base: str, event: str) -> str:
+    """The command mdmem writes for ``event`` (a key of :data:`HOOKS`) with ``base``."""
+    return f"{base} hook {HOOKS[event].sub}"
+
+
+def written_commands(extra: str | None = None) -> dict[str, set[str]]:
+    """Every command ``install`` could have written, by event: this mdmem's, the shared one's.
+
+    ``extra`` is a ``--command`` given to ``install``.
+    """
+    bases = {default_command(), SHARED_COMMAND} | ({extra} if extra else set())
+    return {event: {hook_command(base, event) for base in bases} for event in HOOKS}
 
 
 def settings_path(scope: str, workspace: str) -> str:
@@ -110,7 +136,7 @@ def _load(path: str) -> dict[str, object]:
     except ValueError:
         raise InvalidSettings(path, "larger than 2 MiB") from None
     try:
-        settings = json.loads(data) if data.strip() else {}
+        settings = _json.loads(data) if data.strip() else {}
     except ValueError as exc:
         reason = getattr(exc, "msg", "not JSON")
         line = getattr(exc, "lineno", None)
@@ -174,7 +200,7 @@ def install(path: str, command: str | None = None) -> bool:
             raise InvalidSettings(path, f"hooks.{event} is not a list; fix it by hand")
         handler: dict[str, object] = {
             "type": "command",
-            "command": f"{base} hook {spec.sub}",
+            "command": hook_command(base, event),
             "timeout": spec.timeout,
         }
         group: dict[str, object] = {"hooks": [handler]}
@@ -289,6 +315,8 @@ class CheckResult:
     ok: bool
     problem: str = ""
     seconds: float = 0.0
+    ran: bool = True
+    """False for a command mdmem did not write: it was not run."""
 
 
 def _payload(event: str, workspace: str, transcript: str) -> dict[str, object]:
@@ -333,28 +361,42 @@ def _output_problem(event: str, stdout: str) -> str:
     return ""
 
 
-def check(path: str, workspace: str, *, timeout: float = 30.0) -> list[CheckResult]:
+def check(
+    path: str, workspace: str, *, timeout: float = 30.0, command: str | None = None
+) -> list[CheckResult]:
     """Run each mdmem hook command of a settings file as Claude Code would; one result each.
 
+    Only a command exactly as ``install`` writes it (:func:`written_commands`,
+    ``command`` being a ``--command`` given to install) is run: the settings
+    file may come with the repository, and a command that merely looks like
+    mdmem's (``touch x; mdmem hook stop``) gets a result with ``ran=False``.
     Each runs in ``bash -c`` (``sh`` where there is no bash) in the workspace, with
     ``CLAUDE_PROJECT_DIR`` set and a sample payload on stdin (an empty
     transcript, so nothing is handed over); it must exit 0, print what its
     event accepts, and write nothing to stderr.
+
+    Raises:
+        InvalidSettings: the file is not a JSON object.
     """
     import shutil
 
     shell = shutil.which("bash") or "/bin/sh"
     env = {**os.environ, "CLAUDE_PROJECT_DIR": workspace}
+    ours = written_commands(command)
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         transcript = os.path.join(scratch, "transcript.jsonl")
         open(transcript, "wb").close()
-        for event, command in installed_commands(path).items():
+        for event, command_line in installed_commands(path).items():
+            if command_line not in ours.get(event, set()):
+                problem = "not run: not a command mdmem writes"
+                results.append(CheckResult(event, command_line, False, problem, ran=False))
+                continue
             payload = json.dumps(_payload(event, workspace, transcript))
             started = time.monotonic()
             try:
                 proc = subprocess.run(
-                    [shell, "-c", command],
+                    [shell, "-c", command_line],
                     input=payload,
                     capture_output=True,
                     text=True,
@@ -363,10 +405,11 @@ def check(path: str, workspace: str, *, timeout: float = 30.0) -> list[CheckResu
                     timeout=timeout,
                 )
             except subprocess.TimeoutExpired:
-                results.append(CheckResult(event, command, False, f"took over {timeout:g} s"))
+                problem = f"took over {timeout:g} s"
+                results.append(CheckResult(event, command_line, False, problem))
                 continue
             except OSError as exc:
-                results.append(CheckResult(event, command, False, str(exc)))
+                results.append(CheckResult(event, command_line, False, str(exc)))
                 continue
             took = time.monotonic() - started
             first = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else ""
@@ -374,5 +417,5 @@ def check(path: str, workspace: str, *, timeout: float = 30.0) -> list[CheckResu
                 problem = f"exit status {proc.returncode}" + (f": {first}" if first else "")
             else:
                 problem = _output_problem(event, proc.stdout) or (first and f"stderr: {first}")
-            results.append(CheckResult(event, command, not problem, problem, took))
+            results.append(CheckResult(event, command_line, not problem, problem, took))
     return results

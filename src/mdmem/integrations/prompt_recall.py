@@ -31,6 +31,7 @@ import json
 import os
 import sys
 
+from mdmem import _json
 from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
 
 __all__ = [
@@ -56,7 +57,7 @@ def read_input() -> dict[str, object]:
     """The hook's JSON from stdin; an empty object when there is none or it is not JSON."""
     try:
         text = sys.stdin.read(1_000_000)
-        data = json.loads(text) if text.strip() else {}
+        data = _json.loads(text) if text.strip() else {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

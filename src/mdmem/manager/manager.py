@@ -279,26 +279,31 @@ class Manager:
         ``session`` (the agent's session id, when known) goes into the
         provenance of the notes the turn writes.
 
-        Raises:
-            TypeError: a message has no role.
-            MdmemError: the manager is closed.
+        It never raises into the agent: a turn it cannot take fails the
+        future instead (``TypeError``: a message has no role; ``MdmemError``:
+        the manager is closed; anything else the turn's text provoked).
         """
-        record = self._record(messages, session)
         future: Future[TurnResult] = Future()
-        if record is None:  # no text at all (tool churn only): nothing to send, counted
-            ledger.record(self.user.path, "skip", self.clock(), turn=None)
-            future.set_result(TurnResult(new_turn_id(), skipped=True))
+        try:
+            record = self._record(messages, session)
+            if record is None:  # no text at all (tool churn only): nothing to send, counted
+                ledger.record(self.user.path, "skip", self.clock(), turn=None)
+                future.set_result(TurnResult(new_turn_id(), skipped=True))
+                return future
+            with self._cond:
+                if self._closed:
+                    raise MdmemError("this Manager is closed")
+        except Exception as exc:  # the agent's turn must go on whatever the memory's trouble
+            log.warning("turn not taken: %s", exc)
+            future.set_exception(exc)
             return future
         turn_id = str(record["id"])
-        with self._cond:
-            if self._closed:
-                raise MdmemError("this Manager is closed")
         try:
             self._open_journal()
             # Not fsynced here, to return at once: a renamed file survives any exit
             # or kill of this process; the worker fsyncs it before anything else.
             self._journal.add(record, durable=False)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             # Not durable, but not lost either while this process lives.
             log.warning("cannot write the turn journal (%s); keeping the turn in memory", exc)
             self._memory_turns[turn_id] = record
@@ -341,7 +346,7 @@ class Manager:
             "messages": [[m.role, m.text] for m in texts],
             "attempts": 0,
             "errors": [],
-            **({"session": str(session)[:200]} if session else {}),
+            **({"session": turn_.scrub(str(session)[:200])} if session else {}),
         }
 
     def flush(self, timeout: float | None = None) -> bool:

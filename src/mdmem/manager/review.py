@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from mdmem import _json
 from mdmem.errors import InvalidOperation, InvalidPath, MdmemError, NoteNotFound
 from mdmem.store import _catalog, _fs, waiting
 from mdmem.store.operations import Operation, validate
@@ -131,7 +132,7 @@ def _from_file(path: str) -> frozenset[str]:
     finally:
         os.close(fd)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = _json.loads(raw.decode("utf-8"))
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         unknown = sorted(str(k)[:40] for k in data if k != "review")

@@ -28,11 +28,11 @@ import contextlib
 import fcntl
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mdmem import _spawn
 from mdmem.store import _catalog
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ CHUNK = 32
 #: A process starts at most one background embedder per store in this many seconds.
 RETRY_SECONDS = 60.0
 
-#: The program of a background embedder: ``python -c _CHILD ROOT LEVEL``.
-_CHILD = "import sys; from mdmem.recall.embedder import background; background(*sys.argv[1:3])"
+#: What a background embedder process runs (``_child([ROOT, LEVEL])``), see :mod:`mdmem._spawn`.
+_ENTRY = "mdmem.recall.embedder:_child"
 
 _REQUESTED: dict[str, float] = {}
 _CHILDREN: list[subprocess.Popen[bytes]] = []
@@ -278,27 +278,22 @@ def request(store: Store) -> bool:
         return False
     try:
         folder = _catalog.ensure_state_dir(store.path)
-        source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-        child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, store.path, store.level.value],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=folder,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        # This installed mdmem, isolated, in the state folder (see mdmem._spawn).
+        child = _spawn.start([store.path, store.level.value], cwd=folder, entry=_ENTRY)
     except OSError:
         return False
     _CHILDREN.append(child)
     return True
 
 
+def _child(args: list[str]) -> int:
+    """A background embedder process: ``[ROOT, LEVEL]``."""
+    background(args[0], args[1])
+    return 0
+
+
 def background(root: str, level: str) -> EmbedReport:
-    """What a background embedder process runs (see :data:`_CHILD`): at low priority, no wait."""
+    """What a background embedder process runs (see :data:`_ENTRY`): at low priority, no wait."""
     from mdmem.store.store import Store
 
     with contextlib.suppress(OSError):

@@ -157,18 +157,26 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def this_driver() -> str:
-    """The driver's command for this mdmem: its interpreter by absolute path, ``-m mdmem``.
+    """The driver's command for this mdmem, by absolute paths (``_spawn.hook_command``).
 
     Git runs a merge driver with its own PATH (a GUI client, an IDE, a hook), where
-    ``mdmem`` may be missing; this interpreter's path names the same mdmem anywhere.
-    """
-    from mdmem._install import mdmem_command
+    ``mdmem`` may be missing, and in the repository's top folder, where ``python -m
+    mdmem`` would import a clone's own ``mdmem/``: the hooks' command avoids both.
 
-    return f"{mdmem_command()} merge-index"
+    Raises:
+        OSError: the interpreter's absolute path is unknown.
+    """
+    from mdmem import _spawn
+
+    return _spawn.hook_command("merge-index")
 
 
 def _program_missing(driver: str) -> str | None:
-    """The driver's program when it cannot be found (stale), else None. Runs nothing."""
+    """The driver's program, or a file it names, when it is gone (stale), else None.
+
+    Runs nothing: the program is looked up on PATH, and every absolute path among
+    the words before ``merge-index`` (the interpreter, the console script) must exist.
+    """
     import shutil
 
     try:
@@ -178,9 +186,13 @@ def _program_missing(driver: str) -> str | None:
     if not words:
         return driver
     program = words[0]
-    if os.sep in program:
-        return None if os.access(program, os.X_OK) else program
-    return None if shutil.which(program) else program
+    if os.sep not in program and not shutil.which(program):
+        return program
+    before = words[: words.index("merge-index")] if "merge-index" in words else words[:1]
+    for word in before:
+        if os.path.isabs(word) and not os.path.exists(word):
+            return word
+    return None
 
 
 def _in_work_tree(workspace: str) -> str | None:

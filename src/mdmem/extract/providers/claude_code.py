@@ -6,13 +6,18 @@ turn is one run of Claude Code's headless mode::
     claude -p --output-format json --tools "" --max-turns 1 --model haiku
            --no-session-persistence --settings '{"disableAllHooks":true}'
            --strict-mcp-config --mcp-config '{"mcpServers":{}}'
-           --system-prompt <the extraction instructions>
+           --system-prompt-file <a 0600 file: the instructions and the memory>
 
 with the turn's prompt on stdin, in an empty temporary directory (so no
 project's ``CLAUDE.md`` or settings are loaded), within a bounded time
 (``MDMEM_CLAUDE_TIMEOUT`` seconds, 180 by default), and with
 ``CLAUDE_CODE_DISABLE_AUTO_MEMORY=1`` and ``MDMEM_NESTED=1`` in its
 environment.
+
+Nothing private is on the command line, which every local user can read
+(``ps``): the system prompt holds the existing memory, user notes included, so
+it goes in a file only this user can read, in a private (``0700``) temporary
+folder removed after the run, and the turn goes on stdin.
 
 Recursion is impossible twice over: ``disableAllHooks`` keeps Claude Code from
 running any hook of the user's settings, and every ``mdmem hook ...`` command
@@ -65,8 +70,9 @@ def claude_command() -> str | None:
     return shutil.which("claude")
 
 
-def command_line(executable: str, model: str, system: str) -> list[str]:
-    """The ``claude`` command line for one extraction (the prompt goes on stdin)."""
+def command_line(executable: str, model: str, system_file: str) -> list[str]:
+    """The ``claude`` command line for one extraction: the system prompt in a file, the turn
+    on stdin, nothing private in it."""
     return [
         executable,
         "-p",
@@ -84,8 +90,8 @@ def command_line(executable: str, model: str, system: str) -> list[str]:
         "--strict-mcp-config",
         "--mcp-config",
         json.dumps({"mcpServers": {}}),
-        "--system-prompt",
-        system,
+        "--system-prompt-file",
+        system_file,
     ]
 
 
@@ -132,25 +138,34 @@ class ClaudeCodeProvider:
                 or printed something that is not its JSON result.
         """
         self.last_usage = None
-        argv = command_line(self._executable(), self.model, request.full_system)
+        executable = self._executable()
         env = dict(os.environ)
         env[NESTED_ENV] = "1"
         env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] = "1"
         try:
-            with tempfile.TemporaryDirectory(prefix="mdmem-claude-") as cwd:
+            # mkdtemp makes the folder 0700; the system prompt file is 0600 inside it,
+            # and the empty working directory beside it.
+            with tempfile.TemporaryDirectory(prefix="mdmem-claude-") as scratch:
+                system_file = os.path.join(scratch, "system-prompt.md")
+                fd = os.open(system_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+                    f.write(request.full_system)
+                cwd = os.path.join(scratch, "work")
+                os.mkdir(cwd, 0o700)
+                argv = command_line(executable, self.model, system_file)
                 done = self._run(argv, request.prompt, cwd, env)
         except FileNotFoundError:
-            raise ProviderError(f"cannot run {argv[0]}: not found", retryable=False) from None
+            raise ProviderError(f"cannot run {executable}: not found", retryable=False) from None
         except PermissionError:
             raise ProviderError(
-                f"cannot run {argv[0]}: permission denied", retryable=False
+                f"cannot run {executable}: permission denied", retryable=False
             ) from None
         except subprocess.TimeoutExpired:
             raise ProviderError(
                 f"claude did not answer within {self.timeout:g} s", retryable=True
             ) from None
         except OSError as exc:
-            raise ProviderError(f"cannot run {argv[0]}: {exc}", retryable=True) from None
+            raise ProviderError(f"cannot run {executable}: {exc}", retryable=True) from None
         return self._answer(done)
 
     def _run(
