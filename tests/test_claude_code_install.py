@@ -338,7 +338,7 @@ def test_install_sets_the_project_store_up_for_the_team(workspace: Path) -> None
         text=True,
     ).stdout.strip()
     # This mdmem by its absolute path: git's PATH need not hold mdmem.
-    assert driver == f"{_spawn.hook_command('merge-index')} %O %A %B"
+    assert driver == f"{_spawn.hook_command('merge-index')} %O %A %B %P"
     assert f"init: created {store}" in proc.stdout
 
 

@@ -180,3 +180,21 @@ def test_every_environment_variable_is_documented() -> None:
         "environment variables read by mdmem but never mentioned under docs/; document each "
         "where it acts (docs/cli.md lists the global ones):\n  " + "\n  ".join(missing)
     )
+
+
+def test_every_test_docs_security_names_exists() -> None:
+    """Each promise in docs/security.md names the tests that keep it: they must exist."""
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    named: list[tuple[str, str]] = []
+    current = None
+    for match in re.finditer(r"`(tests/test_\w+\.py)?(?:::(test_\w+))?`", text):
+        path, name = match.groups()
+        if path:
+            current = path
+            assert (ROOT / path).is_file(), path
+        if name:
+            assert current is not None, name
+            named.append((current, name))
+    assert len(named) >= 20
+    for path, name in named:
+        assert re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M), (path, name)

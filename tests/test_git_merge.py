@@ -122,7 +122,8 @@ def test_two_clones_create_update_delete_then_merge_without_conflict(origin: Pat
     assert git(a.path, "status", "--porcelain", "--ignored").stdout.count(".mdmem") == 0
 
     b = clone(origin, "b")
-    assert git(b.path, "config", "merge.mdmem-index.driver").stdout.strip() == f"{DRIVER} %O %A %B"
+    driver = git(b.path, "config", "merge.mdmem-index.driver").stdout.strip()
+    assert driver == f"{DRIVER} %O %A %B %P"
 
     from_a = a.add("From A")
     a.update(base[1], "changed in A")
@@ -178,10 +179,11 @@ def test_a_worktree_branch_carries_its_own_memory_and_merges_back(origin: Path) 
 def test_init_is_idempotent_and_keeps_a_custom_driver(origin: Path) -> None:
     a = clone(origin, "a")
     assert "already set up" in a.mdmem("init")
-    assert git(a.path, "config", "merge.mdmem-index.driver").stdout.strip() == f"{DRIVER} %O %A %B"
+    driver = git(a.path, "config", "merge.mdmem-index.driver").stdout.strip()
+    assert driver == f"{DRIVER} %O %A %B %P"
     a.mdmem("init", "--driver-command", "mdmem merge-index")
     assert git(a.path, "config", "merge.mdmem-index.driver").stdout.strip() == (
-        "mdmem merge-index %O %A %B"
+        "mdmem merge-index %O %A %B %P"
     )
     attributes = (a.store.root / ".gitattributes").read_text()
     assert attributes.count("MEMORY.md merge=mdmem-index") == 1
@@ -195,7 +197,7 @@ def test_init_names_this_mdmem_by_its_absolute_path(origin: Path) -> None:
     """Git runs the driver with its own PATH: the default names this mdmem by absolute paths."""
     a = clone(origin, "a", init=False)
     a.mdmem("init")
-    assert driver_of(a) == f"{this_driver()} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
     # The console script by absolute path, run with -E: not `python -m mdmem`, which
     # would import a clone's own mdmem/ folder (git runs the driver at the clone's top).
     assert " -E " in driver_of(a) and " -m mdmem" not in driver_of(a)
@@ -205,26 +207,100 @@ def test_init_replaces_an_old_bare_driver_and_keeps_a_working_custom_one(origin:
     a = clone(origin, "a", init=False)
     git(a.path, "config", "merge.mdmem-index.driver", "mdmem merge-index %O %A %B")
     a.mdmem("init")
-    assert driver_of(a) == f"{this_driver()} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
     custom = f"{shutil.which('env')} mdmem merge-index %O %A %B"
     git(a.path, "config", "merge.mdmem-index.driver", custom)
     CliRunner().invoke(app, ["--workspace", str(a.path), "init"])
-    assert driver_of(a) == custom
+    assert driver_of(a) == f"{custom} %P"  # kept; git now passes the path too
 
 
 def test_doctor_finds_and_repairs_a_stale_or_missing_driver(origin: Path, tmp_path: Path) -> None:
     a = clone(origin, "a")
     gone = tmp_path / "uninstalled" / "python"
-    git(a.path, "config", "merge.mdmem-index.driver", f"{gone} -m mdmem merge-index %O %A %B")
+    git(a.path, "config", "merge.mdmem-index.driver", f"{gone} -m mdmem merge-index %O %A %B %P")
     doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
     assert doctor.exit_code == 1
     assert f"stale: {gone} is not found" in doctor.output
     a.mdmem("doctor", "--fix")
-    assert driver_of(a) == f"{this_driver()} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
     assert CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"]).exit_code == 0
     # A clone whose config lost the driver (config is not committed).
     git(a.path, "config", "--unset", "merge.mdmem-index.driver")
     doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
     assert doctor.exit_code == 1 and "not configured in this clone" in doctor.output
     a.mdmem("doctor", "--fix")
-    assert driver_of(a) == f"{this_driver()} %O %A %B"
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
+
+
+# -- the driver refuses what is not a MEMORY.md index --------------------------------
+
+README = "".join(f"Line {n} of the project's README.\n" for n in range(1, 21))
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+@pytest.mark.parametrize(
+    ("pattern", "overlap"),
+    [pytest.param("*.md", True, id="*.md, the same line"), pytest.param("*", False, id="*")],
+)
+def test_a_committed_attribute_routing_every_file_to_the_driver_loses_nothing(
+    origin: Path, pattern: str, overlap: bool
+) -> None:
+    """The attack of issue 21: `*.md merge=mdmem-index` once emptied README.md (20 -> 0 lines)."""
+    a = clone(origin, "a")
+    (a.path / "README.md").write_text(README, encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01base")
+    (a.path / ".gitattributes").write_text(f"{pattern} merge=mdmem-index\n", encoding="utf-8")
+    base_note = a.add("Base")
+    a.commit("a README and a too-wide merge attribute")
+    git(a.path, "checkout", "-q", "-b", "feature")
+    theirs_line, ours_line = "Line 3 changed on feature.", "Line 3 changed on main."
+    if not overlap:
+        ours_line = "Line 18 changed on main."
+    text = README.replace("Line 3 of the project's README.", theirs_line)
+    (a.path / "README.md").write_text(text, encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01feature")
+    on_feature = a.add("Feature note")
+    a.commit("feature edits README")
+    git(a.path, "checkout", "-q", "main")
+    old = "Line 3 of the project's README." if overlap else "Line 18 of the project's README."
+    (a.path / "README.md").write_text(README.replace(old, ours_line), encoding="utf-8")
+    (a.path / "logo.bin").write_bytes(b"\x89PNG\x00\x01main")
+    on_main = a.add("Main note")
+    a.commit("main edits README")
+    before = _files(a.path)
+
+    merge = git(a.path, "merge", "--no-edit", "feature", check=False)
+
+    assert merge.returncode != 0, merge.stdout + merge.stderr
+    assert "CONFLICT" in merge.stdout and "README.md" in merge.stdout
+    readme = (a.path / "README.md").read_text(encoding="utf-8")
+    assert theirs_line in readme and ours_line in readme
+    assert len(readme.splitlines()) >= 20
+    assert ("<<<<<<<" in readme) is overlap
+    # Nothing that had content before the merge was emptied.
+    for name, data in before.items():
+        if data and (a.path / name).exists():
+            assert (a.path / name).read_bytes(), name
+    # A binary file git cannot line-merge is left as ours, and in conflict too.
+    assert (a.path / "logo.bin").read_bytes() == b"\x89PNG\x00\x01main"
+    # The real index still merges note by note, in the same merge.
+    unmerged = git(a.path, "diff", "--name-only", "--diff-filter=U").stdout.split()
+    assert unmerged == ["README.md", "logo.bin"]
+    names = [line.rsplit("(", 1)[1][:-1] for line in a.index().splitlines()]
+    assert names == sorted([base_note, on_feature, on_main])
+
+
+def test_init_adds_the_path_to_an_older_driver_line(origin: Path) -> None:
+    a = clone(origin, "a")
+    git(a.path, "config", "merge.mdmem-index.driver", f"{DRIVER} %O %A %B")
+    a.mdmem("init")
+    assert git(a.path, "config", "merge.mdmem-index.driver").stdout.strip() == (
+        f"{DRIVER} %O %A %B %P"
+    )

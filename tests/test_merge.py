@@ -164,3 +164,58 @@ def test_result_is_canonical_and_only_holds_lines_of_some_side(
     for name in ours.keys() & theirs.keys():
         if name not in base:
             assert f"project_knowledge_{name}.md" in index_lines(merged)
+
+
+# -- the driver refuses what is not an index ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ours", "why"),
+    [
+        pytest.param("# Project\n\nSome prose.\n", "not an index line", id="prose"),
+        pytest.param(text(A, "stray words"), "line 2 is not an index line", id="one stray line"),
+        pytest.param(text(A, A2), "a second time", id="a name twice"),
+        pytest.param(text("- [t] x (../escape.md)"), "names no valid note", id="bad name"),
+    ],
+)
+def test_the_driver_refuses_a_side_that_is_not_an_index(
+    tmp_path: Path, ours: str, why: str
+) -> None:
+    from mdmem.errors import StoreError
+
+    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
+    for path, content in zip(paths, ["", ours, text(B)], strict=True):
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(StoreError, match=why):
+        merge_files(*map(str, paths))
+    after = paths[1].read_text(encoding="utf-8")
+    # git's text merge is left (both sides' lines, with markers), never less than ours.
+    for kept in [*ours.splitlines(), B]:
+        assert kept in after
+
+
+@pytest.mark.parametrize(
+    "path", ["README.md", "docs/MEMORY.md", "MEMORY.md", ".PseudoClaude/memory/notes.md"]
+)
+def test_the_driver_refuses_a_path_that_is_not_a_stores_index(tmp_path: Path, path: str) -> None:
+    from mdmem.errors import StoreError
+
+    paths = [tmp_path / n for n in ("base", "ours", "theirs")]
+    for file, content in zip(paths, [text(A), text(A, B), text(A, C)], strict=True):
+        file.write_text(content, encoding="utf-8")
+    with pytest.raises(StoreError, match=r"not a store's MEMORY\.md"):
+        merge_files(*map(str, paths), path)
+    assert A in paths[1].read_text() and B in paths[1].read_text()
+    paths[1].write_text(text(A, B), encoding="utf-8")
+    merge_files(*map(str, paths), "sub/.PseudoClaude/memory/MEMORY.md")
+    assert paths[1].read_text() == text(A, B, C)
+
+
+@given(st.lists(st.sampled_from(["", A, B, C, A2, "prose", "# h"]), max_size=6))
+def test_index_problem_accepts_exactly_what_merges_without_loss(lines: list[str]) -> None:
+    from mdmem.store.merge import index_problem
+
+    body = text(*lines)
+    kept = [x for x in lines if x]
+    lossless = len(index_lines(body)) == len(kept)
+    assert (index_problem(body) is None) is lossless

@@ -16,13 +16,13 @@ import sys
 from mdmem.store.blockcache import cached
 from mdmem.store.index import fitted
 from mdmem.store.marks import prompt_index
-from mdmem.store.workspace import resolve
+from mdmem.store.workspace import refusal, resolve
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     from mdmem.store.hit import Hit
 
-__all__ = ["index_text", "search_text", "try_fast"]
+__all__ = ["index_text", "say_refusal", "search_text", "try_fast"]
 
 _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
 _HANDOVER = ("stop", "pre-compact", "session-end")
@@ -54,6 +54,17 @@ def index_text(workspace: str | None, user_dir: str | None, level: str, as_json:
         ensure_ascii=False,
         indent=2,
     )
+
+
+def say_refusal(workspace: str | None, user_dir: str | None, start: str | None = None) -> None:
+    """Write one line on stderr when the workspace's project store is refused (someone
+    else's, writable by others, ``/``, a symlink); nothing when it is fine. Never raises."""
+    try:
+        line = refusal(resolve(workspace, user_dir, start=start)[1])
+    except Exception:  # a warning must never break the command or the hook
+        return
+    if line:
+        sys.stderr.write(line + "\n")
 
 
 def search_text(hits: list[Hit], as_json: bool) -> str:
@@ -187,10 +198,16 @@ def try_fast(argv: list[str]) -> int | None:
         elif not command_seen and arg == "hook" and len(args) == 1 and args[0] in _HANDOVER:
             # Stop, PreCompact and SessionEnd: SessionEnd has about 1.5 s, and typer
             # alone would take a good part of it.
-            from mdmem.integrations.claude_code import handover_hook, read_hook_input
+            from mdmem.integrations.claude_code import (
+                handover_hook,
+                read_hook_input,
+                workspace_of,
+            )
 
+            payload = read_hook_input()
+            say_refusal(opts["workspace"], opts["user_dir"], workspace_of(payload))
             try:
-                handover_hook(args[0], read_hook_input(), opts["workspace"], opts["user_dir"])
+                handover_hook(args[0], payload, opts["workspace"], opts["user_dir"])
             except ValueError as exc:  # logged; a hook always exits 0
                 sys.stderr.write(f"mdmem: hook {args[0]}: {exc}\n")
             return 0
@@ -207,13 +224,19 @@ def try_fast(argv: list[str]) -> int | None:
                 sys.stdout.write(out + "\n")
             return 0
         elif not command_seen and arg == "hook" and args == ["session-start"]:
-            from mdmem.integrations.claude_code import read_hook_input, session_start
+            from mdmem.integrations.claude_code import (
+                read_hook_input,
+                session_start,
+                workspace_of,
+            )
 
+            payload = read_hook_input()
             try:
-                out = session_start(read_hook_input(), opts["workspace"], opts["user_dir"])
+                out = session_start(payload, opts["workspace"], opts["user_dir"])
             except Exception:
                 return None  # the full CLI handles it, and still exits 0
             if out:  # nothing when the session is paused
+                say_refusal(opts["workspace"], opts["user_dir"], workspace_of(payload))
                 sys.stdout.write(out + "\n")
             return 0
         elif command_seen and key == "--level":
@@ -236,6 +259,7 @@ def try_fast(argv: list[str]) -> int | None:
         text = index_text(opts["workspace"], opts["user_dir"], level, as_json)
     except Exception:
         return None  # let the full CLI report it, with its error handling
+    say_refusal(opts["workspace"], opts["user_dir"])
     if text:
         sys.stdout.write(text + "\n")
     return 0

@@ -187,13 +187,16 @@ def hook_session_start(ctx: typer.Context) -> None:
 
     Example: echo '{"cwd": "."}' | mdmem hook session-start
     """
-    from mdmem.integrations.claude_code import read_hook_input, session_start
+    from mdmem.cli._fastpath import say_refusal
+    from mdmem.integrations.claude_code import read_hook_input, session_start, workspace_of
 
     options = options_of(ctx)
     try:
-        out = session_start(read_hook_input(), options.workspace, options.user_dir)
+        payload = read_hook_input()
+        out = session_start(payload, options.workspace, options.user_dir)
         if out:  # nothing when the session is paused
             typer.echo(out)
+            say_refusal(options.workspace, options.user_dir, workspace_of(payload))
     except Exception as exc:  # a memory problem must never break a session
         typer.echo(f"mdmem: {exc}", err=True)
         typer.echo(json.dumps({}))
@@ -205,11 +208,14 @@ def _hand_over_hook(ctx: typer.Context, event: str) -> None:
     The fast path (``_fastpath``) answers these commands without typer; this is
     the same work, for a command line it does not recognise.
     """
-    from mdmem.integrations.claude_code import handover_hook, read_hook_input
+    from mdmem.cli._fastpath import say_refusal
+    from mdmem.integrations.claude_code import handover_hook, read_hook_input, workspace_of
 
     options = options_of(ctx)
+    payload = read_hook_input()
+    say_refusal(options.workspace, options.user_dir, workspace_of(payload))
     try:
-        handover_hook(event, read_hook_input(), options.workspace, options.user_dir)
+        handover_hook(event, payload, options.workspace, options.user_dir)
     except ValueError as exc:  # never block the session: it is logged; exit 0
         typer.echo(f"mdmem: hook {event}: {exc}", err=True)
 

@@ -27,7 +27,7 @@ from mdmem.cli._base import (
     progress_bar,
     selected,
 )
-from mdmem.cli._fastpath import index_text
+from mdmem.cli._fastpath import index_text, say_refusal
 from mdmem.cli.editor import (
     DEFAULT_TYPE,
     create_note,
@@ -47,8 +47,8 @@ def init(
     driver_command: Annotated[
         str | None,
         typer.Option(
-            help="The merge driver's command, before '%O %A %B' (default: this mdmem by its "
-            "absolute path, merge-index).",
+            help="The merge driver's command, before '%O %A %B %P' (default: this mdmem by "
+            "its absolute path, merge-index).",
         ),
     ] = None,
 ) -> None:
@@ -91,6 +91,7 @@ def index(ctx: typer.Context, level: LevelOption = Which.all, as_json: JsonOptio
     """
     options = options_of(ctx)
     text = index_text(options.workspace, options.user_dir, level.value, as_json)
+    say_refusal(options.workspace, options.user_dir)
     if text:
         typer.echo(text)
 
@@ -307,18 +308,41 @@ def restore(
         int | None,
         typer.Option("--version", help="Bring back this version (see `mdmem history NAME`)."),
     ] = None,
+    from_old_state: Annotated[
+        bool,
+        typer.Option(
+            "--from-old-state",
+            help="From the trash an earlier clone at this path left (see `mdmem doctor`).",
+        ),
+    ] = False,
 ) -> None:
     """Bring back a deleted note or an earlier version, or list the trash.
 
     Without --version, the newest deleted note of that name comes back. With
     --version, that version from `mdmem history` is written back, byte for
-    byte, as a new version.
+    byte, as a new version. With --from-old-state, the note comes from the
+    trash of an earlier clone at the same path, which is otherwise never used.
 
     Example: mdmem restore project_knowledge_old-build.md --version 2
     """
     from mdmem.store.paths import check_name
 
     stores = selected(options_of(ctx), level)
+    if from_old_state:
+        from mdmem.store import earlier
+
+        if name is None:
+            for store in stores:
+                for item in earlier.trash(store.path):
+                    typer.echo(f"{store.level.value:<8} {item.deleted_at:<18} {item.filename}")
+            return
+        check_name(name)
+        for store in stores:
+            if any(item.filename == name for item in earlier.trash(store.path)):
+                earlier.take(store, name)
+                typer.echo(f"restored {store.restore(name)} ({store.level.value}, old state)")
+                return
+        raise NoteNotFound(name, "the trash of an earlier clone at this path")
     if version is not None:
         if name is None:
             raise typer.BadParameter("a note name is required", param_hint="'NAME'")
@@ -448,16 +472,22 @@ def merge_index(
     base: Annotated[str, typer.Argument(help="The common ancestor's MEMORY.md (git's %O).")],
     ours: Annotated[str, typer.Argument(help="Our MEMORY.md (%A); the result is written here.")],
     theirs: Annotated[str, typer.Argument(help="Their MEMORY.md (%B).")],
+    path: Annotated[
+        str | None,
+        typer.Argument(help="The file's path in the repository (%P); must be a store's MEMORY.md."),
+    ] = None,
 ) -> None:
     """Merge MEMORY.md note by note: git's merge driver.
 
     Set up by `mdmem init`. A line added on either side is kept, deleted on
     either side dropped, changed on one side takes that side; changed on both,
     ours. The result goes to OURS, sorted by file name, and the exit status is
-    0.
+    0. A file that is not a store's MEMORY.md (by PATH, or because a side has a
+    line that is not an index line) is refused: OURS gets git's own text merge
+    with conflict markers, and the exit status is 1, so git reports a conflict.
 
-    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B"
+    Example: git config merge.mdmem-index.driver "mdmem merge-index %O %A %B %P"
     """
     from mdmem.store.merge import merge_files
 
-    merge_files(base, ours, theirs)
+    merge_files(base, ours, theirs, path)

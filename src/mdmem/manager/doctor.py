@@ -658,6 +658,36 @@ def _repair_driver(store: Store, findings: list[Finding]) -> list[str]:
     return [repair_driver(os.path.dirname(os.path.dirname(store.path)))]
 
 
+def _count_files(folder: str) -> int:
+    count = 0
+    for _, _, files in os.walk(folder):
+        count += sum(1 for name in files if not name.endswith((".lock", ".tmp")))
+    return count
+
+
+_KEPT = (("in the trash", "trash"), ("turns", "turns"), ("versions", "history"))
+
+
+def _find_earlier_states(store: Store) -> list[Finding]:
+    """State an earlier clone at this path left (its trash, waiting turns, history): offered,
+    never used. A new clone at an old clone's path gets a state of its own
+    (:func:`mdmem.store.paths.state_dir`); this says the old one exists and how to take it."""
+    from mdmem.store.paths import earlier_states, state_dir
+
+    found = []
+    for folder in earlier_states(store.path):
+        held = {what: _count_files(os.path.join(folder, sub)) for what, sub in _KEPT}
+        content = ", ".join(f"{n} {what}" for what, n in held.items() if n) or "nothing kept"
+        message = (
+            f"state of an earlier clone at this path exists: {folder} ({content}); it is not used,"
+            " and restore or doctor --fix never write from it. If it was this repository:"
+            " `mdmem restore --from-old-state` lists its trash and takes a note back (or stop"
+            f" mdmem and move the folder in place of {state_dir(store.path)}); else delete it"
+        )
+        found.append(Finding("earlier-clone", os.path.basename(folder), message, problem=False))
+    return found
+
+
 CHECKS: list[Check] = [
     Check("locks", _find_locks),
     Check("batch", _find_batch, _repair_batch),
@@ -667,6 +697,7 @@ CHECKS: list[Check] = [
     Check("permissions", _find_permissions, _repair_permissions),
     Check("rescued", _find_rescued),
     Check("repository-state", _find_repository_state),
+    Check("earlier-clone", _find_earlier_states),
     Check("stale", lambda store: _find_stale(store)),
     Check("semantic", lambda store: _find_semantic(store)),
     Check("merge-driver", _find_driver, _repair_driver),

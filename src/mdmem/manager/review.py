@@ -38,7 +38,7 @@ from mdmem import _json
 from mdmem.errors import InvalidOperation, InvalidPath, MdmemError, NoteNotFound
 from mdmem.store import _catalog, _fs, waiting
 from mdmem.store.operations import Operation, validate
-from mdmem.store.paths import state_dir
+from mdmem.store.paths import control_problem, state_dir
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -110,6 +110,8 @@ def levels(workspace: str, explicit: str | None = None) -> frozenset[str]:
     env = os.environ.get(ENV_VAR)
     if env is not None and env.strip():
         return parse_mode(env)
+    if control_problem(os.path.realpath(workspace)) is not None:
+        return frozenset()  # someone else's folder: its settings are not the user's
     return _from_file(os.path.join(workspace, ".PseudoClaude", CONFIG_FILE))
 
 

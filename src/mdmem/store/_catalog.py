@@ -372,7 +372,8 @@ def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> No
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_fp_path(root))
         else:
-            _fs.atomic_write(_fp_path(root), fp.dump(), private=private, durable=False)
+            # 0600 whatever the level: the state tree is the user's own.
+            _fs.atomic_write(_fp_path(root), fp.dump(), private=True, durable=False)
     except OSError:
         pass
 
@@ -1137,10 +1138,19 @@ def ensure_state_dir(root: str, *, private: bool = True) -> str:
     state = _state(root)
     if not os.path.isdir(state):
         base = state_base()
-        os.makedirs(os.path.dirname(base), exist_ok=True)
-        for folder in (base, os.path.dirname(state), state):
-            with contextlib.suppress(FileExistsError):
+        # Every folder made here is 0700, ~/.local/state included (as XDG asks), whatever
+        # the umask: os.makedirs would make the parents 0777 under umask 000.
+        missing = [base, os.path.dirname(state), state]
+        above = os.path.dirname(base)
+        while above and not os.path.isdir(above) and os.path.dirname(above) != above:
+            missing.insert(0, above)
+            above = os.path.dirname(above)
+        for folder in missing:
+            try:
                 os.mkdir(folder, 0o700)
+            except FileExistsError:
+                continue
+            os.chmod(folder, 0o700)  # exact, even under a umask that takes the owner's bits
     st = os.lstat(state)
     if not stat.S_ISDIR(st.st_mode):
         raise OSError(f"{state} is not a directory")

@@ -74,7 +74,9 @@ def ensure_dir(path: str, *, private: bool = False) -> None:
     if parent and parent != path and not os.path.isdir(parent):
         ensure_dir(parent, private=private)
     try:
-        os.mkdir(path, 0o700 if private else 0o777)
+        # Never writable by others, whatever the umask: a store (or a folder above it)
+        # that others can write to is refused (paths.control_problem).
+        os.mkdir(path, 0o700 if private else 0o755)
     except FileExistsError:
         if not os.path.isdir(path):
             raise

@@ -78,7 +78,7 @@ def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = F
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     trash = os.path.join(state_dir(root), TRASH_DIR)
-    _fs.ensure_dir(trash, private=private)
+    _fs.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 

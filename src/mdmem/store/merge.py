@@ -20,6 +20,14 @@ reindex them, but the line it writes is derived state. The next
 re-derives every line from the notes; when git merged the note itself, the
 line follows the merged note.
 
+The driver (:func:`merge_files`) merges only what is a MEMORY.md index: a
+``.gitattributes`` line such as ``*.md merge=mdmem-index`` (a plausible
+mistake, or a hostile clone's) would otherwise route README.md through it and
+keep only the lines that look like index lines. Anything else, judged by the
+path git passes (``%P``) and by every side's content, is refused: the driver
+leaves git's own text merge (conflict markers) in the file and exits non-zero,
+so git reports a conflict and nothing is lost.
+
 :func:`init_store` is what ``mdmem init`` does: the store directory, a
 ``.gitignore`` for a legacy ``.mdmem/`` folder, a ``.gitattributes`` line naming
 the merge driver, and the driver in the repository's git config, naming this
@@ -46,10 +54,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ATTRIBUTES_LINE",
     "DEFAULT_DRIVER",
+    "DRIVER_ARGS",
     "DRIVER_NAME",
     "InitReport",
     "driver_problem",
     "index_lines",
+    "index_problem",
     "init_store",
     "merge_files",
     "merge_index",
@@ -61,6 +71,13 @@ DRIVER_NAME = "mdmem-index"
 #: The driver as older mdmem wrote it: ``mdmem`` from git's PATH, which a merge may lack.
 DEFAULT_DRIVER = "mdmem merge-index"
 ATTRIBUTES_LINE = f"{INDEX_NAME} merge={DRIVER_NAME}"
+#: What git substitutes after the driver's command: base, ours (the result), theirs, the path.
+DRIVER_ARGS = "%O %A %B %P"
+# The driver line of versions that did not pass the path; `mdmem init` adds %P to it.
+_OLD_ARGS = " %O %A %B"
+# Where a store's MEMORY.md sits in a repository (a workspace's project store, or a
+# home directory's user store shared through a dotfiles repository).
+_INDEX_TAIL = (".PseudoClaude", "memory", INDEX_NAME)
 _IGNORE_LINE = f"{STATE_DIR}/"
 
 
@@ -107,6 +124,38 @@ def merge_index(base: str, ours: str, theirs: str) -> str:
     return "".join(f"{merged[name]}\n" for name in sorted(merged))
 
 
+def index_problem(text: str) -> str | None:
+    """Why ``text`` is not a MEMORY.md index, or None when every line is one.
+
+    An index is index lines (``- [type] Title — Summary (name.md)``, each naming
+    a valid note once) and blank lines, nothing else: a merge by note name keeps
+    only those, so any other line would be lost.
+    """
+    seen: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not line:
+            continue
+        entry = parse_index_line(line)
+        if entry is None:
+            return f"line {number} is not an index line"
+        try:
+            check_name(entry.filename)
+        except InvalidPath as exc:
+            return f"line {number} names no valid note ({exc.reason})"
+        if entry.filename in seen:
+            return f"line {number} names {entry.filename} a second time"
+        seen.add(entry.filename)
+    return None
+
+
+def _path_problem(path: str) -> str | None:
+    parts = path.replace("\\", "/").split("/")
+    if tuple(parts[-len(_INDEX_TAIL) :]) != _INDEX_TAIL:
+        return f"{path} is not a store's {INDEX_NAME} (.PseudoClaude/memory/{INDEX_NAME})"
+    return None
+
+
 def _read(path: str) -> str:
     """A text file of the repository (MEMORY.md, .gitignore), read as hostile input.
 
@@ -117,10 +166,75 @@ def _read(path: str) -> str:
     return _fs.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
 
 
-def merge_files(base: str, ours: str, theirs: str) -> None:
-    """Git's merge driver: merge the three files and write the result to ``ours``."""
-    merged = merge_index(_read(base), _read(ours), _read(theirs))
-    _fs.atomic_write(ours, merged.encode("utf-8"))
+def merge_files(base: str, ours: str, theirs: str, path: str | None = None) -> None:
+    """Git's merge driver: merge the three files and write the result to ``ours``.
+
+    ``path`` is the file's path in the repository (git's ``%P``); a driver line
+    of an older ``mdmem init`` does not pass it, and then the content alone decides.
+
+    Raises:
+        StoreError: ``path`` is not a store's MEMORY.md, or a side is not an
+            index (:func:`index_problem`), too large, or not a regular file.
+            ``ours`` then holds git's text merge with conflict markers (when
+            git can make one) or is left as it was: never shorter, never emptied.
+    """
+    problem = _path_problem(path) if path else None
+    texts: list[str] = []
+    if problem is None:
+        for side, name in ((base, "the base"), (ours, "ours"), (theirs, "theirs")):
+            try:
+                text = _read(side)
+            except (OSError, ValueError) as exc:
+                problem = f"{name} cannot be read as an index ({exc})"
+                break
+            why = index_problem(text)
+            if why is not None:
+                problem = f"{name} is not a {INDEX_NAME} index: {why}"
+                break
+            texts.append(text)
+    if problem is not None:
+        _text_merge(base, ours, theirs)
+        shown = path or ours
+        raise StoreError(shown, f"{problem}; not merged by mdmem, left to git as a conflict")
+    _fs.atomic_write(ours, merge_index(*texts).encode("utf-8"))
+
+
+def _text_merge(base: str, ours: str, theirs: str) -> None:
+    """Leave git's line merge of the three files in ``ours`` (conflict markers included).
+
+    A refused file is then what git would have made of it without the driver.
+    Best effort: when git cannot merge them (binary files, no git, a side that is
+    not a regular file), ``ours`` stays as it was.
+    """
+    try:
+        before = _fs.read_bytes(ours, MAX_INDEX_BYTES)
+        for side in (base, theirs):
+            _fs.read_bytes(side, MAX_INDEX_BYTES)  # regular files only, bounded
+        done = subprocess.run(
+            [
+                "git",
+                "merge-file",
+                "-p",
+                "-L",
+                "ours",
+                "-L",
+                "base",
+                "-L",
+                "theirs",
+                ours,
+                base,
+                theirs,
+            ],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return
+    # 0: merged cleanly; 1..127: that many conflicts; otherwise an error (binary files).
+    if not 0 <= done.returncode < 128 or (before and not done.stdout):
+        return
+    _fs.atomic_write(ours, done.stdout)
 
 
 # -- mdmem init ----------------------------------------------------------------------
@@ -235,7 +349,7 @@ def repair_driver(workspace: str) -> str:
     if why is not None:
         raise OSError(f"{why}: no merge driver to repair")
     report = InitReport()
-    _write_driver(workspace, f"{this_driver()} %O %A %B", report)
+    _write_driver(workspace, f"{this_driver()} {DRIVER_ARGS}", report)
     return "; ".join(report.changes) or "merge driver already set"
 
 
@@ -245,16 +359,21 @@ def _setup_driver(workspace: str, command: str | None, report: InitReport) -> No
         report.notes.append(f"{why}: the merge driver is not configured")
         return
     key = f"merge.{DRIVER_NAME}.driver"
-    wanted = f"{command or this_driver()} %O %A %B"
+    wanted = f"{command or this_driver()} {DRIVER_ARGS}"
     current = _git(workspace, "config", "--local", "--get", key).stdout.strip()
     # An older mdmem's bare `mdmem merge-index`, or a driver whose program is gone, is
     # replaced; any other driver someone set is theirs to keep.
-    replace = current == f"{DEFAULT_DRIVER} %O %A %B" or (
+    replace = current in (f"{DEFAULT_DRIVER}{_OLD_ARGS}", f"{DEFAULT_DRIVER} {DRIVER_ARGS}") or (
         bool(current) and _program_missing(current) is not None
     )
     if current and command is None and current != wanted and not replace:
-        report.notes.append(f"kept {key} = {current!r} (--driver-command replaces it)")
-        wanted = current
+        if current.endswith(_OLD_ARGS):
+            # An older init's line: git must pass the path, so the driver can refuse
+            # a file that is not MEMORY.md.
+            wanted = f"{current} %P"
+        else:
+            report.notes.append(f"kept {key} = {current!r} (--driver-command replaces it)")
+            wanted = current
     _write_driver(workspace, wanted, report)
 
 
@@ -277,9 +396,10 @@ def init_store(store: Store, workspace: str, driver_command: str | None = None) 
     ``.mdmem/`` folder of older mdmem out of git; mdmem's state lives outside the
     repository), ``.gitattributes`` (``MEMORY.md merge=mdmem-index``) and, inside
     a git work tree, the driver in the repository's config: ``<driver_command>
-    %O %A %B``, this mdmem by absolute path (:func:`this_driver`) unless given.
+    %O %A %B %P``, this mdmem by absolute paths (:func:`this_driver`) unless given.
     An existing, different driver is kept unless ``driver_command`` is given, or
-    it is older mdmem's bare ``mdmem merge-index``, or its program is gone.
+    it is older mdmem's bare ``mdmem merge-index``, or its program is gone (an
+    older init's line gets ``%P`` added).
 
     Raises:
         StoreError: ``store`` is not used as a project store (``Store.unavailable``:

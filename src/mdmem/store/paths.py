@@ -4,26 +4,34 @@ Every piece of mdmem that turns a name into a file path goes through
 :func:`check_name` (lexical rules) and :func:`note_path` (lexical rules plus
 what the file system says). Nothing else validates note names again.
 
-Only ``os`` and ``unicodedata`` are imported here: this module is on the path
-of ``mdmem index``, which a coding-agent hook runs at every session start.
+Only ``os``, ``stat``, ``sys``, ``time`` and ``unicodedata`` are imported here (and
+``fcntl`` when a state folder is first looked up): this module is on the path of
+``mdmem index``, which a coding-agent hook runs at every session start.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import sys
 import unicodedata
+from time import monotonic
 
 from mdmem.errors import InvalidPath
 
 __all__ = [
     "INDEX_NAME",
+    "IN_HOME",
+    "IS_USER_STORE",
     "MAX_INDEX_BYTES",
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
+    "anchor_identity",
     "check_name",
+    "control_problem",
     "discover_workspace",
+    "earlier_states",
     "is_candidate_name",
     "is_plain_name",
     "note_path",
@@ -254,40 +262,130 @@ def state_base() -> str:
 
 #: state_dir's answers in this process, by (root, the variables state_base reads): it
 #: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
-_STATE_DIRS: dict[tuple[str, ...], str] = {}
+#: Each answer keeps the anchor it was made for and its identity, looked at again once a
+#: second at most, so a long-lived process (the MCP server, the page) notices a re-clone,
+#: and a turn's hundreds of calls cost no ``stat`` each.
+_STATE_DIRS: dict[tuple[str, ...], tuple[str, str, str, float]] = {}
+_RECHECK_SECONDS = 1.0
+
+# FS_IOC_GETVERSION, _IOR('v', 1, long): an inode's generation, which ext4, btrfs and
+# f2fs change whenever they reuse an inode number (NFS file handles rely on it).
+_GETVERSION = 0x80087601 if sys.platform.startswith("linux") else None
 
 
 def state_dir(root: str) -> str:
     """The state folder of the store at ``root`` (catalog, journals, trash, locks, logs).
 
     Keyed by the store's resolved path, so two spellings of one store share
-    their state and lock, and named after its workspace so a person can find
-    it: ``<state_base>/stores/<workspace name>-<hash>``. Nothing is created here.
+    their state and lock, and by the identity of the folder that holds the
+    store (its workspace; see :func:`anchor_identity`), so a new clone at an
+    old clone's path starts with a state of its own: the old clone's trash,
+    waiting turns and history are never applied to it (:func:`earlier_states`
+    finds them, for ``mdmem doctor`` to offer). Named after the workspace so a
+    person can find it: ``<state_base>/stores/<workspace name>-<path hash>.<identity hash>``.
+    Nothing is created here.
     """
     env = os.environ
     key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
     found = _STATE_DIRS.get(key)
-    if found is None:
-        if len(_STATE_DIRS) > 64:
-            _STATE_DIRS.clear()
-        found = _STATE_DIRS[key] = _state_dir(root)
-    return found
+    now = monotonic()
+    if found is not None:
+        anchor, identity, folder, checked = found
+        if now - checked < _RECHECK_SECONDS:
+            return folder
+        if anchor_identity(anchor)[0] == identity:
+            _STATE_DIRS[key] = (anchor, identity, folder, now)
+            return folder
+    if len(_STATE_DIRS) > 64:
+        _STATE_DIRS.clear()
+    prefix, anchor = _state_prefix(root)
+    identity, seen = anchor_identity(anchor)
+    folder = f"{prefix}.{_digest(identity, 4)}"
+    if seen is not None:  # a missing anchor is looked at again next time
+        _STATE_DIRS[key] = (anchor, identity, folder, now)
+    return folder
 
 
-def _state_dir(root: str) -> str:
+def _digest(text: str, size: int) -> str:
     try:  # hashlib costs milliseconds to import (OpenSSL) on the `mdmem index` path
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover - interpreters without the _blake2 module
         from hashlib import blake2b
+    return blake2b(text.encode("utf-8", "surrogateescape"), digest_size=size).hexdigest()
 
+
+def _state_prefix(root: str) -> tuple[str, str]:
+    """``<state_base>/stores/<label>-<path hash>`` of a store, and its anchor folder."""
     real = os.path.realpath(root)
-    digest = blake2b(real.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
     parent = os.path.dirname(real)
     in_workspace = os.path.basename(parent) == ".PseudoClaude"
-    owner = os.path.basename(os.path.dirname(parent) if in_workspace else real)
+    anchor = os.path.dirname(parent) if in_workspace else parent
+    owner = os.path.basename(anchor if in_workspace else real)
     label = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_.") else "-" for ch in owner)
     label = label.strip("-.")[:40] or "store"
-    return os.path.join(state_base(), "stores", f"{label}-{digest}")
+    return os.path.join(state_base(), "stores", f"{label}-{_digest(real, 8)}"), anchor
+
+
+def anchor_identity(anchor: str) -> tuple[str, os.stat_result | None]:
+    """Who the folder ``anchor`` is, beyond its path: device, inode and the inode's
+    generation (Linux) or birth time (macOS, BSD); and its ``stat``, None when it is missing.
+
+    ``rm -rf repo && git clone … repo`` makes a new folder that ext4 often gives
+    the old inode number (46 to 49 re-creations in 49: benchmarks/bench_inode_reuse.py);
+    the generation tells them apart. Where neither is known (tmpfs, which does not reuse numbers
+    soon), device and inode.
+    """
+    try:
+        st = os.stat(anchor)
+    except OSError:
+        return "missing", None
+    extra = getattr(st, "st_birthtime", None)
+    if extra is None and _GETVERSION is not None:
+        extra = _generation(anchor)
+    return f"{st.st_dev}:{st.st_ino}:{extra if extra is not None else ''}", st
+
+
+def _generation(path: str) -> int | None:
+    try:
+        import fcntl
+        from array import array
+
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NONBLOCK)
+    except (ImportError, OSError):
+        return None
+    try:
+        buf = array("l", [0])
+        fcntl.ioctl(fd, _GETVERSION, buf, True)  # type: ignore[arg-type]
+        return int(buf[0])
+    except OSError:
+        return None  # the file system does not keep generations
+    finally:
+        os.close(fd)
+
+
+def earlier_states(root: str) -> list[str]:
+    """State folders of the store's path that are not its own: an earlier clone's (another
+    identity), or one made before state was keyed by identity. Sorted; never used by mdmem."""
+    prefix, _ = _state_prefix(root)
+    mine = state_dir(root)
+    folder, name = os.path.split(prefix)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        os.path.join(folder, n)
+        for n in names
+        if (n == name or (n.startswith(name + ".") and len(n) == len(name) + 9))
+        and os.path.join(folder, n) != mine
+        and os.path.isdir(os.path.join(folder, n))
+    )
+
+
+#: :func:`project_problem`'s answers for the home directory's own ``.PseudoClaude``: normal,
+#: not a refusal worth a warning.
+IS_USER_STORE = "it is the user store (the workspace is the home directory)"
+IN_HOME = "the workspace is the home directory, whose .PseudoClaude holds the user store"
 
 
 def project_problem(root: str, user_store: str | None = None) -> str | None:
@@ -300,25 +398,82 @@ def project_problem(root: str, user_store: str | None = None) -> str | None:
     - it is the user store, or the workspace is the home directory: the
       project store would share its files, privacy and lock with the user store;
     - ``.PseudoClaude`` or ``memory`` is a symlink (a repository can commit
-      one): writes would land wherever the link points.
+      one): writes would land wherever the link points;
+    - someone else controls it (:func:`control_problem`): the workspace is
+      ``/``, writable by every user (``/tmp``), or not the user's (nor root's);
+      ``.PseudoClaude`` or ``memory`` is not the user's own, or writable by
+      others. Another local user could otherwise plant a store above your
+      folders, read what mdmem writes into it, and feed their notes to your agent.
     """
     real = os.path.realpath(root)
     user = os.path.realpath(user_store or user_root())
     if real == user:
-        return "it is the user store (the workspace is the home directory)"
+        return IS_USER_STORE
     parent = os.path.dirname(root)
     if os.path.basename(parent) != ".PseudoClaude":
         return None  # not laid out in a workspace: a store the caller chose
     workspace = os.path.dirname(parent)
     real_ws = os.path.realpath(workspace)
     if real_ws == os.path.realpath(os.path.expanduser("~")):
-        return "the workspace is the home directory, whose .PseudoClaude holds the user store"
+        return IN_HOME
     for path, what in ((parent, ".PseudoClaude"), (root, ".PseudoClaude/memory")):
         if os.path.islink(path):
             return f"{what} is a symlink (to {os.readlink(path)!r}); mdmem never follows it"
     if os.path.commonpath([real, real_ws]) != real_ws or real == real_ws:
         return "it resolves outside the workspace"
+    return control_problem(real_ws)
+
+
+def control_problem(workspace: str) -> str | None:
+    """Why someone other than the user controls ``workspace``'s store, or None.
+
+    The workspace folder must not be ``/`` (a store there would be every
+    marker-less folder's), must belong to the user or root, and must not be
+    writable by every user, sticky or not (``/tmp``: anyone can create the
+    store there first). ``.PseudoClaude`` and ``.PseudoClaude/memory``, where
+    they exist, must belong to the user and be writable by no one else. Group
+    write is allowed only for the user's private group (a group of the user's
+    name with no other member, as ``umask 002`` systems make), where it gives
+    no one else anything. On a system without user ids (Windows), None.
+    """
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return None
+    if os.path.dirname(workspace) == workspace:
+        return f"the workspace is the file system's root {workspace}"
+    uid = geteuid()
+    for path, what, root_ok in (
+        (workspace, f"the workspace {workspace}", True),
+        (os.path.join(workspace, ".PseudoClaude"), ".PseudoClaude", False),
+        (os.path.join(workspace, ".PseudoClaude", "memory"), ".PseudoClaude/memory", False),
+    ):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None  # not there (yet): it will be created as the user's own
+        if st.st_uid != uid and not (root_ok and st.st_uid == 0):
+            return f"{what} belongs to another user (uid {st.st_uid})"
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & stat.S_IWOTH:
+            return f"{what} is writable by every user (mode {mode:o})"
+        if mode & stat.S_IWGRP and not _private_group(st.st_gid):
+            return f"{what} is writable by its group (mode {mode:o}, gid {st.st_gid})"
     return None
+
+
+def _private_group(gid: int) -> bool:
+    """Whether group ``gid`` is the user's own private group (its name, no other member)."""
+    try:
+        import grp
+        import pwd
+    except ImportError:  # pragma: no cover - not a POSIX system
+        return False
+    try:
+        name = pwd.getpwuid(os.geteuid()).pw_name
+        group = grp.getgrgid(gid)
+    except (KeyError, OSError):
+        return False
+    return gid == os.getegid() and group.gr_name == name and set(group.gr_mem) <= {name}
 
 
 def user_root() -> str:

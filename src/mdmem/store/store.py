@@ -133,7 +133,7 @@ class Store:
                 if self.unavailable is None:
                     _fs.ensure_dir(self._root, private=self.private)
                 state = _catalog.ensure_state_dir(self._root, private=self.private)
-                lock = FileLock(os.path.join(state, name), mode=0o600 if self.private else 0o644)
+                lock = FileLock(os.path.join(state, name), mode=0o600)
                 self._locks[name] = lock
             return lock
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 
 from mdmem._kinds import Level
-from mdmem.store.paths import discover_workspace, project_root, user_root
+from mdmem.store.paths import IN_HOME, IS_USER_STORE, discover_workspace, project_root, user_root
 from mdmem.store.store import Store
 
-__all__ = ["resolve"]
+__all__ = ["refusal", "resolve"]
 
 
 def resolve(
@@ -29,3 +29,12 @@ def resolve(
         ws = discover_workspace(start or os.getcwd(), user_store=user)
     project = Store(project_root(ws), Level.PROJECT, user_store=user)
     return ws, project, Store(user, Level.USER)
+
+
+def refusal(project: Store) -> str | None:
+    """One line saying why ``project`` is refused, for the CLI or a hook to show; None when
+    it is usable, or when it is the home directory's (which is normal, not a refusal)."""
+    why = project.unavailable
+    if why is None or why in (IS_USER_STORE, IN_HOME):
+        return None
+    return f"mdmem: no project store at {project.path}: {why}; only the user store is used"
