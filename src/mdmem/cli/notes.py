@@ -78,6 +78,8 @@ def init(
 
 def _no_project(workspace: str, project: Store) -> bool:
     """Whether ``workspace`` is discovery's fallback: no store yet, no marker to find it by."""
+    if project.unavailable is not None:
+        return False  # refused for a reason of its own, which the write says
     return not os.path.isdir(project.path) and not any(
         os.path.exists(os.path.join(workspace, marker)) for marker in (".git", ".PseudoClaude")
     )
