@@ -145,3 +145,29 @@ def test_dry_run_prints_the_plan_and_writes_nothing(
         {"action": "delete", "level": "project", "filename": "project_knowledge_note-4.md"}
     ]
     assert files(store) == before
+
+
+def test_consolidate_counts_in_the_ledger_and_keeps_to_the_daily_budget(
+    store: Store, fake_anthropic: FakeAnthropic, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    from mdmem.store import ledger
+
+    user = os.environ["MDMEM_USER_DIR"]
+    fake_anthropic.enqueue(FakeAnthropic.tool_use(TOOL, {"operations": []}))
+    args = ["--workspace", str(workspace), "consolidate", "--level", "project"]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    spent = ledger.tokens_on(user, ledger.day_of(time.time()))
+    assert spent > 0  # the call is in the user's usage ledger, as a turn's would be
+    assert [t[1] for t in ledger.load(user)["turns"]] == ["consolidate"]
+
+    monkeypatch.setenv("MDMEM_DAILY_TOKENS", str(spent + 10))  # less than one more batch
+    before = files(store)
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code != 0
+    assert "daily token budget" in out.output and "MDMEM_DAILY_TOKENS" in out.output
+    assert len(fake_anthropic.requests) == 1  # no second call was made
+    assert files(store) == before

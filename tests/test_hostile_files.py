@@ -365,9 +365,15 @@ def test_a_create_never_overwrites_a_file_that_appeared_meanwhile(
         ]
     )
     assert (store.root / "project_knowledge_deploy.md").read_bytes() == theirs
-    assert [a.filename for a in result.applied] == ["project_knowledge_other.md"]
-    assert len(result.rejected) == 1 and "appeared" in result.rejected[0].reason
+    # Never overwritten, and ours is not lost either: it takes the next free name.
+    assert [a.filename for a in result.applied] == [
+        "project_knowledge_deploy-2.md",
+        "project_knowledge_other.md",
+    ]
+    assert "appeared meanwhile" in result.applied[0].detail and not result.rejected
+    assert store.read("project_knowledge_deploy-2.md").body == "Ours."
     assert "Theirs" in store.load_index()  # the index follows what is on disk
+    assert "(project_knowledge_deploy-2.md)" in store.load_index()
     assert not [p for p in store.root.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -100,9 +100,10 @@ def test_tools_and_their_annotations(workspace: Path, user_dir: Path, tmp_path: 
         "memory_index",
         "memory_read",
         "memory_search",
+        "memory_timeline",
         "memory_write",
     ]
-    for name in ("memory_index", "memory_read", "memory_search"):
+    for name in ("memory_index", "memory_read", "memory_search", "memory_timeline"):
         hints = listed[name].annotations
         assert (hints.read_only_hint, hints.open_world_hint) == (True, False), name
     for name in ("memory_write", "memory_delete"):

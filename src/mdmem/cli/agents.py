@@ -146,7 +146,8 @@ def worker(
     """Process the turns waiting in this workspace's journal, then exit.
 
     The Claude Code Stop hook starts it in the background; run it by hand to
-    finish turns left by a process that exited.
+    finish turns left by a process that exited. With a model, it then
+    summarises the sessions that ended (within the daily token budget).
 
     Example: mdmem worker
     """
@@ -161,6 +162,7 @@ def worker(
     with Manager(workspace, user_dir=user.path, discover=False) as manager:
         if not manager.flush(timeout):
             raise typer.Exit(1)
+        manager.summarise_sessions()  # sessions that ended, by the model, within the budget
 
 
 hook_app = typer.Typer(help="Claude Code hooks (they always exit 0).", no_args_is_help=True)

@@ -41,23 +41,107 @@ def search(
         NoteType | None, typer.Option("--type", help="Only notes of this type.")
     ] = None,
     semantic: SemanticOption = None,
+    sessions: Annotated[
+        bool,
+        typer.Option(
+            "--sessions", help="Find past sessions (what the agent did) instead of notes."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Find the notes that answer a question, best first.
 
     Superseded and expired notes are left out. --json prints an array of hits
-    (filename, level, type, title, summary, score, updated, snippet).
+    (filename, level, type, title, summary, score, updated, snippet). With
+    --sessions, the sessions whose asks, files, commands or summary match
+    ("did we fix the billing retry?"), each as a timeline entry with a score.
 
     Example: mdmem search "how do we deploy" --limit 5 --json
     """
     from mdmem.recall import search as search_notes
 
+    if sessions:
+        from mdmem.recall.sessions import search_sessions
+
+        _, project, _ = options_of(ctx).stores()
+        found = search_sessions(project.path, query, limit=limit)
+        if as_json:
+            typer.echo(json.dumps([h.as_dict() for h in found], ensure_ascii=False, indent=2))
+        for hit in [] if as_json else found:
+            typer.echo(_session_line(hit.session))
+            for item in hit.matched[:3]:
+                typer.echo(f"         {item}")
+        return
     stores = selected(options_of(ctx), level)
     types = [note_type.value] if note_type is not None else None
     hits = search_notes(stores, query, limit=limit, types=types, semantic=semantic)
     text = search_text(hits, as_json)
     if text:
         typer.echo(text)
+
+
+def _session_line(session: object) -> str:
+    from mdmem.store.sessions import Session, built_summary
+
+    assert isinstance(session, Session)
+    when = session.started[:16].replace("T", " ") or "undated"
+    state = "" if session.ended else " (open)"
+    return f"{when}{state}  {session.session_id[:8]}  {session.summary or built_summary(session)}"
+
+
+@app.command()
+def timeline(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most this many.")] = 20,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", metavar="DATE", help="Only sessions active on or after DATE."),
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("--file", metavar="PATH", help="Only sessions that changed PATH."),
+    ] = None,
+    restore: Annotated[
+        str | None,
+        typer.Option("--restore", metavar="ID", help="Bring a pruned session back, then list."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the agent's past sessions in this workspace, newest first.
+
+    Each session: when, branch, what was asked, the files changed, the commands
+    and tests run, the notes written, a summary. --json prints an array of
+    entries (session_id, started, ended, summary, files, commands, tests,
+    notes, ...). Records live in mdmem's state (MDMEM_SESSIONS=project: the
+    store's sessions/ folder); `mdmem prune` moves old ones to the trash.
+
+    Example: mdmem timeline --since 2026-11-01 --file billing/retry.py --json
+    """
+    from mdmem.store import sessions as records
+
+    workspace, project, _ = options_of(ctx).stores()
+    if restore:
+        with project.lock():
+            back = records.restore(project.path, restore)
+        if not as_json:
+            typer.echo(f"restored session {back.session_id}")
+    try:
+        found = records.timeline(
+            project.path, limit=limit, since=since, file=file, workspace=workspace
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--since") from None
+    if as_json:
+        typer.echo(json.dumps([s.as_dict() for s in found], ensure_ascii=False, indent=2))
+        return
+    for session in found:
+        typer.echo(_session_line(session))
+        for path in session.files[:5]:
+            typer.echo(f"         changed {path}")
+        for _, name in session.notes[:5]:
+            typer.echo(f"         wrote {name}")
+    if not found and not options_of(ctx).quiet:
+        typer.echo("no sessions recorded")
 
 
 @app.command()

@@ -252,8 +252,18 @@ def why(
             versions = [getattr(v, "__dict__", v) for v in history(name)]
         except Exception:  # an optional feature: never fatal here
             versions = []
-    workspace = options.stores()[0]
+    workspace, project, _ = options.stores()
     git_lines = _git_log(workspace, os.path.join(store.path, name))
+    session = None
+    if source and source.session:
+        from mdmem.store import sessions
+
+        found = sessions.load(project.path, source.session)
+        session = (
+            {"session_id": found.session_id, "started": found.started, "title": found.title}
+            if found
+            else {"session_id": source.session, "started": None, "title": None}
+        )
     data = {
         "filename": name,
         "level": store.level.value,
@@ -264,6 +274,7 @@ def why(
         "disputed": disputed(store).get(name),
         "history": versions,
         "git": git_lines,
+        "session": session,
     }
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
@@ -274,8 +285,12 @@ def why(
         typer.echo(f"  model: {source.model or 'unknown'}")
         if source.git:
             typer.echo(f"  commit: {source.git}")
-        if source.session:
-            typer.echo(f"  session: {source.session}")
+        if session and session["started"]:
+            typer.echo(
+                f"  session: {session['session_id']} ({session['started']}: {session['title']})"
+            )
+        elif source.session:
+            typer.echo(f"  session: {source.session} (its record is not kept here)")
         excerpt = data["excerpt"]
         if excerpt:
             typer.echo("  the turn (redacted):")

@@ -72,17 +72,22 @@ def prune(
     """Move expired notes (and with --unused, long-unused ones) to the trash.
 
     Every note moved is printed; `mdmem restore NAME` brings it back. Notes
-    whose use is unknown are kept.
+    whose use is unknown are kept. Session records with no activity for
+    MDMEM_SESSIONS_DAYS (90) go to their own trash too; `mdmem timeline
+    --restore ID` brings one back.
 
     Example: mdmem prune --dry-run --unused 45
     """
     from mdmem.manager.prune import prune as prune_store
+    from mdmem.manager.prune import prune_sessions
 
     options = options_of(ctx)
     rows = []
     for store in selected(options, level):
         for item in prune_store(store, dry_run=dry_run, unused_days=unused):
             rows.append(item)
+        if store.level.value == "project":
+            rows += prune_sessions(store, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps([vars(r) for r in rows], ensure_ascii=False, indent=2))
         return
@@ -160,9 +165,12 @@ def consolidate(
         )
         raise typer.Exit(1)
     out = []
+    user = options_of(ctx).stores()[2]  # whose usage ledger counts the tokens, as for turns
     try:
         for store in selected(options_of(ctx), level):
-            report = run(store, provider, max_changes=max_changes, dry_run=dry_run)
+            report = run(
+                store, provider, max_changes=max_changes, dry_run=dry_run, ledger_root=user.path
+            )
             out.append((store, report))
     finally:
         closer = getattr(provider, "close", None)
@@ -197,3 +205,5 @@ def consolidate(
             typer.echo(f"  rejected: {item.reason}")
         if report.dropped:
             typer.echo(f"  {report.dropped} more left for a later run (--max-changes)")
+        if report.budget_spent:
+            typer.echo("  the daily token budget (MDMEM_DAILY_TOKENS) stopped the run early")

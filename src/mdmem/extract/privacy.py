@@ -16,7 +16,8 @@ before it is written. Two things happen, in this order:
    (hooks.slack.com), ``google_api_key`` (AIza), ``jwt``, ``bearer_token`` and
    ``basic_auth`` (Authorization headers, "bearer <long token>"),
    ``url_password`` (scheme://user:password@host), ``password`` (password=,
-   passwd:, --password, mysql -p..., curl -u user:..., <password>), ``secret``
+   passwd:, --password, mysql -p..., curl -u user:..., <password>, and in prose:
+   "my password is ...", "the db password: ...", "密码是..."), ``secret``
    (secret=, token:, api_key=, --token, --api-key) and ``custom`` (an extra
    pattern).
 
@@ -28,16 +29,23 @@ Extra patterns come from :class:`Redactor`'s argument, or for the module-level
 regular expression per line; blank lines are ignored, and a line that is not a
 valid expression is matched as literal text.
 
+Text is matched NFKC-normalised (and without invisible characters), so a key
+typed in full-width letters (``ｓｋ-ant-…``) is found like its ASCII form; the
+original characters are what is replaced.
+
 The rules are patterns, not a classifier: they aim at few false positives on
-ordinary prose and code (``password reset flow``, ``--password-file``, a git
-SHA, a UUID), so a secret in no known shape, such as a bare random password in
-a sentence, passes through. Markers are never matched again, which makes
-redaction idempotent. Every pattern is linear in the length of its input.
+ordinary prose and code (``password reset flow``, ``the password is hashed``,
+``--password-file``, a git SHA, a UUID), so a secret in no known shape, such as
+a bare random string with no word for it nearby, passes through. Markers are
+never matched again, which makes redaction idempotent. Every pattern is linear
+in the length of its input.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 
 __all__ = [
@@ -104,6 +112,27 @@ _VALUE = _QUOTED + r"""|(?P<v3>[^\s'"`,;&|(){}<>\[\]]+))"""
 _PASSWORD_KEYS = ("pass(?:word|wd|phrase|(?<![a-z0-9]pass))", "pwd")
 _SECRET_KEYS = ("secret(?:[_-]?key)?", "token", "api[_-]?key", "access[_-]?key", "private[_-]?key")
 _SECRET_WORDS = "|".join(_SECRET_KEYS)
+# After a password word in prose: an optional "for the staging db", then "is"/"was" or
+# a colon, then the value (not ending in the sentence's punctuation). Bounded: linear.
+_PROSE_TAIL = (
+    r"(?![a-z0-9_-])(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[a-z0-9_.@-]{1,40}){1,3}?)?"
+    r"(?:[ \t]+(?:is|was|is[ \t]+now|will[ \t]+be)(?:[ \t]*[:：])?[ \t]+"
+    r"|(?P<sep>[ \t]*[:：][ \t]*))"
+    + _QUOTED
+    + r"""|(?P<v3>[^\s'"`]*[^\s'"`.,;:!?)\]}>。，；！？]))"""
+)
+# Words that follow "password is" in prose; and the endings of such words.
+_PROSE_WORDS = frozenset(
+    _split(
+        "wrong correct incorrect same different required needed optional stored saved kept "
+        "changed reset rotated hashed salted encrypted set unset empty blank weak strong long "
+        "short secure insecure valid invalid expired known unknown shared mandatory ok okay "
+        "fine good bad right incorrectly still now never always only just also in on at by "
+        "a an one what which who how where why lost forgotten generated random case"
+    )
+)
+_CODE_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[\[(]")
+_PROSE_ENDINGS = ("ed", "ing", "ly", "ble", "ful", "less", "ive", "ent", "ant", "al", "ous")
 _ASSIGN_TAIL = r"""["']?(?P<s1>[ \t]*)(?P<sep>=>|:=|=(?!=)|:(?![:=/]))(?P<s2>[ \t]*)""" + _VALUE
 
 
@@ -383,6 +412,20 @@ class _Patterns:
                 lambda m, v, q: _plausible(v),
                 lower=True,
             ),
+            # Prose: "my password is hunter2", "the password for staging was 'x y'",
+            # "the db password: s3cret", "密码是hunter2", "数据库密码：abc123".
+            *(
+                _Rule(word + _PROSE_TAIL, "password", self._accept_prose, lower=True)
+                for word in ("password", "passphrase", "passwd", "passcode")
+            ),
+            # After 密码是 Chinese prose goes on in Chinese: any ASCII word is the value.
+            _Rule(
+                r"(?:密码|口令)(?:是|为|:|：)[ \t]*"
+                + _QUOTED
+                + r"|(?P<v3>[!-~]*[A-Za-z0-9#$%&*+/=@^_~-]))",
+                "password",
+                lambda m, v, q: _plausible(v) and len(v) >= 3,
+            ),
             _Rule(
                 r"-p(?<=[ \t]-p)" + _QUOTED + r"""|(?P<v3>[^\s'"`;&|<>()]+))""",
                 "password",
@@ -452,6 +495,26 @@ class _Patterns:
         if code_style and ident and ("." in value or not any(c.isdigit() for c in value)):
             # ``password = form.password`` and ``token = Error`` are code.
             return value[0].islower() and not any(c in value for c in "._")
+        return True
+
+    @staticmethod
+    def _accept_prose(m: re.Match[str], value: str, quoted: bool) -> bool:
+        """A value after "password is" / "password:" in prose, unless it is a word about it."""
+        if not _plausible(value) or value.startswith("[REDACTED"):
+            return False
+        low = value.lower()
+        if quoted:
+            return len(value) > 1
+        if len(value) < 3 or low in _STOPWORDS or low in _PROSE_WORDS:
+            return False
+        if _CODE_CALL.match(value):
+            return False  # "Optional[str]", "getpass()": code, not a value
+        letters = low.replace("-", "").replace("'", "")
+        if letters.isalpha():
+            if m.group("sep") is not None:
+                return False  # "password: required", a YAML or annotation word: keep it
+            # "is hashed", "is missing", "is case-sensitive": words about the password.
+            return not ("-" in low or low.endswith(_PROSE_ENDINGS))
         return True
 
     @staticmethod
@@ -532,15 +595,54 @@ def _clip(spans: list[_Finding], holes: list[tuple[int, int]]) -> list[_Finding]
     return out
 
 
-def _visible(text: str) -> tuple[str, list[int] | None]:
-    """``text`` without invisible characters, and where each remaining one was (None: same)."""
-    p = _compiled()
-    if text.isascii() or p.invisible.search(text) is None:
+def _visible(text: str, *, fold: bool = True) -> tuple[str, list[int] | None]:
+    """``text`` as matched, and where each of its characters was in ``text`` (None: the same).
+
+    Without invisible characters, and NFKC-normalised one character at a time:
+    a key typed in full-width letters (``ｓｋ-ant-…``) or other compatibility
+    forms is found like its ASCII twin, and replaced in the original text.
+    Without ``fold``, invisible characters only (``<private>`` tags name their
+    full-width brackets themselves).
+    """
+    if text.isascii():
         return text, None
-    keep = [i for i, ch in enumerate(text) if p.invisible.fullmatch(ch) is None]
-    view = "".join(text[i] for i in keep)
-    keep.append(len(text))
-    return view, keep
+    p = _compiled()
+    if not fold:
+        if p.invisible.search(text) is None:
+            return text, None
+        keep = [i for i, ch in enumerate(text) if p.invisible.fullmatch(ch) is None]
+        keep.append(len(text))
+        return "".join(text[i] for i in keep[:-1]), keep
+    table: dict[int, str] = {}
+    for ch in set(text):
+        if ch < "\x80":
+            continue
+        if p.invisible.fullmatch(ch) is not None:
+            table[ord(ch)] = ""
+            continue
+        folded = _nfkc(ch)
+        if folded != ch:
+            table[ord(ch)] = folded
+    if not table:
+        return text, None
+    if all(len(v) == 1 for v in table.values()):
+        # One character for one (a full-width letter or comma): the offsets are the same,
+        # and a replace per character is the fastest way through long Chinese prose.
+        view = text
+        for code, folded in table.items():
+            view = view.replace(chr(code), folded)
+        return view, None
+    where: list[int] = []
+    for i, ch in enumerate(text):
+        into = table.get(ord(ch))
+        where.extend([i] * (1 if into is None else len(into)))
+    where.append(len(text))
+    return text.translate(table), where
+
+
+@functools.lru_cache(maxsize=4096)
+def _nfkc(ch: str) -> str:
+    return unicodedata.normalize("NFKC", ch) or ch
 
 
 def _original(spans: list[_Finding], keep: list[int] | None) -> list[_Finding]:
@@ -588,7 +690,7 @@ def _strip_private(text: str, depth: int = 0) -> tuple[str, int]:
     p = _compiled()
     carried = depth
     for attempt in range(3):
-        view, keep = _visible(text)
+        view, keep = _visible(text, fold=False)
         if carried == 0 and "private" not in view.lower():
             return text, depth
         found, left = _private_spans(view, carried)
@@ -603,7 +705,7 @@ def _strip_private(text: str, depth: int = 0) -> tuple[str, int]:
         text = _cut_spans(text, [(a, b) for _, a, b in spans])
     # Removing blocks can join "<priv" and "ate>" into a new tag; rather than
     # loop on adversarial nesting, drop everything from the first such tag.
-    view, keep = _visible(text)
+    view, keep = _visible(text, fold=False)
     m = p.private_tag.search(view)
     if m is None:
         return text, depth

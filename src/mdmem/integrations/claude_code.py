@@ -95,11 +95,16 @@ class TranscriptMessage:
     hands over only the rest.
     """
 
-    __slots__ = ("parts", "role")
+    __slots__ = ("branch", "parts", "role", "stamp")
 
-    def __init__(self, uuid: str, role: str, content: list[object]) -> None:
+    def __init__(
+        self, uuid: str, role: str, content: list[object], stamp: str = "", branch: str = ""
+    ) -> None:
         self.role = role
         self.parts: list[tuple[str, list[object]]] = [(uuid, content)]
+        #: Its first line's ``timestamp`` and ``gitBranch`` (for the session record).
+        self.stamp = stamp
+        self.branch = branch
 
     def __repr__(self) -> str:
         return f"TranscriptMessage({self.uuid!r}, {self.role!r}, {len(self.content)} blocks)"
@@ -361,7 +366,14 @@ def read_new(
         if kind == "assistant" and isinstance(message_id, str) and message_id in by_id:
             by_id[message_id].parts.append((uuid, blocks))
             continue
-        entry = TranscriptMessage(uuid=uuid, role=str(kind), content=blocks)
+        stamp, branch = line.get("timestamp"), line.get("gitBranch")
+        entry = TranscriptMessage(
+            uuid=uuid,
+            role=str(kind),
+            content=blocks,
+            stamp=stamp[:40] if isinstance(stamp, str) else "",
+            branch=branch[:200] if isinstance(branch, str) else "",
+        )
         if kind == "assistant" and isinstance(message_id, str):
             by_id[message_id] = entry
         messages.append(entry)
@@ -397,7 +409,9 @@ def new_messages(
         if len(parts) == len(message.parts):
             fresh.append(message)
             continue
-        part = TranscriptMessage(parts[0][0], message.role, parts[0][1])
+        part = TranscriptMessage(
+            parts[0][0], message.role, parts[0][1], message.stamp, message.branch
+        )
         part.parts = parts
         fresh.append(part)
     return fresh
@@ -658,6 +672,12 @@ def hand_over(
         if after != cursor and os.path.isdir(os.path.dirname(cursors.path)):
             with contextlib.suppress(OSError):
                 cursors.put(transcript, after)  # all before it is handed over already
+        if payload.get("hook_event_name") == "SessionEnd":
+            from mdmem.integrations._session_record import close
+
+            # A worker, so a model (when there is one) summarises the ended session.
+            if close(payload, project, messages) and spawn:
+                start_worker(ws, user.path)
         return None
     from mdmem.manager.manager import Manager
     from mdmem.store._catalog import ensure_state_dir
@@ -672,6 +692,11 @@ def hand_over(
         fresh = new_messages(messages, set(known))
         turn_id = None
         if fresh:
+            from mdmem.integrations._session_record import record
+
+            # The session record (mdmem timeline) first: it needs the tool calls, which
+            # the journaled turn leaves out.
+            record(payload, manager, messages, fresh)
             session = payload.get("session_id")
             turn_id = manager.defer(
                 [m.as_dict() for m in fresh],

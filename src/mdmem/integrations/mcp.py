@@ -9,6 +9,8 @@ official ``mcp`` SDK (mdmem's ``mcp`` extra)::
     memory_write(level, type, title, content, filename?, summary?)
                                             create a note, or update one by name
     memory_delete(level, filename)          move a note to its store's trash       destructive
+    memory_timeline(query?, since?, file?, limit?)
+                                            past sessions: asks, files, commands   read-only
 
 Resources: ``mdmem://index`` (both stores), ``mdmem://project/index`` and
 ``mdmem://user/index`` (one store's MEMORY.md).
@@ -44,7 +46,17 @@ from mdmem.store.note import render
 from mdmem.store.store import Store
 from mdmem.store.workspace import resolve
 
-__all__ = ["INSTRUCTIONS", "Hit", "SearchResult", "Written", "build_server", "main", "serve"]
+__all__ = [
+    "INSTRUCTIONS",
+    "Hit",
+    "SearchResult",
+    "SessionEntry",
+    "Timeline",
+    "Written",
+    "build_server",
+    "main",
+    "serve",
+]
 
 LevelName = Literal["project", "user"]
 TypeName = Literal[
@@ -106,6 +118,27 @@ class SearchResult(TypedDict):
     """The results of memory_search, best first."""
 
     results: list[Hit]
+
+
+class SessionEntry(TypedDict):
+    """One past session: when, what was asked, what changed; ``ended`` is null while open."""
+
+    session_id: str
+    started: str
+    ended: str | None
+    branch: str
+    summary: str
+    goals: list[str]
+    files: list[str]
+    commands: list[str]
+    tests: list[str]
+    notes: list[str]
+
+
+class Timeline(TypedDict):
+    """The sessions memory_timeline found, newest (or, for a query, best) first."""
+
+    sessions: list[SessionEntry]
 
 
 @contextmanager
@@ -191,7 +224,9 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
     ``workspace=None``: ``$MDMEM_WORKSPACE``, else found from the current directory,
     as the ``mdmem`` command does.
     """
-    _, project, user = resolve(workspace or os.environ.get("MDMEM_WORKSPACE") or None, user_dir)
+    workspace_path, project, user = resolve(
+        workspace or os.environ.get("MDMEM_WORKSPACE") or None, user_dir
+    )
     stores = {"project": project, "user": user}
 
     def store_of(level: str) -> Store:
@@ -251,6 +286,64 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
                     snippet=h.snippet,
                 )
                 for h in hits
+            ]
+        }
+
+    @server.tool(annotations=_READ_ONLY)
+    def memory_timeline(
+        query: Annotated[
+            str | None,
+            Field(description="Find sessions about this ('did we fix the billing retry?')"),
+        ] = None,
+        since: Annotated[
+            str | None, Field(description="Only sessions active since: 2026-11-30, or 7d")
+        ] = None,
+        file: Annotated[
+            str | None, Field(description="Only sessions that changed this file (or path tail)")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=50, description="At most this many sessions")] = 10,
+    ) -> Timeline:
+        """What the agent did in past sessions here: asks, files changed, commands, tests, notes.
+
+        Never tool output. Newest first; with a query, the best matches first.
+        """
+        from mdmem.store import sessions as records
+
+        with _translated():
+            try:
+                if query:
+                    from mdmem.recall.sessions import search_sessions
+
+                    found = [
+                        h.session
+                        for h in search_sessions(project.path, query, limit=50)
+                        if not file or records.changed(h.session, file, workspace_path)
+                    ]
+                    if since:
+                        cutoff = records.since_stamp(since)
+                        found = [s for s in found if records.stamp_of(s) >= cutoff]
+                    found = found[:limit]
+                else:
+                    found = records.timeline(
+                        project.path, limit=limit, since=since, file=file, workspace=workspace_path
+                    )
+            except ValueError as exc:
+                raise ToolError(str(exc)) from None
+        return {
+            "sessions": [
+                SessionEntry(
+                    session_id=s.session_id,
+                    started=s.started,
+                    ended=s.ended,
+                    branch=s.branch,
+                    summary=s.summary or records.built_summary(s),
+                    goals=s.goals,
+                    files=s.files,
+                    commands=s.commands,
+                    tests=[f"{c}: {o or 'outcome not said'}" for c, o in s.tests],
+                    notes=[n for _, n in s.notes],
+                )
+                for s in found
             ]
         }
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 from mdmem import _json
@@ -40,6 +41,7 @@ __all__ = [
     "MAX_SEEN",
     "MIN_COVERAGE",
     "output",
+    "past_sessions",
     "read_input",
     "user_prompt_submit",
 ]
@@ -113,6 +115,7 @@ def user_prompt_submit(
         start, seen = _in_session_start(payload, workspace, user_dir), []
     else:
         start, seen = known
+    past = past_sessions(project.path, prompt, payload.get("session_id"))
     block, hits = recalled(
         stores,
         prompt,
@@ -126,6 +129,54 @@ def user_prompt_submit(
     if not block:
         if known is None:
             write_seen(project.path, path, start, seen)
-        return ""
+        return output(past)
     write_seen(project.path, path, start, [*seen, *(h.filename for h in hits)])
-    return output(block)
+    return output(f"{block}\n{past}" if past else block)
+
+
+#: A prompt that asks about past work ("did we fix ... before?"): it may recall a session.
+_PAST_WORK = re.compile(
+    r"\b(?:did (?:we|you|i)|have (?:we|you)|had we|last time|before|earlier|previous(?:ly)?|"
+    r"yesterday|already|ago|history of)\b|之前|上次|以前|昨天|已经",
+    re.I,
+)
+#: At most this many sessions, within this many characters, join the recalled block.
+PAST_SESSIONS = 2
+PAST_SESSION_CHARS = 700
+
+
+def past_sessions(store_path: str, prompt: str, current: object = None) -> str:
+    """The sessions that answer a prompt about past work, as a short block; ``""`` otherwise.
+
+    Only when the prompt asks about the past, only sessions holding a good share
+    of its words (:data:`MIN_COVERAGE`), never the session asking, within
+    :data:`PAST_SESSION_CHARS`. Never fails the hook.
+    """
+    if not _PAST_WORK.search(prompt):
+        return ""
+    from mdmem._lines import clean_inline
+    from mdmem.recall.sessions import search_sessions
+    from mdmem.store.sessions import built_summary, resolve_id
+
+    try:
+        here = resolve_id(store_path, current) if isinstance(current, str) and current else ""
+        hits = search_sessions(store_path, prompt, limit=PAST_SESSIONS + 1)
+    except Exception:  # a hook never fails for this
+        return ""
+    lines = ["## Past sessions (what the agent did; `mdmem timeline` shows more)"]
+    size = len(lines[0])
+    for hit in hits:
+        s = hit.session
+        if hit.coverage < MIN_COVERAGE or s.session_id == here or here in s.aliases:
+            continue
+        files = f" Files: {', '.join(s.files[:4])}." if s.files else ""
+        line = clean_inline(
+            f"- {s.started[:10]} (session {s.session_id[:8]}): "
+            f"{s.summary or built_summary(s)}{files}",
+            PAST_SESSION_CHARS // PAST_SESSIONS,
+        )
+        if size + len(line) > PAST_SESSION_CHARS or len(lines) > PAST_SESSIONS:
+            break
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines) if len(lines) > 1 else ""

@@ -7,6 +7,7 @@ since turns hold conversation text)::
     <owner>/<turn>.json     turns that owner has claimed
     pending/<turn>.json     turns nobody has claimed yet (written by hooks)
     failed/<turn>.json      turns that kept failing, with their errors, for a person
+    damaged/<turn>.json     turn files that could not be read at all (set aside, never retried)
 
 A turn file is in exactly one of those places at a time, and moves only by
 ``os.rename``, which is atomic: a claim is a rename, so two processes never
@@ -29,7 +30,8 @@ __all__ = ["Journal", "new_turn_id"]
 OWNERS = "owners"
 PENDING = "pending"
 FAILED = "failed"
-_RESERVED = {OWNERS, PENDING, FAILED}
+DAMAGED = "damaged"
+_RESERVED = {OWNERS, PENDING, FAILED, DAMAGED}
 
 
 def new_turn_id() -> str:
@@ -118,8 +120,8 @@ class Journal:
         """
         with open(self._path(turn_id), encoding="utf-8") as f:
             data = json.load(f)
-        if not isinstance(data, dict):
-            raise ValueError("a turn file must hold a JSON object")
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise ValueError("a turn file must hold a JSON object with its id")
         return data
 
     def remove(self, turn_id: str) -> None:
@@ -134,6 +136,14 @@ class Journal:
         _fs.atomic_write(target, _dump(turn), private=True)
         self.remove(turn_id)
         return target
+
+    def set_aside(self, turn_id: str) -> str:
+        """Move a claimed turn file that cannot be read to ``damaged/``; return where.
+
+        Kept for a person (it may hold text worth reading), but never retried: a
+        file that does not parse would fail every worker that adopts it.
+        """
+        return set_aside(self.root, self._path(turn_id))
 
     def owned(self) -> list[str]:
         """The ids of the turns this owner holds, oldest first."""
@@ -186,15 +196,33 @@ def put_pending(root: str, turn: dict[str, object]) -> str:
     return path
 
 
+def set_aside(root: str, path: str) -> str:
+    """Move the turn file at ``path`` into the journal's ``damaged/`` folder; return where."""
+    folder = os.path.join(root, DAMAGED)
+    _fs.ensure_dir(folder, private=True)
+    target = os.path.join(folder, os.path.basename(path))
+    os.replace(path, target)
+    return target
+
+
 def listing(root: str) -> dict[str, list[str]]:
-    """Every turn file in the journal by place (owner id, ``pending`` or ``failed``), for doctor."""
+    """Every turn file in the journal by place (owner id, ``pending`` or ``failed``), for doctor.
+
+    Damaged files set aside (``damaged/``) are not turns: :func:`damaged` lists them.
+    """
     out: dict[str, list[str]] = {}
     for entry in _listdir(root):
-        if entry != OWNERS and os.path.isdir(os.path.join(root, entry)):
+        if entry not in (OWNERS, DAMAGED) and os.path.isdir(os.path.join(root, entry)):
             ids = _ids(os.path.join(root, entry))
             if ids:
                 out[entry] = ids
     return out
+
+
+def damaged(root: str) -> list[str]:
+    """The paths of the turn files set aside as unreadable, oldest first."""
+    folder = os.path.join(root, DAMAGED)
+    return [os.path.join(folder, n) for n in _listdir(folder) if not n.startswith(".")]
 
 
 def owner_alive(root: str, owner: str) -> bool:

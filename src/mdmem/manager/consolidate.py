@@ -10,11 +10,15 @@ through the same validation, history and trash as every write, and:
 - only notes of the batch the model was shown may be updated, deleted or superseded;
 - never more than ``max_changes`` operations are applied in one run, whatever
   the model answers; the rest are reported as dropped;
-- ``dry_run`` returns the plan and writes nothing.
+- ``dry_run`` returns the plan and writes nothing;
+- every model call goes through the same daily budget (``MDMEM_DAILY_TOKENS``)
+  and usage ledger (the user store's) as the worker's turns: a batch that would
+  pass the budget is not sent.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
@@ -75,6 +79,8 @@ class ConsolidateReport:
     dropped: int = 0
     """Valid operations left out because the run reached ``max_changes``."""
     batches: int = 0
+    budget_spent: bool = False
+    """The daily token budget stopped the run before every batch was shown to the model."""
 
 
 def _batches(store: Store) -> list[list[tuple[str, str]]]:
@@ -125,13 +131,27 @@ def consolidate(
     max_changes: int = MAX_CHANGES,
     dry_run: bool = False,
     today: date | None = None,
+    ledger_root: str | None = None,
+    daily_tokens: int | None = None,
 ) -> ConsolidateReport:
     """Ask ``provider`` to tidy ``store``; apply at most ``max_changes`` operations.
 
+    ``ledger_root`` is the store whose usage ledger counts the model's tokens
+    (default: the user store, as for turns); ``daily_tokens`` the daily budget
+    (default: ``MDMEM_DAILY_TOKENS``).
+
     Raises:
-        ProviderError: the model could not be reached, or answered no operations.
+        ProviderError: the model could not be reached, answered no operations, or
+            the daily token budget is spent before the first batch.
         LockTimeout: the store is locked by someone else.
     """
+    from mdmem.manager.manager import budget_from_env, budgeted_call, tokens_needed
+    from mdmem.store import ledger
+    from mdmem.store.paths import user_root
+
+    root = ledger_root if ledger_root is not None else user_root()
+    daily = daily_tokens if daily_tokens is not None else budget_from_env("MDMEM_DAILY_TOKENS")
+    budget_spent = False
     day = today or datetime.now(timezone.utc).date()
     planned: list[dict[str, object]] = []
     rejected: list[Rejected] = []
@@ -155,8 +175,19 @@ def consolidate(
             user_index="",
             today=day,
         )
+        if daily is not None and provider.name != "offline":
+            used = ledger.tokens_on(root, ledger.day_of(time.time()))
+            if used + tokens_needed(request) > daily:
+                if not planned:
+                    raise ProviderError(
+                        f"the daily token budget (MDMEM_DAILY_TOKENS={daily}) is spent: "
+                        f"{used} tokens used today (UTC); consolidate tomorrow or raise it",
+                        retryable=False,
+                    )
+                budget_spent = True
+                break
         try:
-            items = parse_answer(provider.extract(request))
+            items = parse_answer(budgeted_call(provider, request, root, "consolidate"))
         except ProviderError:
             if planned:
                 break  # keep what earlier batches proposed
@@ -176,7 +207,8 @@ def consolidate(
                 continue
             touched.add(name)
             planned.append(op)
-    if dry_run or not planned:
-        return ConsolidateReport(tuple(planned), ApplyResult(), tuple(rejected), dropped, batches)
-    result = store.apply(planned, source="consolidate")
-    return ConsolidateReport(tuple(planned), result, tuple(rejected), dropped, batches)
+    apply = planned and not dry_run
+    result = store.apply(planned, source="consolidate") if apply else ApplyResult()
+    return ConsolidateReport(
+        tuple(planned), result, tuple(rejected), dropped, batches, budget_spent
+    )

@@ -658,6 +658,35 @@ def _repair_driver(store: Store, findings: list[Finding]) -> list[str]:
     return [repair_driver(os.path.dirname(os.path.dirname(store.path)))]
 
 
+def _find_catalog(store: Store) -> list[Finding]:
+    """A damaged catalog: derived from the notes, so every command rebuilds it; reported here."""
+    from mdmem.store import _catalog
+
+    problem = _catalog.check(store.path)
+    if problem is None:
+        return []
+    subject = os.path.join(state_dir(store.path), _catalog.CATALOG)
+    message = f"the catalog is damaged ({problem}); --fix rebuilds it from the notes"
+    return [Finding("catalog", subject, message, fixable=True)]
+
+
+def _repair_catalog(store: Store, findings: list[Finding]) -> list[str]:
+    from mdmem.store import _catalog
+
+    with store.lock():
+        _catalog.Catalog(store.path, private=store.private).reset()
+        store.reindex()
+    return ["rebuilt the catalog from the notes"]
+
+
+def _find_damaged_turns(store: Store) -> list[Finding]:
+    from mdmem.manager._journal import damaged
+
+    root = os.path.join(state_dir(store.path), "turns")
+    message = "a turn file that could not be read, set aside; read it, then delete it"
+    return [Finding("pending-turns", path, message, problem=False) for path in damaged(root)]
+
+
 def _count_files(folder: str) -> int:
     count = 0
     for _, _, files in os.walk(folder):
@@ -689,6 +718,7 @@ def _find_earlier_states(store: Store) -> list[Finding]:
 
 
 CHECKS: list[Check] = [
+    Check("catalog", _find_catalog, _repair_catalog),
     Check("locks", _find_locks),
     Check("batch", _find_batch, _repair_batch),
     Check("temp-files", _find_temp_files, _repair_temp_files),
@@ -785,8 +815,16 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
             continue  # already waiting: the worker the caller starts takes it
         with contextlib.suppress(FileNotFoundError):
             if "/failed/" in finding.subject:
-                with open(source, encoding="utf-8") as f:
-                    record = json.load(f)
+                try:
+                    with open(source, encoding="utf-8") as f:
+                        record = json.load(f)
+                    if not isinstance(record, dict):
+                        raise ValueError("not a JSON object")
+                except (ValueError, RecursionError):
+                    from mdmem.manager._journal import set_aside
+
+                    done.append(f"set aside the damaged {set_aside(root, source)}")
+                    continue
                 record["attempts"] = 0  # a fresh start; the old errors stay in the record
                 _fs.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
                 os.unlink(source)
@@ -796,7 +834,10 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
     return done
 
 
-PENDING_TURN_CHECKS: list[Check] = [Check("pending-turns", _find_turns, _requeue_turns)]
+PENDING_TURN_CHECKS: list[Check] = [
+    Check("pending-turns", _find_turns, _requeue_turns),
+    Check("damaged-turns", _find_damaged_turns),
+]
 """Checks of turns accepted for extraction that are not on their way to disk."""
 
 

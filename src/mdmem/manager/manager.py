@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -38,10 +39,10 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from mdmem._kinds import Level
-from mdmem.errors import InvalidOperation, MdmemError, ProviderError
+from mdmem.errors import InvalidOperation, MdmemError, ProviderError, StoreError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
 from mdmem.extract.privacy import (
@@ -87,18 +88,72 @@ RELATED_TOKENS = 2_000
 RELATED_QUERY_CHARS = 2_000
 
 
+#: The largest budget taken (a trillion tokens); a larger value is a mistake, not a budget.
+MAX_BUDGET = 10**12
+
+
 def budget_from_env(name: str) -> int | None:
     """A token budget from the environment (``MDMEM_DAILY_TOKENS``, ``MDMEM_TURN_TOKENS``).
 
-    Unset, empty, ``0`` or not a number: no budget.
+    Unset, empty or ``0``: no budget. Digits, with ``_`` or ``,`` between them
+    (``2_000_000``), or a plain ``2e6``. Anything else (``abc``, ``-5``,
+    ``1e99``, ``inf``, ``²``) is refused with one warning line, and the
+    default, no budget, is used: a typo never stops memory or crashes a command.
     """
-    raw = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
-    try:
-        value = int(float(raw)) if raw else 0
-    except ValueError:
-        log.warning("%s=%r is not a number of tokens; no budget", name, raw)
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return None
-    return value if value > 0 else None
+    digits = raw.replace("_", "").replace(",", "")
+    value: int | None = None
+    if digits.isascii() and digits.isdigit():
+        value = int(digits)
+    elif digits.isascii() and re.fullmatch(r"\d+(\.\d+)?[eE]\d{1,2}", digits):
+        value = int(float(digits))
+    if value is None or value > MAX_BUDGET:
+        log.warning(
+            "%s=%r is not a number of tokens from 0 to %d; using no budget", name, raw, MAX_BUDGET
+        )
+        return None
+    return value or None
+
+
+def budgeted_call(
+    provider: Provider,
+    request: ExtractionRequest,
+    ledger_root: str,
+    turn_id: str,
+    clock: Callable[[], float] = time.time,
+    *,
+    workspace: str = "",
+) -> object:
+    """``provider.extract(request)``, its tokens recorded in ``ledger_root``'s usage ledger
+    whatever the outcome: every model call (turns, ``consolidate``) counts against one budget."""
+    before = getattr(provider, "last_usage", None)
+    try:
+        return provider.extract(request)
+    finally:
+        usage = getattr(provider, "last_usage", None)
+        if usage is not None and usage is not before:  # never count a call twice
+            ledger.record(
+                ledger_root,
+                "call",
+                clock(),
+                turn=turn_id,
+                provider=provider.name,
+                model=usage.model,
+                workspace=workspace,
+                **{
+                    "in": usage.input_tokens,
+                    "out": usage.output_tokens,
+                    "cr": usage.cache_read_tokens,
+                    "cw": usage.cache_write_tokens,
+                },
+            )
+
+
+def tokens_needed(request: ExtractionRequest) -> int:
+    """What a call with ``request`` is expected to cost: its prompt and an answer's allowance."""
+    return turn_.estimate_tokens(request.full_system + request.prompt) + OUTPUT_ALLOWANCE
 
 
 class _Held(Exception):
@@ -270,19 +325,27 @@ class Manager:
     # -- accepting turns -------------------------------------------------------------
 
     def update_async(
-        self, messages: Iterable[object], *, session: str | None = None
+        self,
+        messages: Iterable[object],
+        *,
+        session: str | None = None,
+        session_id: str | None = None,
     ) -> Future[TurnResult]:
         """Queue one completed turn for extraction; returns at once with a future.
 
         The turn (roles and text, redacted) is on disk before this returns.
         Call it only for a top-level agent turn that completed normally.
-        ``session`` (the agent's session id, when known) goes into the
-        provenance of the notes the turn writes.
+        ``session_id`` (or its older name ``session``: the agent's session id,
+        when known) goes into the provenance of the notes the turn writes, and
+        the turn into that session's record (``mdmem timeline``): the files its
+        tool calls changed, the commands it ran, the person's asks.
 
         It never raises into the agent: a turn it cannot take fails the
         future instead (``TypeError``: a message has no role; ``MdmemError``:
         the manager is closed; anything else the turn's text provoked).
         """
+        session = session_id or session
+        messages = self._record_session(messages, session)
         future: Future[TurnResult] = Future()
         try:
             record = self._record(messages, session)
@@ -312,6 +375,29 @@ class Manager:
             self._start_worker()
             self._cond.notify_all()
         return future
+
+    def _record_session(self, messages: Iterable[object], session: str | None) -> Iterable[object]:
+        """Add the turn to its session's record (``mdmem timeline``); the messages, to read again.
+
+        Never raises: a turn whose record fails is still taken.
+        """
+        if not session:
+            return messages
+        from mdmem.manager import sessions
+
+        try:
+            messages = list(messages)  # read twice: the record, then the journal
+        except TypeError:
+            return messages  # _record says what is wrong with them
+        sessions.record(
+            self.project,
+            session,
+            messages,
+            workspace=self.workspace,
+            agent="manager",
+            redactor=self._redactor,
+        )
+        return messages
 
     def defer(self, messages: Iterable[object], *, session: str | None = None) -> str | None:
         """Journal a turn for another process to extract (as a hook does); return its id.
@@ -348,6 +434,20 @@ class Manager:
             "errors": [],
             **({"session": turn_.scrub(str(session)[:200])} if session else {}),
         }
+
+    def redact(self, text: str) -> str:
+        """``text`` through this Manager's privacy filter (its extra patterns included)."""
+        return self._redactor.redact(text)
+
+    def summarise_sessions(self, limit: int = 3) -> list[str]:
+        """Have the model summarise recently ended sessions that have no summary yet.
+
+        Within the token budgets; nothing without a model (the offline provider).
+        Returns the session ids summarised (see :func:`mdmem.manager.sessions.summarise`).
+        """
+        from mdmem.manager import sessions
+
+        return sessions.summarise(self, self._call, limit, output_allowance=OUTPUT_ALLOWANCE)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued turn has been processed; False if ``timeout`` ran out first.
@@ -465,7 +565,10 @@ class Manager:
     def _process(self, turn_id: str) -> TurnResult:
         if turn_id not in self._memory_turns:
             self._journal.sync(turn_id)
-        turn = self._load(turn_id)
+        try:
+            turn = self._load(turn_id)
+        except (OSError, ValueError, RecursionError) as exc:
+            self._damaged(turn_id, exc)
         try:
             with (
                 self._project_turn_lock(),
@@ -637,7 +740,7 @@ class Manager:
         """
         if name == "offline" or (self.daily_tokens is None and self.turn_tokens is None):
             return
-        need = turn_.estimate_tokens(request.full_system + request.prompt) + OUTPUT_ALLOWANCE
+        need = tokens_needed(request)
         if self.turn_tokens is not None and need > self.turn_tokens:
             raise ProviderError(
                 f"this turn needs about {need} tokens, more than MDMEM_TURN_TOKENS="
@@ -665,27 +768,9 @@ class Manager:
 
     def _call(self, provider: Provider, request: ExtractionRequest, turn_id: str) -> object:
         """One provider call, its tokens recorded in the ledger whatever the outcome."""
-        before = getattr(provider, "last_usage", None)
-        try:
-            return provider.extract(request)
-        finally:
-            usage = getattr(provider, "last_usage", None)
-            if usage is not None and usage is not before:  # never count a call twice
-                ledger.record(
-                    self.user.path,
-                    "call",
-                    self.clock(),
-                    turn=turn_id,
-                    provider=provider.name,
-                    model=usage.model,
-                    workspace=self.workspace,
-                    **{
-                        "in": usage.input_tokens,
-                        "out": usage.output_tokens,
-                        "cr": usage.cache_read_tokens,
-                        "cw": usage.cache_write_tokens,
-                    },
-                )
+        return budgeted_call(
+            provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
+        )
 
     def _apply(self, turn: dict[str, object]) -> TurnResult:
         answer = turn["answer"]
@@ -780,6 +865,16 @@ class Manager:
                     provenance.record_turn(
                         store.path, source, excerpt, notes, private=store.private
                     )
+            if source.session:
+                from mdmem.manager import sessions
+
+                made = [
+                    (level, name)
+                    for level, done in written.items()
+                    for action, name in done
+                    if action in ("create", "update")
+                ]
+                sessions.note_written(self.project, source.session, made)
             feedback.after_turn(
                 [s for s in (self.project, self.user) if s.unavailable is None],
                 pairs,
@@ -790,6 +885,22 @@ class Manager:
             )
         except (MdmemError, OSError) as exc:
             log.warning("cannot record provenance or feedback of turn %s: %s", source.turn, exc)
+
+    def _damaged(self, turn_id: str, exc: BaseException) -> NoReturn:
+        """A claimed turn file that cannot be read: set it aside with one line, never retry it.
+
+        Raises:
+            StoreError: always, saying where the file went (the turn is not processed).
+        """
+        path = os.path.join(self._journal.mine, f"{turn_id}.json")
+        if isinstance(exc, FileNotFoundError):
+            raise StoreError(path, "gone from the turn journal") from None
+        try:
+            where = "set aside in " + self._journal.set_aside(turn_id)
+        except OSError as io_error:
+            where = f"left in place ({io_error.strerror})"
+        reason = "not a turn record" if isinstance(exc, (ValueError, RecursionError)) else str(exc)
+        raise StoreError(path, f"damaged ({reason}); {where}, never retried") from None
 
     def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:
         attempts = int(str(turn.get("attempts", 0))) + 1
@@ -842,8 +953,39 @@ def _by_level(items: list[object]) -> dict[str, list[object]]:
                 [op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'"]
             )
             continue
+        if _has_lone_surrogate(op.to_dict()):
+            # JSON's "\ud800" decodes to text no file can hold: this operation only
+            # is dropped; the turn (journaled as UTF-8) and the others go on.
+            out["rejected"].append([op.to_dict(), "not valid Unicode (a lone surrogate)"])
+            continue
         out[level].append(op.to_dict())
+    out["rejected"] = [_without_surrogates(item) for item in out["rejected"]]
     return out
+
+
+def _has_lone_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def _without_surrogates(value: object) -> object:
+    """``value`` with every lone surrogate replaced by U+FFFD, so it can be journaled."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def _drain_at_exit(ref: weakref.ReferenceType[Manager]) -> None:

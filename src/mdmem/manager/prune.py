@@ -14,6 +14,7 @@ and is kept: ``--unused`` never removes a note on a guess.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from mdmem.store.marks import hidden
 from mdmem.store.store import Store
 
-__all__ = ["LastUse", "Pruned", "ledger_last_use", "prune"]
+__all__ = ["LastUse", "Pruned", "ledger_last_use", "prune", "prune_sessions"]
 
 #: A store -> {note name: last use, epoch seconds}, or None when usage is not recorded.
 LastUse = Callable[[Store], Mapping[str, float] | None]
@@ -103,3 +104,26 @@ def prune(
     result = store.apply(ops, source="prune")
     done = {a.filename for a in result.applied}
     return [p for p in out if p.filename in done]
+
+
+def prune_sessions(
+    project: Store, *, dry_run: bool = False, days: float | None = None, now: float | None = None
+) -> list[Pruned]:
+    """Move session records not active for ``days`` (``MDMEM_SESSIONS_DAYS``, 90) to the trash.
+
+    ``mdmem timeline --restore ID`` brings one back. Returns what was (or would be) moved,
+    each as a :class:`Pruned` of level ``session``.
+
+    Raises:
+        LockTimeout: the store is locked by someone else.
+    """
+    from mdmem.store import sessions
+
+    if project.unavailable is not None:
+        return []
+    limit = sessions.keep_days() if days is None else days
+    with project.lock():
+        gone = sessions.expire(project.path, days=limit, now=now, dry_run=dry_run)
+    return [
+        Pruned(os.path.basename(s.path), "session", f"no activity for {limit:g} days") for s in gone
+    ]

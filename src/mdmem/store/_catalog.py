@@ -527,6 +527,40 @@ def is_damage(exc: BaseException) -> bool:
     return sqlite3 is not None and isinstance(exc, sqlite3.Error)
 
 
+def _log_damage(root: str, exc: BaseException) -> None:
+    import logging
+
+    logging.getLogger("mdmem").warning(
+        "%s: the catalog was unusable (%s); rebuilding it from the notes", root, exc
+    )
+
+
+def check(root: str) -> str | None:
+    """What is wrong with the store's catalog file (None: nothing, or there is none yet).
+
+    Read-only (a damaged catalog is reported, not repaired, by the caller): for
+    ``mdmem doctor``, which must see the damage every other command repairs.
+    """
+    import sqlite3
+
+    path = os.path.join(_state(root), CATALOG)
+    if not os.path.isfile(path):
+        return None
+    from pathlib import Path
+
+    try:
+        con = sqlite3.connect(Path(path).as_uri() + "?mode=ro", uri=True, timeout=1)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        rows = con.execute("PRAGMA quick_check(1)").fetchall()
+    except sqlite3.Error as exc:
+        return None if is_busy(exc) else str(exc)
+    finally:
+        con.close()
+    return None if rows == [("ok",)] else str(rows[0][0])
+
+
 def is_busy(exc: BaseException) -> bool:
     """Whether ``exc`` only says another connection holds the catalog right now.
 
@@ -644,15 +678,16 @@ class Catalog:
             self.close()
         try:
             ensure_state_dir(self._root, private=self._private)
-            con = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
-            )
             try:
-                os.chmod(self.path, 0o600)
-                self._setup(con)
-            except BaseException:
-                con.close()
-                raise
+                con = self._connect()
+            except sqlite3.Error as exc:
+                if is_busy(exc):
+                    raise
+                # Not a database, or a damaged one: the catalog is derived from the
+                # notes, so it is thrown away and rebuilt, never a reason to fail.
+                _log_damage(self._root, exc)
+                self.reset()
+                con = self._connect()
             self._ino = os.stat(self.path).st_ino
             self.memory = False
         except sqlite3.Error:
@@ -662,6 +697,18 @@ class Catalog:
             self._setup(con)
             self.memory = True
         self._con = con
+        return con
+
+    def _connect(self) -> sqlite3.Connection:
+        import sqlite3
+
+        con = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        try:
+            os.chmod(self.path, 0o600)
+            self._setup(con)
+        except BaseException:
+            con.close()
+            raise
         return con
 
     @staticmethod

@@ -118,6 +118,17 @@ class Planner:
         self.applied.append(Applied(action, filename, self.store.level, self._detail))
         self._sources[filename] = op
 
+    def renamed(self, name: str, new: str) -> None:
+        """A create found its name taken at the final step and took ``new`` instead."""
+        self.applied = [
+            replace(a, filename=new, detail=f"{name} appeared meanwhile: written as {new}")
+            if a.filename == name and a.action == "create"
+            else a
+            for a in self.applied
+        ]
+        if name in self._sources:
+            self._sources[new] = self._sources.pop(name)
+
     def lost_race(self, name: str) -> None:
         """A create found its name taken at the final step: it becomes a rejection."""
         self.plan.writes.pop(name, None)
@@ -173,9 +184,15 @@ class Planner:
                 f"{name} is not a valid note ({exc.reason}); fix it by hand first", "filename"
             ) from None
 
-    def _write(self, note: Note) -> None:
+    def _write(self, note: Note, *, new: bool = False, renamable: bool = False) -> None:
         path = note_path(self.store.path, note.filename)
-        if note.filename not in self.plan.before:
+        if new:
+            # The name was free when planned: the final step must be an exclusive create,
+            # whatever appeared there since (hashing it now would make it an overwrite).
+            self.plan.before[note.filename] = None
+            if renamable:
+                self.plan.renamable.add(note.filename)
+        elif note.filename not in self.plan.before:
             self.plan.before[note.filename] = _hash_or_none(path)
         self._notes[note.filename] = note
         if self._known is not None:
@@ -321,7 +338,9 @@ class Planner:
             updated=self.now,
             extra={**self._truth_keys({}, op.supersedes, op.expires, name), **self._extra},
         )
-        self._write(note)
+        # A name the caller gave is theirs: taken at the last moment, the create is
+        # rejected. A name mdmem chose becomes the next free one instead.
+        self._write(note, new=True, renamable=op.filename is None)
         return "create", name
 
     def _clean_name(self, name: str) -> str:

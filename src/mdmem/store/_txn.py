@@ -45,6 +45,10 @@ class Plan:
     """How history names a write (default ``write``): ``restore``, ``rename`` ..."""
     notes: dict[str, Note] = field(default_factory=dict)
     """The notes the bytes of ``writes`` were rendered from, where the writer has them."""
+    renamable: set[str] = field(default_factory=set)
+    """Creates whose name mdmem chose: one taken at the final step gets ``-2``, ``-3`` ..."""
+    renamed: dict[str, str] = field(default_factory=dict)
+    """Set by :func:`commit`: the creates that took another name, old name -> new name."""
 
     def __bool__(self) -> bool:
         return bool(self.writes or self.deletes)
@@ -76,6 +80,24 @@ def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = F
     return True
 
 
+def _create_elsewhere(root: str, name: str, data: bytes, private: bool) -> str | None:
+    """Create ``data`` under the first free name ``<stem>-2.md``, ``-3`` ... (None: none free).
+
+    For a create whose name was taken by a file that appeared after the plan was
+    made: that file is never overwritten, and the note is not lost either.
+    """
+    stem = name.removesuffix(".md")
+    for n in range(2, 100):
+        other = f"{stem}-{n}.md"
+        try:
+            check_name(other)
+        except InvalidPath:
+            return None
+        if _write(root, other, data, private, create=True):
+            return other
+    return None
+
+
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
     trash = os.path.join(state_dir(root), TRASH_DIR)
     _fs.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
@@ -83,10 +105,15 @@ def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
 
 
 def _read_or_none(path: str) -> bytes | None:
+    """The bytes history keeps of a file about to change; None for what is no note of ours.
+
+    The store's one safe reader: a symlink or FIFO swapped in is never followed or
+    waited on, and a file larger than any note (a 3 GB ``*.md``) is never read
+    into memory: it goes to the trash whole, by a rename, so nothing is lost.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, IsADirectoryError):
+        return _fs.read_bytes(path, _HASH_LIMIT)
+    except (OSError, ValueError):  # absent, not a regular file, too large
         return None
 
 
@@ -131,10 +158,23 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         # power cut, a batch half on disk is finished from it, not left half done.
         _fs.fsync_dir(state_dir(root))
     lost: list[str] = []
-    for name, data in plan.writes.items():
+    for name, data in list(plan.writes.items()):
         create = name in plan.before and plan.before[name] is None
-        if not _write(root, name, data, private, create=create):
+        if _write(root, name, data, private, create=create):
+            continue
+        other = _create_elsewhere(root, name, data, private) if name in plan.renamable else None
+        if other is None:
             lost.append(name)
+            continue
+        plan.renamed[name] = other
+        del plan.writes[name]
+        plan.writes[other] = data
+        plan.before[other] = None
+        if name in plan.actions:
+            plan.actions[other] = plan.actions.pop(name)
+        note = plan.notes.pop(name, None)
+        if note is not None:
+            plan.notes[other] = note.with_changes(filename=other)
     for name, trash_name in plan.deletes.items():
         _trash(root, name, trash_name, private)
     if plan.deletes:

@@ -176,27 +176,88 @@ def _empty() -> dict[str, object]:
     return {"version": 1, "folded": 0, "days": {}, "turns": [], "notes": {}}
 
 
-def _read_summary(base: str) -> dict[str, object]:
-    try:
-        with open(os.path.join(base, _SUMMARY), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return _empty()
+#: Above any real count of tokens or events, or time (year ~5100): a damaged ledger.
+_MAX_COUNT = 10**15
+_MAX_TIME = 1e11
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 0 <= value < _MAX_COUNT
+
+
+def _time(value: object) -> bool:
+    return type(value) in (int, float) and 0 <= value < _MAX_TIME  # type: ignore[operator]
+
+
+def _valid(data: object) -> bool:
+    """Whether ``data`` is a summary this module wrote (every field of the shape it writes)."""
     if not isinstance(data, dict) or data.get("version") != 1:
+        return False
+    days, turns, notes = data.get("days", {}), data.get("turns", []), data.get("notes", {})
+    if not _count(data.get("folded", 0)) or not isinstance(days, dict):
+        return False
+    if not isinstance(turns, list) or not isinstance(notes, dict):
+        return False
+    for day, entry in days.items():
+        if not _DAY.match(day) or not isinstance(entry, dict):
+            return False
+        if not all(_count(v) for v in entry.values()):
+            return False
+    for row in turns:
+        if not isinstance(row, list) or len(row) != 8 or not _time(row[0]):
+            return False
+        if not all(_count(v) for v in row[4:]):
+            return False
+    for entry in notes.values():
+        if not isinstance(entry, dict) or not all(_time(v) for v in entry.values()):
+            return False
+    return True
+
+
+def _read_summary(base: str) -> dict[str, object]:
+    """The summary; a damaged one is moved aside (one warning) and the ledger starts again."""
+    path = os.path.join(base, _SUMMARY)
+    try:
+        data: object = json.loads(_fs.read_bytes(path, 64 * COMPACT_BYTES))
+    except FileNotFoundError:
         return _empty()
+    except (OSError, ValueError, RecursionError):
+        data = None
+    if not _valid(data):
+        _set_aside(path)
+        return _empty()
+    assert isinstance(data, dict)
     for key, kind in (("days", dict), ("turns", list), ("notes", dict)):
-        if not isinstance(data.get(key), kind):
-            data[key] = kind()
+        data.setdefault(key, kind())
     return data
 
 
+def _set_aside(path: str) -> None:
+    """Move a damaged ledger file aside (kept for a person), with one line saying so."""
+    import logging
+
+    aside = f"{path}.damaged-{int(time.time())}"
+    try:
+        os.rename(path, aside)
+        where = f"moved aside to {os.path.basename(aside)}"
+    except FileNotFoundError:
+        return  # another process moved it first
+    except OSError as exc:
+        where = f"left in place ({exc.strerror})"
+    logging.getLogger("mdmem").warning(
+        "the usage ledger %s was damaged: %s; counting starts again", path, where
+    )
+
+
 def _events(path: str) -> Iterable[dict[str, object]]:
+    """The events of one file; a damaged line (not an event, an impossible time) is skipped."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):
                     event = json.loads(line)
-                    if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
+                    if isinstance(event, dict) and _time(event.get("t")):
                         yield event
     except FileNotFoundError:
         return
@@ -204,7 +265,12 @@ def _events(path: str) -> Iterable[dict[str, object]]:
 
 def _num(event: dict[str, object], key: str) -> int:
     value = event.get(key)
-    return int(value) if isinstance(value, (int, float)) and value > 0 else 0
+    ok = type(value) in (int, float) and 0 < value < _MAX_COUNT  # type: ignore[operator]
+    return int(value) if ok else 0  # type: ignore[call-overload]
+
+
+def _label(value: object) -> str | None:
+    return value if isinstance(value, str) or value is None else str(value)[:200]
 
 
 def _fold(summary: dict[str, object], events: Iterable[dict[str, object]]) -> None:
@@ -218,7 +284,7 @@ def _fold(summary: dict[str, object], events: Iterable[dict[str, object]]) -> No
         if kind in NOTE_KINDS:
             names = event.get("n")
             for name in names if isinstance(names, list) else [names]:
-                if not isinstance(name, str):
+                if not isinstance(name, str) or len(name) > 255:
                     continue
                 entry = notes.setdefault(name, {})
                 entry[kind] = int(entry.get(kind, 0)) + 1
@@ -231,7 +297,9 @@ def _fold(summary: dict[str, object], events: Iterable[dict[str, object]]) -> No
             for key, value in zip(("in", "out", "cr", "cw"), tokens, strict=True):
                 day[key] = int(day.get(key, 0)) + value
             day["calls"] = int(day.get("calls", 0)) + 1
-            turns.append([t, event.get("turn"), event.get("provider"), event.get("model"), *tokens])
+            turns.append(
+                [t, *(_label(event.get(k)) for k in ("turn", "provider", "model")), *tokens]
+            )
         elif kind in ("skip", "held", "turn"):
             day[kind] = int(day.get(kind, 0)) + 1
 

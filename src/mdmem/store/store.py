@@ -1228,7 +1228,9 @@ class Store:
                 lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
                 for name in lost:
                     planner.lost_race(name)
-                if lost:
+                for name, other in planner.plan.renamed.items():
+                    planner.renamed(name, other)
+                if lost or planner.plan.renamed:
                     self._sync(_catalog.Scan(self._root), locked=True)
                 else:
                     self._record(planner.plan, at, complete, before)
@@ -1483,7 +1485,12 @@ class _Held:
         for _ in range(100):
             remaining = -1.0 if deadline is None else max(0.0, deadline - monotonic())
             try:
-                self._lock.acquire(timeout=remaining)
+                if self._recover:  # the write lock: taken in turn (see mdmem.store._queue)
+                    from mdmem.store import _queue
+
+                    _queue.acquire(self._lock, remaining, Timeout)
+                else:
+                    self._lock.acquire(timeout=remaining)
             except Timeout:
                 raise LockTimeout(store.path, self._timeout) from None
             except FileNotFoundError:  # the state folder was removed: make it again

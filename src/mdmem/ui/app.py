@@ -51,6 +51,8 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/trash", ui.trash),
         Route("/trash/restore", ui.restore, methods=["POST"]),
         Route("/review", ui.review),
+        Route("/timeline", ui.timeline),
+        Route("/session/{sid}", ui.session),
         Route("/review/edit", ui.edit_proposal, methods=["GET", "POST"]),
         Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
         Route("/static/style.css", ui.style),
@@ -230,6 +232,21 @@ class _Pages:
     async def overview(self, request: Request) -> Response:
         view = await run_in_threadpool(model.overview, self.stores)
         return self.page("Overview", pages.overview_page(view), current="overview")
+
+    async def timeline(self, request: Request) -> Response:
+        from mdmem.ui.timeline import timeline_page
+
+        body = await run_in_threadpool(timeline_page, self.stores.project.path)
+        return self.page("Timeline", body, current="timeline")
+
+    async def session(self, request: Request) -> Response:
+        from mdmem.ui.timeline import session_page
+
+        sid = str(request.path_params["sid"])
+        body = await run_in_threadpool(session_page, self.stores.project.path, sid)
+        if body is None:
+            return await self.not_found(request, LookupError(sid))
+        return self.page("Session", body, current="timeline")
 
     async def trash(self, request: Request) -> Response:
         items = await run_in_threadpool(model.trash_of, self.stores)
