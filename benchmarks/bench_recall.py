@@ -58,7 +58,18 @@ from mdmem.store.store import Store  # noqa: E402
 
 #: The held-out set of this repository (a different domain than recall-dev; see its README).
 HOLDOUT = ROOT / "benchmarks" / "data" / "recall-holdout"
-KINDS = ["keyword", "paraphrase", "cross-lingual", "identifier", "temporal-latest", "multi"]
+#: The calibration set of issue 24 (a third domain; off-topic prompts too): the hook's gate is
+#: tuned on it, never on recall-dev's queries.
+CALIB = ROOT / "benchmarks" / "data" / "recall-calib"
+KINDS = [
+    "keyword",
+    "paraphrase",
+    "cross-lingual",
+    "identifier",
+    "temporal-latest",
+    "multi",
+    "off-topic",
+]
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -197,8 +208,10 @@ def quality(args: argparse.Namespace) -> None:
 
     if args.cjk:
         text.CJK_NGRAM = args.cjk
-    sets = {"recall-dev": Path(args.data), "recall-holdout": HOLDOUT}
-    chosen = list(sets) if args.set == "both" else [args.set]
+    sets = {"recall-dev": Path(args.data), "recall-holdout": HOLDOUT, "recall-calib": CALIB}
+    chosen = ["recall-dev", "recall-holdout"] if args.set == "both" else [args.set]
+    if args.set == "all":
+        chosen = list(sets)
     for name in chosen:
         print(f"\n### {name} ({sets[name]})")
         quality_on(sets[name], args)
@@ -208,8 +221,13 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
     from mdmem.recall import engine
 
     notes, queries = load_set(data)
+    queries = [q for q in queries if q["gold"]]  # off-topic prompts are for `hooks`
     if args.lang:
         queries = [q for q in queries if q["lang"] == args.lang]
+    if args.kind:
+        queries = [q for q in queries if q["kind"] == args.kind]
+    if args.no_glossary:
+        engine.expand = lambda query, qterms: {}  # type: ignore[assignment]
     counts = Counter(str(q["kind"]) for q in queries)
     counts["all"] = len(queries)
     ids = [str(n["id"]) for n in notes]
@@ -297,6 +315,89 @@ def explain(
         for g in sorted(gold - set(top[:5])):
             where = top.index(g) + 1 if g in top else "not a candidate"
             print(f"      gold {g}: {where}")
+
+
+# -- through the default hooks ------------------------------------------------------
+
+
+def hooks(args: argparse.Namespace) -> None:
+    """Gold that reaches the agent through Claude Code's default hooks, per query kind.
+
+    Per query, a new session: the SessionStart hook runs (and records what it
+    listed), then the UserPromptSubmit hook gets the query as its prompt, both
+    in-process, as ``mdmem hook`` runs them. "reaches" is a gold note named in
+    the prompt hook's block (the SessionStart listing of a small store names
+    every note by its title, which is not the note's content); "notes" is how
+    many notes the block shows; for off-topic prompts (no gold) "quiet" is the
+    share with no block at all. With the extra, ``MDMEM_SEMANTIC=on`` and every
+    note embedded first.
+    """
+    sets = {"recall-dev": Path(args.data), "recall-holdout": HOLDOUT, "recall-calib": CALIB}
+    from mdmem.integrations import claude_code
+    from mdmem.integrations._session import names_in
+    from mdmem.integrations.prompt_recall import user_prompt_submit
+    from mdmem.recall import semantic as sem
+
+    for name in args.set or ["recall-holdout", "recall-calib"]:
+        notes, queries = load_set(sets[name])
+        print(f"\n### {name} ({len(queries)} prompts)")
+        modes = [("default hooks (lexical)", False)]
+        if sem.available() and not args.lexical_only:
+            modes.append(("MDMEM_SEMANTIC=on, every note embedded", True))
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["MDMEM_STATE_DIR"] = os.path.join(tmp, "state")
+            project, user = build_stores(notes, Path(tmp))
+            workspace = str(Path(tmp) / "ws")
+            for label, use_semantic in modes:
+                os.environ["MDMEM_SEMANTIC"] = "on" if use_semantic else "off"
+                if use_semantic:
+                    from mdmem.recall.embedder import embed
+
+                    for store in (project, user):
+                        embed(store)
+                table: dict[str, dict[str, list[float]]] = {}
+                for i, q in enumerate(queries):
+                    session = f"{'s' if use_semantic else 'l'}{i}"
+                    start = {"session_id": session, "cwd": workspace, "source": "startup"}
+                    claude_code.session_start(start, workspace, str(user.root))
+                    prompt = {**start, "prompt": str(q["query"]), "hook_event_name": "x"}
+                    out = user_prompt_submit(prompt, workspace, str(user.root))
+                    shown = {
+                        n.removesuffix(".md").split("_")[-1]
+                        for n in names_in(
+                            json.loads(out)["hookSpecificOutput"]["additionalContext"]
+                            if out
+                            else ""
+                        )
+                    }
+                    gold = set(q["gold"])  # type: ignore[arg-type]
+                    row = {"notes": float(len(shown))}
+                    if gold:
+                        row["reaches"] = float(bool(gold & shown))
+                        row["noise"] = float(len(shown - gold))
+                    else:
+                        row["quiet"] = float(not shown)
+                    kinds = [str(q["kind"])] + (["all with gold"] if gold else [])
+                    for kind in kinds:
+                        bucket = table.setdefault(kind, {})
+                        for key, value in row.items():
+                            bucket.setdefault(key, []).append(value)
+                print(f"\n**{label}**\n")
+                print("| kind | n | reaches | notes shown | other notes | quiet |")
+                print("|---|---:|---:|---:|---:|---:|")
+                for kind in [*KINDS, "all with gold"]:
+                    if kind not in table:
+                        continue
+                    b = table[kind]
+
+                    def cell(key: str, b: dict[str, list[float]] = b) -> str:
+                        return f"{statistics.fmean(b[key]):.2f}" if key in b else ""
+
+                    print(
+                        f"| {kind} | {len(b['notes'])} | {cell('reaches')} | {cell('notes')}"
+                        f" | {cell('noise')} | {cell('quiet')} |"
+                    )
+        os.environ.pop("MDMEM_SEMANTIC", None)
 
 
 # -- latency on generated stores ------------------------------------------------------
@@ -596,17 +697,30 @@ def main() -> None:
     q.add_argument("--data", default=str(_find_set()), help="the recall-dev folder")
     q.add_argument(
         "--set",
-        choices=["both", "recall-dev", "recall-holdout"],
+        choices=["both", "all", "recall-dev", "recall-holdout", "recall-calib"],
         default="both",
-        help="which query set (default: both, one after the other)",
+        help="which query set (default: recall-dev and recall-holdout; all: with recall-calib)",
     )
     q.add_argument("--cjk", type=int, default=0, help="CJK n-gram size (1, 2, 3)")
     q.add_argument("--lexical-only", action="store_true")
+    q.add_argument(
+        "--no-glossary", action="store_true", help="without the English-Chinese word list"
+    )
+    q.add_argument("--kind", help="only the queries of this kind (e.g. cross-lingual)")
     q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
     q.add_argument("--misses", action="store_true", help="list the queries missed at 5")
     q.add_argument(
         "--explain", action="store_true", help="the top 5, with their scores, of each miss at 1"
     )
+    h = sub.add_parser("hooks", help="gold that reaches the agent through the default hooks")
+    h.add_argument("--data", default=str(_find_set()), help="the recall-dev folder")
+    h.add_argument(
+        "--set",
+        choices=["recall-dev", "recall-holdout", "recall-calib"],
+        action="append",
+        help="which sets (default: recall-holdout and recall-calib)",
+    )
+    h.add_argument("--lexical-only", action="store_true")
     lat = sub.add_parser("latency")
     lat.add_argument("--sizes", default="100,1000,10000")
     lat.add_argument("--lexical-only", action="store_true")
@@ -624,6 +738,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "quality":
         quality(args)
+    elif args.what == "hooks":
+        hooks(args)
     else:
         latency(args)
 

@@ -111,6 +111,45 @@ def test_the_background_embedder_fills_the_vectors_a_later_query_uses(
     assert names(search([store], SPANISH, semantic=True))[0] == "project_knowledge_colour.md"
 
 
+def test_a_note_just_written_is_found_by_its_meaning_at_the_next_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDMEM_EMBED", "background")
+    embedder.embed(store)
+    assert search([store], "deploy larder", semantic=True)  # a warm process, its matrix loaded
+
+    def no_background(s: Store) -> bool:
+        raise AssertionError("a few fresh notes are embedded inline, not in the background")
+
+    monkeypatch.setattr(embedder, "request", no_background)
+    coffee = ("coffee", "Coffee machine", "The espresso maker in the kitchen needs descaling.")
+    write_notes(store.root, [coffee])
+    # Not one word in common with the note: only its meaning can find it.
+    query = "which weekday is the caffeine appliance maintained"
+    assert search([store], query, semantic=False) == []
+    assert names(search([store], query, semantic=True))[:1] == ["project_knowledge_coffee.md"]
+    assert semantic.present(engine.index_of(store)) == (len(NOTES) + 1, len(NOTES) + 1)
+
+
+def test_more_fresh_notes_than_inline_go_to_the_background(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MDMEM_EMBED", "background")
+    embedder.embed(store)
+    asked: list[str] = []
+    monkeypatch.setattr(embedder, "request", lambda s: asked.append(s.path) or True)
+    monkeypatch.setattr(embedder, "INLINE", 2)
+    write_notes(store.root, [(f"bulk{i}", f"Bulk {i}", f"Imported note {i}.") for i in range(3)])
+    search([store], "imported note", semantic=True)
+    assert asked == [store.path]
+    assert semantic.present(engine.index_of(store)) == (len(NOTES), len(NOTES) + 3)
+    # MDMEM_EMBED=off: a query embeds nothing, not even one note.
+    monkeypatch.setenv("MDMEM_EMBED", "off")
+    monkeypatch.setattr(embedder, "INLINE", 16)
+    assert not embedder.embed_inline(engine.index_of(store))
+    assert semantic.present(engine.index_of(store)) == (len(NOTES), len(NOTES) + 3)
+
+
 KILLED = textwrap.dedent(
     """
     import os, signal, sys

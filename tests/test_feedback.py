@@ -168,3 +168,99 @@ def test_stats_show_disputed_notes_and_waiting_proposals(workspace: Path) -> Non
     assert data["proposals_waiting"]["project"] == 1
     text = CliRunner().invoke(app, base).stdout
     assert "Disputed notes: 1" in text and "Proposals waiting for review: 1" in text
+
+
+# -- a dispute only where a correction really contradicts a note --------------------------
+
+PAIRS = Path(__file__).parent / "data" / "dispute_pairs.json"
+
+
+def _score(pairs: list[dict[str, object]]) -> tuple[float, float]:
+    tp = fp = fn = 0
+    for pair in pairs:
+        got = feedback.contradicts(str(pair["said"]), str(pair["before"]), str(pair["note"]))
+        tp += got and bool(pair["disputed"])
+        fp += got and not pair["disputed"]
+        fn += bool(pair["disputed"]) and not got
+    return tp / max(tp + fp, 1), tp / max(tp + fn, 1)
+
+
+@pytest.mark.parametrize("part", ["dev", "holdout"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_disputes_are_precise_on_the_labelled_pairs(part: str, lang: str) -> None:
+    """benchmarks/bench_disputes.py prints the table; precision must stay at 0.9 or more."""
+    pairs = [p for p in json.loads(PAIRS.read_text(encoding="utf-8")) if p["set"] == part]
+    chosen = [p for p in pairs if p["lang"] == lang]
+    assert len(chosen) >= 10
+    precision, recall = _score(chosen)
+    assert precision >= 0.9
+    assert recall >= 0.7  # a rule that never disputes would pass the first
+
+
+def test_the_labelled_set_is_large_enough_and_bilingual() -> None:
+    pairs = json.loads(PAIRS.read_text(encoding="utf-8"))
+    assert len(pairs) >= 60
+    assert {p["lang"] for p in pairs} == {"en", "zh"}
+    assert sum(bool(p["disputed"]) for p in pairs) >= 20
+
+
+@pytest.mark.parametrize(
+    ("said", "note", "expected"),
+    [
+        ("No, use `slog` instead of `log.Printf`.", "Logging — log with slog.", False),
+        ("No, use `slog` instead of `log.Printf`.", "Debug — use log.Printf here.", True),
+        ("No, use `slog` instead of `log.Printf`.", "Table-driven tests — t.Run.", False),
+        ("That's wrong, the port is 5433, not 5432.", "DB port — listens on 5432.", True),
+        ("That's wrong, we use pytest.", "Test command — make test.", False),  # says no "not"
+        ("不对，端口是 5433，不是 5432。", "数据库端口 — 监听 5432。", True),
+        ("不对，端口是 5433，不是 5432。", "数据库端口 — 监听 5433。", False),
+    ],
+)
+def test_contradicts(said: str, note: str, expected: bool) -> None:
+    assert feedback.contradicts(said, "", note) is expected
+
+
+def test_the_bundled_example_disputes_only_what_it_contradicts(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """`mdmem extract examples/turn.json`: "No, use slog … instead of log.Printf" disputes a
+    note that says to use log.Printf, never the table-driven-tests preference or a note
+    that already says slog."""
+    from conftest import ROOT
+
+    runner = CliRunner()
+    ws = ["--workspace", str(workspace)]
+    env = {"MDMEM_PROVIDER": "offline"}
+    for level, title, text in [
+        ("user", "Table-driven tests", "Write Go tests as table-driven tests with t.Run."),
+        ("project", "Logging", "Log through logging.FromContext(ctx) with slog."),
+        ("project", "Debug output", "Use log.Printf for quick debug output in handlers."),
+    ]:
+        result = runner.invoke(app, [*ws, "add", "--level", level, "--title", title, text], env=env)
+        assert result.exit_code == 0, result.output
+    result = runner.invoke(app, [*ws, "extract", str(ROOT / "examples" / "turn.json")], env=env)
+    assert result.exit_code == 0, result.output
+    with Manager(workspace) as manager:
+        assert set(disputed(manager.project)) == {"project_knowledge_debug-output.md"}
+        assert disputed(manager.user) == {}
+        reason = str(disputed(manager.project)["project_knowledge_debug-output.md"]["reason"])
+        assert reason.startswith("No, use `slog`") and "From now on" not in reason
+
+
+def test_a_dismissed_dispute_is_recorded_and_reversible(workspace: Path) -> None:
+    from mdmem.recall.disputes import dismiss, dismissed, mark, undismiss
+
+    with Manager(workspace, provider=Scripted([MISLEADING])) as manager:
+        manager.update_async([{"role": "user", "content": "x"}]).result(30)
+        project = manager.project
+        name = "project_knowledge_test-command.md"
+        mark(project, [name], turn="t1", at="2026-12-01T10:00Z", reason="no, not make test")
+        assert dismiss(project, name, at="2026-12-01T11:00Z")
+        assert disputed(project) == {} and dispute_penalty(project, name) == 1.0
+        assert dismissed(project)[name]["reason"] == "no, not make test"
+        assert not dismiss(project, name, at="again")  # nothing left to dismiss
+        # Another dispute elsewhere keeps the dismissed record.
+        mark(project, ["other.md"], turn="t2", at="x", reason="r")
+        assert name in dismissed(project)
+        assert undismiss(project, name)
+        assert disputed(project)[name]["count"] == 1 and name not in dismissed(project)

@@ -384,12 +384,59 @@ def test_eval_recall_reports_per_level_and_type(
     from mdmem.recall.probe import evaluate
 
     report = evaluate([project, user], semantic=False)
-    assert report.run == report.probes >= 5
+    assert report.run == report.probes >= 4
+    assert report.source == "rules"
     assert 0.5 <= report.hit5 <= 1.0
     assert "level:project" in report.groups and "type:user_preference" in report.groups
+    assert "kind:vague" in report.groups
+    assert {k for k in report.groups if k.startswith("split:")} <= {"split:dev", "split:held-out"}
+    copied = evaluate([project, user], semantic=False, source="sentences")
+    assert copied.source == "sentences" and copied.probes >= 5
     data = report.as_dict()
     assert json.loads(json.dumps(data))["hit@5"] == data["hit@5"]
     assert evaluate([project], seconds=0.0, semantic=False).stopped_early
+
+
+def test_eval_probes_do_not_copy_their_note(tmp_path: Path) -> None:
+    from mdmem.recall.probe import probes
+    from mdmem.recall.text import terms
+
+    store = Store(tmp_path / "other" / "memory", Level.PROJECT)
+    for i in range(6):
+        put(
+            store,
+            f"project_knowledge_n{i}.md",
+            f"Deploying service{i} to production",
+            f"The service{i} deploy runs from CI with a manual approval step and a canary of"
+            f" five percent before the rollout of build zq{i}x.",
+            summary=f"service{i} goes out through the pipeline with a canary, approval first.",
+        )
+    made, total = probes([store])
+    assert total == 6 and {p.kind for p in made} == {"summary", "vague"}
+    for probe in made:
+        note = store.read(probe.filename)
+        own = set(terms(probe.query))
+        assert 2 <= len(own) <= 3  # a short question, not the note's sentence
+        assert probe.query not in (note.summary, note.body)
+        assert not own & {f"zq{i}x" for i in range(6)}  # the rarest words are left out
+        if probe.kind == "summary":
+            assert not own & set(terms(note.title))
+
+
+def test_a_missed_near_duplicate_is_named_as_one(tmp_path: Path) -> None:
+    from mdmem.recall.probe import Probe, _why
+
+    store = Store(tmp_path / "other" / "memory", Level.PROJECT)
+    body = "The staging database is reset every Sunday night from an anonymised copy of prod."
+    put(store, "project_knowledge_a.md", "Staging reset", body)
+    put(store, "project_knowledge_b.md", "Staging reset (again)", body + " Ask ops first.")
+    put(store, "project_knowledge_c.md", "Tiny", "Ok.")
+    first = search([store], "staging reset ask ops")[0]
+    assert first.filename == "project_knowledge_b.md"
+    probe = Probe("project", "project_knowledge_a.md", "project_knowledge", "staging reset")
+    assert "near-duplicate of project_knowledge_b.md" in _why({"project": store}, probe, first)
+    tiny = Probe("project", "project_knowledge_c.md", "project_knowledge", "ok")
+    assert "says little of its own" in _why({"project": store}, tiny, first)
 
 
 # -- semantic matching: real where installed, and its absence ---------------------

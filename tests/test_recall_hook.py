@@ -255,7 +255,7 @@ def test_search_and_the_hook_import_nothing_heavy(
 # -- what the session has seen, without looking at the whole store -------------------
 
 
-def test_session_start_records_what_it_injected_and_the_hook_skips_it(
+def test_session_start_records_what_it_listed_and_the_hook_recalls_it_only_when_asked(
     workspace: Path, user: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mdmem.integrations import claude_code
@@ -267,8 +267,16 @@ def test_session_start_records_what_it_injected_and_the_hook_skips_it(
     assert "project_knowledge_topic-0005.md" in context
     # From here on the hook never works out the session's block again (O(1) in the store).
     monkeypatch.setattr(claude_code, "session_block", _fail)
+    # A listed note gave its title only: a prompt about it brings its content, once, and
+    # the weak matches below it (every note says "detail" and "module") do not come along.
     out = user_prompt_submit(payload(workspace, "detail number 5 about m5", session="s-9"))
-    assert "topic-0005.md" not in out
+    assert "topic-0005.md" in out
+    assert out.count("- [") == 1
+    assert user_prompt_submit(payload(workspace, "detail number 5 about m5", session="s-9")) == ""
+    # A prompt that only brushes a listed note (one word of three) does not bring it.
+    assert "topic-0007.md" not in user_prompt_submit(
+        payload(workspace, "detail about module deployment pipelines", session="s-9")
+    )
     out = user_prompt_submit(payload(workspace, "detail number 299 about m299", session="s-9"))
     assert "topic-0299.md" in out
     assert user_prompt_submit(payload(workspace, "detail 299 m299", session="s-9")) == ""
@@ -285,8 +293,9 @@ def _fail(*args: object) -> str:
 
 def test_without_session_start_the_hook_uses_its_cached_block(workspace: Path, user: Store) -> None:
     big_project(workspace, 300)
-    out = user_prompt_submit(payload(workspace, "detail number 5 about m5", session="s-10"))
-    assert "topic-0005.md" not in out  # SessionStart would have shown it
+    # SessionStart would have listed topic-0005: not brought up by a prompt that is not about it.
+    out = user_prompt_submit(payload(workspace, "module deployment", session="s-10"))
+    assert "topic-0005.md" not in out
 
 
 def test_the_session_file_stays_bounded(workspace: Path, user: Store) -> None:

@@ -82,7 +82,8 @@ class Page:
         headers: dict[str, str] | None = None,
     ) -> httpx2.Response:
         form = {"csrf": self.settings.csrf, **data} if csrf else data
-        return self.client.post(path, data=form, headers=headers, follow_redirects=False)
+        sent = {"origin": BASE, **(headers or {})}  # as a browser says on every POST
+        return self.client.post(path, data=form, headers=sent, follow_redirects=False)
 
 
 def settings() -> Settings:
@@ -167,7 +168,9 @@ def test_every_response_has_the_strict_headers_and_no_cors(page: Page) -> None:
     ]
     for response in responses:
         assert response.headers["content-security-policy"] == CSP
-        assert "script-src" not in CSP and "default-src 'none'" in CSP
+        # One script, the page's own file: nothing inline, no eval, no other origin.
+        assert "script-src 'self';" in CSP and "default-src 'none'" in CSP
+        assert "unsafe" not in CSP and "connect-src 'self';" in CSP
         assert response.headers["x-content-type-options"] == "nosniff"
         assert response.headers["referrer-policy"] == "same-origin"
         assert response.headers["x-frame-options"] == "DENY"
@@ -667,11 +670,13 @@ def test_a_huge_or_odd_form_is_refused(page: Page) -> None:
     big = page.client.post(
         f"/note/project/{name}/delete",
         content=b"csrf=" + b"a" * (1024 * 1024 + 10),
-        headers={"content-type": "application/x-www-form-urlencoded"},
+        headers={"content-type": "application/x-www-form-urlencoded", "origin": BASE},
     )
     assert big.status_code == 400 and "larger than" in big.text
     multipart = page.client.post(
-        f"/note/project/{name}/delete", files={"csrf": ("x", page.settings.csrf)}
+        f"/note/project/{name}/delete",
+        files={"csrf": ("x", page.settings.csrf)},
+        headers={"origin": BASE},
     )
     assert multipart.status_code == 400
     assert page.project.exists(name)
@@ -778,8 +783,8 @@ def test_the_server_serves_on_a_free_loopback_port_and_stops(workspace: Path) ->
     ws, project, user = resolve(str(workspace), None)
     create(project, "Build")
     server = Server(Stores(ws, project, user))
-    assert server.host == "127.0.0.1" and server.port > 0
-    assert server.url == f"http://127.0.0.1:{server.port}/?token={server.token}"
+    assert server.host.startswith("127.") and server.host != "127.0.0.1" and server.port > 0
+    assert server.url == f"http://{server.host}:{server.port}/?token={server.token}"
     with server, httpx2.Client(follow_redirects=True) as client:
         assert client.get(server.base_url + "/").status_code == 403
         response = client.get(server.url)
@@ -857,7 +862,7 @@ def test_mdmem_ui_prints_the_url_serves_and_stops_on_ctrl_c(workspace: Path) -> 
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{20,}", url), url
+        assert re.fullmatch(r"http://127\.\d+\.\d+\.\d+:\d+/\?token=[\w-]{20,}", url), url
         with httpx2.Client(follow_redirects=True, timeout=10) as client:
             response = client.get(url)
         assert response.status_code == 200 and "Build" in response.text
@@ -883,9 +888,8 @@ def test_mdmem_ui_says_when_the_port_is_taken(workspace: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        result = CliRunner().invoke(
-            app, ["--workspace", str(workspace), "ui", "--no-browser", "--port", str(port)]
-        )
+        args = ["--workspace", str(workspace), "ui", "--no-browser", "--host", "127.0.0.1"]
+        result = CliRunner().invoke(app, [*args, "--port", str(port)])
     assert result.exit_code == 1
     assert "mdmem: error: " in result.output and "in use" in result.output
 
@@ -904,3 +908,67 @@ def test_mdmem_ui_without_the_extra_says_how_to_get_it(workspace: Path) -> None:
     )
     assert proc.returncode == 1
     assert "'mdmem[mcp,ui] @ git+" in proc.stderr and proc.stdout == ""
+
+
+# -- paging ------------------------------------------------------------------------------
+
+
+def _many(store: Store, count: int, kind: str = "project_knowledge") -> None:
+    ops = [
+        {
+            "action": "create",
+            "level": store.level.value,
+            "type": kind if i % 3 else "reference_material",
+            "title": f"Paged note {i:03d}",
+            "content": f"Body {i}.",
+        }
+        for i in range(count)
+    ]
+    assert not store.apply(ops).rejected
+
+
+def test_the_store_answers_a_page_filtered_and_sorted(page: Page) -> None:
+    _many(page.project, 30)
+    total, first = page.project.query(order="title", limit=10)
+    assert total == 30 and [e.title for e in first] == [f"Paged note {i:03d}" for i in range(10)]
+    total, refs = page.project.query(type="reference_material", order="name", offset=2, limit=3)
+    assert total == 10 and len(refs) == 3 and all(e.type == "reference_material" for e in refs)
+    assert [e.filename for e in refs] == sorted(e.filename for e in refs)
+    keys = page.project.order_keys(order="title", limit=3)
+    assert keys == [(e.filename, e.title) for e in first[:3]]
+    with pytest.raises(ValueError):
+        page.project.query(order="title; DROP TABLE notes")
+    with pytest.raises(ValueError):
+        page.project.order_keys(order="updated DESC --")
+
+
+def test_the_list_is_paged_with_a_next_link(page: Page) -> None:
+    _many(page.project, 70)
+    _many(page.user, 5, "user_preference")
+    first = page.get("/?sort=title")
+    assert first.text.count('<tr>\n<td data-label="Note">') == 50
+    assert "1–50 of 75 notes" in text_of(first)
+    assert 'rel="next" href="/?sort=title&amp;page=2"' in first.text
+    second = page.get("/?sort=title&page=2")
+    assert second.text.count('<tr>\n<td data-label="Note">') == 25
+    assert "51–75 of 75 notes" in text_of(second) and 'rel="next"' not in second.text
+    assert 'rel="prev" href="/?sort=title"' in second.text
+    shown = re.findall(r'class="title" href="([^"]+)"', first.text + second.text)
+    assert len(shown) == len(set(shown)) == 75  # every note once, across the pages
+    user_only = page.get("/?level=user")
+    assert "5 notes" in text_of(user_only) and 'rel="next"' not in user_only.text
+    assert page.get("/?page=0").status_code == 400
+    assert page.get("/?page=²").status_code == 400
+    assert "No notes on this page" in page.get("/?page=9").text
+
+
+def test_search_results_are_paged(page: Page) -> None:
+    # The recall engine ranks its best 50 candidates per store: 40 + 30 here.
+    _many(page.project, 40)
+    _many(page.user, 30, "user_preference")
+    first = page.get("/?q=paged")
+    assert first.text.count('<tr>\n<td data-label="Note">') == 50
+    assert 'rel="next" href="/?q=paged&amp;page=2"' in first.text
+    second = page.get("/?q=paged&page=2")
+    assert second.text.count('<tr>\n<td data-label="Note">') == 20
+    assert "results 51–70" in text_of(second) and 'rel="next"' not in second.text

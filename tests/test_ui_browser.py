@@ -293,6 +293,62 @@ def test_keyboard_and_a_narrow_window(
     context.close()
 
 
+def test_the_cookie_never_reaches_another_local_server(
+    browser: playwright_api.Browser, served: tuple[Server, Stores]
+) -> None:
+    """Cookies ignore ports: a server on another port of 127.0.0.1 (another user's, a
+    repository's dev server) that the browser visits must not get a cookie that reads and
+    deletes notes when replayed."""
+    import http.server
+    import threading
+
+    import httpx2
+
+    server, stores = served
+    caught: list[str] = []
+
+    class Catcher(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            caught.append(self.headers.get("cookie") or "")
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<p>hello</p>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catcher)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(server.url)
+        assert page.locator("table.notes tbody tr").count() == 5
+        assert any(c["name"] == server.settings.cookie_name for c in context.cookies())
+        # The user follows a link to another local page; the page then fetches itself too.
+        page.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        page.goto(f"http://localhost:{other.server_address[1]}/again")
+        context.close()
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert len(caught) >= 2  # the pages, and maybe their icons
+    name = next(iter(stores.project.entries())).filename
+    for header in caught:
+        assert server.settings.session not in header
+        with httpx2.Client(headers={"cookie": header}) as thief:
+            assert thief.get(server.base_url + "/").status_code == 403
+            csrf = {"csrf": server.settings.csrf}  # even knowing the CSRF token
+            origin = {"origin": server.base_url}
+            delete = thief.post(
+                f"{server.base_url}/note/project/{name}/delete", data=csrf, headers=origin
+            )
+            assert delete.status_code == 403
+    assert stores.project.exists(name)
+
+
 def test_the_install_script_does_nothing_when_the_browser_is_there(chromium: str) -> None:
     proc = subprocess.run(
         ["sh", str(ROOT / "scripts" / "install-browser.sh")],
@@ -302,3 +358,198 @@ def test_the_install_script_does_nothing_when_the_browser_is_there(chromium: str
         check=False,
     )
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+# -- at scale: paging, a diff, a dispute, the activity, the stores, live, the look ----------
+
+SHOTS_ENV = "MDMEM_UI_SHOTS"  # a folder (docs/images) to keep the screenshots in
+
+
+def keep(page: playwright_api.Page, shots: Path, name: str, *, full: bool = False) -> None:
+    """A screenshot (the window, or the whole page) into the test's folder, and into
+    $MDMEM_UI_SHOTS if set (how docs/images is made)."""
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=full)
+    folder = os.environ.get(SHOTS_ENV)
+    if folder:
+        page.screenshot(path=os.path.join(folder, f"{name}.png"), full_page=full)
+
+
+@pytest.fixture
+def busy(tmp_path: Path) -> Iterator[tuple[Server, Stores, Path]]:
+    """A workspace as a user has it after a while: 120 notes, a dispute with a long reason,
+    a note with versions, a recorded session; a second workspace; a server over it."""
+    from mdmem.integrations import prompt_recall
+    from mdmem.integrations.claude_code import session_start
+    from mdmem.recall import disputes
+    from mdmem.store import activity
+
+    workspace = Path.home() / "projects" / "shop-api"  # the test's own home folder
+    (workspace / ".git").mkdir(parents=True)
+    ws, project, user = resolve(str(workspace), None)
+    kinds = ["project_knowledge", "reference_material", "correction_feedback"]
+    ops = [
+        {
+            "action": "create",
+            "level": "project",
+            "type": kinds[i % 3],
+            "title": f"Service note {i:03d}: retries and timeouts",
+            "summary": f"Step {i} of the request path; 第{i}条。",
+            "content": f"Retry {i % 5} times with backoff.",
+        }
+        for i in range(120)
+    ]
+    assert not project.apply(ops).rejected
+    logging = create(
+        project,
+        "Logging",
+        "Use `log.Printf` for debug output.\n\nKeep handlers small.",
+        NoteType.PROJECT_KNOWLEDGE,
+        summary="log.Printf for debug output.",
+    )
+    project.apply(
+        [
+            {
+                "action": "update",
+                "level": "project",
+                "filename": logging,
+                "content": "Log through `logging.FromContext(ctx)` with slog.\n\n"
+                "Keep handlers small.",
+            }
+        ]
+    )
+    reason = "No, use `slog` through `logging.FromContext(ctx)` instead of `log.Printf`; " * 4
+    disputes.mark(project, [logging], turn="t1", at="2026-12-01T10:00Z", reason=reason[:300])
+    create(user, "回答用中文", "请用中文回答，代码注释用英文。", NoteType.USER_PREFERENCE)
+    payload = {"session_id": "demo-session-01", "cwd": ws, "hook_event_name": "SessionStart"}
+    session_start(payload, ws, None)
+    for words in ("how do retries and timeouts work here", "where is the logging setup"):
+        prompt_recall.user_prompt_submit({**payload, "prompt": words}, ws, None)
+    activity.record(
+        project.path,
+        "demo-session-01",
+        "write",
+        turn="turn-0001",
+        n=[["project", "update", logging]],
+        **{"in": 2400, "out": 160},
+    )
+    other = Path.home() / "projects" / "api-gateway"
+    (other / ".git").mkdir(parents=True)
+    _, theirs, _ = resolve(str(other), None)
+    create(theirs, "Gateway routes", "Routes live in routes.yaml.", NoteType.PROJECT_KNOWLEDGE)
+    activity.remember(str(other))
+    stores = Stores(ws, project, user)
+    with Server(stores) as server:
+        yield server, stores, other
+
+
+def test_a_busy_store_pages_diffs_activity_and_stores(
+    browser: playwright_api.Browser, busy: tuple[Server, Stores, Path], shots: Path
+) -> None:
+    server, stores, other = busy
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(server.url)
+    rows = page.locator("table.notes tbody tr")
+    assert rows.count() == 50
+    assert "1–50 of 122 notes" in page.locator("caption").inner_text()
+    keep(page, shots, "list")
+    # Paging: the next link, and back.
+    go(page, page.get_by_role("link", name="Next page →"))
+    assert "page=2" in page.url and rows.count() == 50
+    go(page, page.get_by_role("link", name="Next page →"))
+    assert rows.count() == 22 and page.get_by_role("link", name="Next page →").count() == 0
+    page.goto(server.base_url + "/?q=logging")
+    # The disputed note: a short marker, the page no wider than the window.
+    marker = page.locator(".marker-disputed").first
+    assert marker.inner_text() == "disputed"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    go(page, page.get_by_role("link", name="Logging"))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert "instead of `log.Printf`" in page.locator(".dispute blockquote").inner_text()
+    keep(page, shots, "note-disputed", full=True)
+    # History: the second version against the first, then restore the first.
+    go(page, page.get_by_role("link", name="History"))
+    first_card = page.locator("article.version").first
+    assert first_card.locator("del", has_text="log.Printf").count() >= 1
+    assert "slog" in first_card.locator("pre.diff").inner_text()
+    assert first_card.locator("ins").count() >= 1
+    keep(page, shots, "history-diff", full=True)
+    go(
+        page,
+        page.locator("article.version").nth(1).get_by_role("button", name="Restore this version"),
+    )
+    assert "log.Printf" in page.locator(".body").inner_text()
+    # Dismiss the (false) dispute.
+    go(page, page.get_by_role("button", name="Dismiss the dispute"))
+    assert "Dismissed the dispute" in page.get_by_role("status").inner_text()
+    # The activity: today's view and the session.
+    go(page, page.get_by_role("link", name="Activity"))
+    assert page.locator("#live.on").count() == 1  # the script runs under the CSP
+    go(page, page.get_by_role("link", name="Today"))
+    go(page, page.get_by_role("link", name="demo-ses"))
+    events = page.locator(".timeline .event")
+    assert events.count() == 4
+    assert "Session start" in events.first.inner_text()
+    assert events.first.locator("details li").first.is_hidden()  # folded: 55 notes
+    keep(page, shots, "activity-session", full=True)
+    events.first.locator("summary").click()
+    assert events.first.locator("details li").first.is_visible()
+    assert "how do retries and timeouts work here" in events.nth(1).inner_text()
+    assert "2,400 tokens in" in events.nth(3).inner_text()
+    # Live: a new prompt in the session reloads the page by itself.
+    from mdmem.store import activity as log
+
+    with page.expect_navigation(timeout=20_000):
+        log.record(stores.project.path, "demo-session-01", "recall", prompt="a new prompt", n={})
+    assert events.count() == 5
+    # Every store of the user: look at another workspace read-only, then pick it.
+    go(page, page.get_by_role("link", name="Stores"))
+    keep(page, shots, "stores")
+    go(page, page.get_by_role("link", name="Look (read-only)"))
+    assert "Gateway routes" in page.locator(".preview").inner_text()
+    assert page.get_by_role("link", name="Edit").count() == 0
+    go(page, page.get_by_role("button", name="Work on this one"))
+    assert "Gateway routes" in page.locator("table.notes").inner_text()
+    assert str(other) in (page.locator(".where").get_attribute("title") or "")
+    assert problems == []  # no CSP violation, no script error
+    context.close()
+
+
+def test_the_look_on_a_phone_and_in_dark_mode(
+    browser: playwright_api.Browser, busy: tuple[Server, Stores, Path], shots: Path
+) -> None:
+    server, _, _ = busy
+    for n, scheme in enumerate(["light", "dark"]):
+        _phone(browser, server, shots, scheme, server.url if n == 0 else None)
+
+
+def _phone(
+    browser: playwright_api.Browser, server: Server, shots: Path, scheme: str, url: str | None
+) -> None:
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, color_scheme=scheme, is_mobile=True
+    )
+    page = context.new_page()
+    if url is None:  # the token is used up: the second browser uses a fresh one
+        url = f"{server.base_url}/?token={server.settings.tokens.issue()}"
+    page.goto(url)
+    background = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+    assert (background == "rgb(13, 17, 23)") is (scheme == "dark")
+    for path in (
+        "/",
+        "/activity/demo-session-01",
+        "/switch",
+        "/note/project/project_knowledge_logging.md",
+    ):
+        page.goto(server.base_url + path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, (path, width)
+    page.goto(server.base_url + "/note/project/project_knowledge_logging.md/history")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    keep(page, shots, f"phone-history-{scheme}")
+    page.goto(server.base_url + "/")
+    keep(page, shots, f"phone-list-{scheme}")
+    context.close()

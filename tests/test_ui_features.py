@@ -205,8 +205,11 @@ def test_stale_and_disputed_marks_from_their_modules(
     monkeypatch.setitem(sys.modules, "mdmem.recall.disputes", disputes)
     html = page.get("/").text
     assert "stale: path gone: src/old.py" in html
-    assert "disputed: the user said &lt;no&gt;" in html
-    assert "marker-stale" in page.get(f"/note/project/{name}").text
+    # A short marker in the list; the correction's words in full on the note's page.
+    assert '<span class="marker marker-disputed">disputed</span>' in html
+    assert "the user said" not in html
+    note = page.get(f"/note/project/{name}").text
+    assert "marker-stale" in note and "the user said &lt;no&gt;" in note
 
 
 def test_without_the_modules_nothing_is_offered(
@@ -251,7 +254,7 @@ def test_search_goes_through_the_recall_engine_where_there_is_one(
     monkeypatch.setattr(mdmem.recall, "search", engine, raising=False)
     html = page.get("/?q=anything&type=project_knowledge").text
     assert "ranked by the engine" in html and "project_knowledge" in html
-    assert calls == [(["project", "user"], "anything", 200, ["project_knowledge"])]
+    assert calls == [(["project", "user"], "anything", 51, ["project_knowledge"])]  # a page, +1
 
 
 def test_the_history_of_a_real_store(page: Page) -> None:
@@ -289,7 +292,20 @@ def test_review_and_disputes_of_the_real_modules(page: Page) -> None:
     ]
     ids, _ = real_review.propose(page.project, ops, turn="t1")
     listing = page.get("/").text
-    assert "disputed: the user said no" in listing and 'href="/review"' in listing
+    assert 'marker-disputed">disputed<' in listing and 'href="/review"' in listing
+    note = page.get(f"/note/project/{name}").text
+    assert "the user said no" in note and "Dismiss the dispute" in note
+    # A false dispute is dismissed: a POST with the CSRF token, recorded, reversible.
+    assert page.post(f"/note/project/{name}/dispute/dismiss", {}, csrf=False).status_code == 403
+    assert name in disputes.disputed(page.project)
+    done = page.post(f"/note/project/{name}/dispute/dismiss", {})
+    assert done.status_code == 303 and disputes.disputed(page.project) == {}
+    assert disputes.dismissed(page.project)[name]["reason"] == "the user said no"
+    note = page.get(f"/note/project/{name}").text
+    assert "A dismissed dispute" in note and "marker-disputed" not in note
+    assert page.post(f"/note/project/{name}/dispute/restore", {}).status_code == 303
+    assert name in disputes.disputed(page.project)
+    assert page.post(f"/note/project/{name}/dispute/maybe", {}).status_code == 404
     html = page.get("/review").text
     assert all(i in html for i in ids) and "Edit, then accept" in html
     edited = {

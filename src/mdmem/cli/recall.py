@@ -205,6 +205,7 @@ def embed(ctx: typer.Context, level: LevelOption = Which.all) -> None:
 class Questions(str, Enum):
     """Where ``eval recall`` takes its queries from."""
 
+    rules = "rules"
     sentences = "sentences"
     model = "model"
 
@@ -276,19 +277,24 @@ def eval_recall(
         Questions,
         typer.Option(
             "--questions",
-            help="sentences: a sentence of each note is its query (no model). model: the "
-            "configured model writes a question each note answers, in its own words (costs "
-            "tokens, counted in the daily budget).",
+            help="rules: the note's summary without its title's words, and its most telling "
+            "sentence without its rarest words (no model, the default). sentences: a sentence "
+            "of each note, copied (finds nearly every note). model: the configured model "
+            "writes a question each note answers, in its own words (costs tokens, counted in "
+            "the daily budget).",
         ),
-    ] = Questions.sentences,
+    ] = Questions.rules,
     as_json: JsonOption = False,
 ) -> None:
     """How well your own notes can be found: hit@1 and hit@5 of probes made from them.
 
-    Each probe is a sentence of a note, used as the query, with that note as
-    the answer; no model is called. With --questions model, the model you
-    configured for extraction (Anthropic or OpenAI-compatible) writes the
-    questions instead. Reports per level and type, and the notes hardest to find.
+    Each probe is a query made from a note by rule, without copying it (its
+    summary without the title's words; its most telling sentence without its
+    rarest words), with that note as the answer; no model is called. With
+    --questions model, the model you configured for extraction (Anthropic or
+    OpenAI-compatible) writes the questions instead. Reports per level, type,
+    probe kind and split (dev, held-out), and the notes hardest to find, each
+    with the note found instead and why.
 
     Example: mdmem eval recall --json
     """
@@ -298,8 +304,15 @@ def eval_recall(
     stores = selected(options, level)
     ask = _asker(selected(options, Which.all)) if questions is Questions.model else None
     with progress_bar(options, "probing") as progress:
+        source = "sentences" if questions is Questions.sentences else "rules"
         report = evaluate(
-            stores, limit=limit, seconds=seconds, semantic=semantic, progress=progress, ask=ask
+            stores,
+            limit=limit,
+            seconds=seconds,
+            semantic=semantic,
+            progress=progress,
+            ask=ask,
+            source=source,
         )
     if as_json:
         typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
@@ -322,4 +335,6 @@ def eval_recall(
         typer.echo("Hardest to find:")
         for miss in report.hard:
             where = f"rank {miss.rank}" if miss.rank else "not in the top 10"
-            typer.echo(f"  {miss.level:<8} {miss.filename} ({where}): {miss.query}")
+            typer.echo(f"  {miss.level:<8} {miss.filename} ({where}, {miss.kind}): {miss.query}")
+            if miss.why:
+                typer.echo(f"           {miss.why}")

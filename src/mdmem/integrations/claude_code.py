@@ -633,6 +633,16 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     block, waiting = _session_block(ws, project, user)
     ledger.record_block(project.path, user.path, block, "session-start")
+    from mdmem.store import activity
+
+    activity.record(
+        project.path,
+        payload.get("session_id"),
+        "start",
+        n=activity.by_level(ledger.names_in_block(block)),
+        tokens=activity.tokens(block),
+    )
+    activity.remember(ws)  # for the web page's store switcher
     if waiting:
         block = f"{block}\n{waiting}" if block else waiting
     out = session_start_output(block, project.path, user.path, ws)

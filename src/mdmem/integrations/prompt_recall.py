@@ -8,11 +8,16 @@ a small budget (:data:`BUDGET_TOKENS`), and prints::
     {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                             "additionalContext": "<the recalled block>"}}
 
-It prints nothing when no note is relevant. It never repeats a note already in
-the session's context: those the SessionStart block listed (recorded by the
-SessionStart hook, :func:`remember_session_start`, or, when it did not run,
-read from its cached block) and those an earlier prompt of the same session
-recalled, both kept per session in a small file of the project store's state
+It prints nothing when no note is relevant: a note must hold a share of the
+prompt's words (or, with vectors, be close in meaning), and come near the best
+candidate's evidence, the best counted before anything already seen is left
+out, so a prompt whose answer was shown already is not padded with weak
+matches. It never repeats a note an earlier prompt of the same session
+recalled; a note the SessionStart block listed (recorded by the SessionStart
+hook, :func:`remember_session_start`, or, when it did not run, read from its
+cached block), which gave only its title and summary, comes again only when
+the prompt is about it (:data:`mdmem.recall.engine.ABOUT`), once. Both are kept
+per session in a small file of the project store's state
 folder: reading it costs the same whatever the store's size and the session's
 length (it keeps at most :data:`MAX_SEEN` recalled names, the latest). After
 ``/compact`` or ``/clear`` (a SessionStart of that source) the notes recalled
@@ -35,11 +40,18 @@ import sys
 from mdmem import _json
 from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
 
+TYPE_CHECKING = False  # typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from mdmem.store.hit import Hit
+
 __all__ = [
     "BUDGET_TOKENS",
     "MAX_OUTPUT_CHARS",
     "MAX_SEEN",
     "MIN_COVERAGE",
+    "RELATIVE",
     "output",
     "past_sessions",
     "read_input",
@@ -50,8 +62,12 @@ __all__ = [
 BUDGET_TOKENS = 400
 #: Claude Code's documented cap on what a hook may add to the context.
 MAX_OUTPUT_CHARS = 10_000
-#: A note must hold this IDF-weighted share of the prompt's terms to count as relevant.
-MIN_COVERAGE = 0.25
+#: A note must hold this IDF-weighted share of the prompt's terms to count as relevant (or,
+#: with vectors, be this close in meaning: mdmem.recall.engine.MIN_COSINE). Calibrated on
+#: benchmarks/data/recall-calib (`bench_recall.py hooks`), never on recall-dev's queries.
+MIN_COVERAGE = 0.2
+#: ... and at least this share of the best candidate's evidence: no padding with weak matches.
+RELATIVE = 0.6
 _MAX_PROMPT_CHARS = 4000
 
 
@@ -123,9 +139,12 @@ def user_prompt_submit(
         hint="call the memory_search tool or run `mdmem search QUERY`",
         semantic=semantic,
         min_coverage=MIN_COVERAGE,
-        exclude={*start, *seen},
+        relative=RELATIVE,
+        exclude=seen,
+        listed=start,
         limit=8,
     )
+    _log_recall(project.path, payload.get("session_id"), prompt, block, hits)
     if not block:
         if known is None:
             write_seen(project.path, path, start, seen)
@@ -180,3 +199,22 @@ def past_sessions(store_path: str, prompt: str, current: object = None) -> str:
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines) if len(lines) > 1 else ""
+
+
+def _log_recall(root: str, session: object, prompt: str, block: str, hits: Sequence[Hit]) -> None:
+    """What this prompt recalled, for the web page's activity view (first words, redacted)."""
+    if not isinstance(session, str) or not session:
+        return
+    from mdmem.store import activity
+
+    names: dict[str, list[str]] = {}
+    for hit in hits:
+        names.setdefault(getattr(hit.level, "value", str(hit.level)), []).append(hit.filename)
+    activity.record(
+        root,
+        session,
+        "recall",
+        prompt=activity.first_words(prompt),
+        n=names,
+        tokens=activity.tokens(block) if block else 0,
+    )

@@ -2,12 +2,15 @@
 
 After each turn the worker looks for a correction: the model flags one by
 writing a ``correction_feedback`` note, or the offline detector sees a user
-say so ("that's wrong", "no, it's", "不对", "你记错了", "错了", ...). The notes
-the session was given (the prompt block: every indexed note of both stores)
-that share at least :data:`MIN_SHARED` salient words with what was corrected
-(the assistant's statement before the correction, and the correction itself)
-are marked disputed (:mod:`mdmem.recall.disputes`): ranked lower by recall,
-shown by ``mdmem why`` and ``mdmem stats``, offered by ``mdmem review``.
+say so ("that's wrong", "no, it's", "不对", "你记错了", "错了", ...). A note of
+either store is marked disputed (:mod:`mdmem.recall.disputes`) only when the
+correction really contradicts it (:func:`contradicts`): the correction says
+what is wrong ("X, not Y", "Y was removed", "不是 Y"), the note says that
+wrong thing, is on the same subject, and does not already say what the
+correction says is right. Measured on labelled pairs (``tests/data/
+dispute_pairs.json``, ``benchmarks/bench_disputes.py``). A disputed note is
+ranked lower by recall, shown by ``mdmem why``, ``mdmem stats`` and the web
+page, offered by ``mdmem review``; a person can dismiss a false dispute.
 Notes the turn itself wrote are never disputed by it. A note that a later
 turn writes again, changed or unchanged, is confirmed and recovers.
 """
@@ -25,16 +28,17 @@ if TYPE_CHECKING:
     from mdmem.store.store import Store
 
 __all__ = [
-    "MIN_SHARED",
     "after_turn",
     "contradicted",
+    "contradicts",
+    "correcting",
     "correction",
     "dispute_penalty",
     "disputed",
     "salient",
+    "wrong_terms",
 ]
 
-MIN_SHARED = 2
 
 _CORRECTION = re.compile(
     r"(?:\b(?:that'?s|that is|this is|it'?s|you'?re|you are)\s+(?:just\s+)?"
@@ -166,12 +170,132 @@ def salient(text: str) -> set[str]:
     return out
 
 
-def contradicted(statement: str, notes: Iterable[tuple[str, str]]) -> list[str]:
-    """The notes (name, text) that share :data:`MIN_SHARED` salient words with ``statement``."""
-    words = salient(statement)
-    if not words:
-        return []
-    return [name for name, text in notes if len(words & salient(text)) >= MIN_SHARED]
+# What a correction says is wrong: the phrase after "instead of", "not", "不是", ...,
+# or before "was removed", "已经废弃了", ... A dot inside a phrase stays (`fmt.Println`).
+_PHRASE = r"((?:[^,;:!?，。；：！？\n()（）.]|\.(?=\S)){1,60})"
+_BEFORE = r"([\w`./:-]+(?:\s+[\w`./:-]+)?)"
+_WRONG = [
+    re.compile(
+        rf"\b(?:instead of|rather than|not|no longer)\s+(?:use |using |with )?{_PHRASE}", re.I
+    ),
+    re.compile(
+        rf"\b(?:don'?t|do not|stop|never)\s+(?:use|using|run|running|call)?\s*{_PHRASE}", re.I
+    ),
+    re.compile(
+        rf"{_BEFORE}\s+(?:is|was|has been|are|were)\s+"
+        r"(?:removed|gone|deprecated|dropped|outdated|dead|replaced|no longer\b)",
+        re.I,
+    ),
+    re.compile(r"(?:而不是|不是(?!这样|的)|不要用|不要|别用|不用|不再用)\s*" + _PHRASE),
+    re.compile(
+        _BEFORE + r"\s*(?:早就|已经|都)?"
+        r"(?:删了|删掉了|没了|废弃了|不用了|被删除了|不支持了|去掉了|过时了)"
+    ),
+]
+# Where a "not X" phrase ends: "not requests for HTTP calls" is about requests.
+_CUT = re.compile(r"\s+(?:for|in|on|at|when|because|since|so|and|but|as|any ?more|now)\b.*", re.I)
+_CODE = re.compile(r"`([^`\n]{1,80})`")
+# A word of these is the subject of many notes: alone it says nothing about which note erred.
+_GENERIC = frozenset(
+    ["test", "tests", "file", "files", "code", "make", "build", "data", "default", "work", "use"]
+)
+# Pairs of Chinese characters that are grammar, not subject.
+_CJK_STOP = frozenset(
+    ["已经", "早就", "不是", "不要", "要用", "不用", "我们", "们用", "错了", "不对"]
+)
+_PARTS = re.compile(r"[./_:-]")
+
+
+def _words(text: str, *, parts: bool = False) -> set[str]:
+    """Every term of ``text``: words of 3+ letters (plural ``s`` dropped), numbers and
+    versions however short (``60``, ``v1``), Chinese as pairs; with ``parts``, the pieces
+    of ``sphinx-build`` or ``log.Printf`` too."""
+    out: set[str] = set()
+    for word in _WORD.findall(text.replace("`", " ").lower()):
+        if "\u4e00" <= word[0] <= "\u9fff":
+            out.update(word[i : i + 2] for i in range(max(len(word) - 1, 1)))
+            continue
+        word = word.strip(".-")
+        if any(c.isdigit() for c in word) or (len(word) >= 3 and word not in _STOP):
+            out.add(word[:-1] if len(word) > 3 and word.endswith("s") and word.isalpha() else word)
+        if parts and _PARTS.search(word):
+            out.update(p for p in _PARTS.split(word) if len(p) >= 3 or p.isdigit())
+    return out - _CJK_STOP
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+", text) if s.strip()]
+
+
+def correcting(said: str) -> str:
+    """The part of a user's message that corrects: the sentences with a correction phrase
+    or a "not X" / "X was removed" / "不是 X" part (the rest may be a new instruction)."""
+    kept = [
+        s for s in _sentences(said) if _CORRECTION.search(s) or any(p.search(s) for p in _WRONG)
+    ]
+    return " ".join(kept)
+
+
+def wrong_terms(text: str) -> set[str]:
+    """The terms of what a correction says is wrong (``not X``, ``X was removed``, ``不是X``):
+    the code in backticks of such a phrase if it has some, else the phrase up to a ``for``,
+    ``in``, ``because``, ..."""
+    out: set[str] = set()
+    for pattern in _WRONG:
+        for match in pattern.finditer(text):
+            phrase = match.group(1)
+            code = _CODE.findall(phrase)
+            if code:
+                phrase = " ".join(code)
+            elif "`" in phrase:
+                phrase = phrase.split("`")[0]
+            out |= _words(_CUT.sub("", phrase))
+    return out
+
+
+def _values(text: str) -> set[str]:
+    """What a correction says is right, as far as it can be told: its code in backticks,
+    and its numbers, versions and paths."""
+    found = set()
+    for code in _CODE.findall(text):
+        found |= _words(code)
+    found |= {w for w in _words(text) if _PARTS.search(w) or any(c.isdigit() for c in w)}
+    return found
+
+
+def contradicts(said: str, before: str, note: str) -> bool:
+    """Whether the correction ``said`` (after the assistant's ``before``) contradicts the
+    note whose title and summary are ``note``.
+
+    Only a correction that says what is wrong counts ("X, not Y", "use X instead
+    of Y", "Y was removed", "不是 Y", "Y 已经废弃了"), and only against a note that:
+
+    - says that wrong thing: a name of code in it (``log.Printf``), two of its
+      words, or one on the same subject (the note shares another word with the
+      correction or with what the assistant said before it);
+    - does not already say what the correction says is right (its code, numbers,
+      versions or paths): such a note agrees with the correction.
+    """
+    part = correcting(said)
+    if not part:
+        return False
+    wrong = wrong_terms(part)
+    if not wrong:
+        return False
+    words = _words(note, parts=True)
+    hit = words & wrong
+    if not hit or words & (_values(part) - wrong):
+        return False
+    if len(hit) >= 2 or any(_PARTS.search(t) for t in hit):  # `log.Printf`, `config.yaml`
+        return True
+    subject = (_words(part) | _words(before)) - wrong - _GENERIC
+    return bool((hit - _GENERIC) and words & subject)
+
+
+def contradicted(said: str, notes: Iterable[tuple[str, str]], before: str = "") -> list[str]:
+    """The notes (name, title and summary) that the correction ``said`` contradicts
+    (:func:`contradicts`)."""
+    return [name for name, text in notes if contradicts(said, before, text)]
 
 
 def after_turn(
@@ -199,15 +323,15 @@ def after_turn(
         if found is None and not flagged:
             continue
         said, before = found if found is not None else (_last_user(messages), _last(messages))
-        statement = f"{before}\n{said}"
         candidates = [
-            (e.filename, f"{e.title} {e.summary}")
+            (e.filename, f"{e.title} — {e.summary}")
             for e in store.entries()
             if e.filename not in mine and e.type != "correction_feedback"
         ]
-        names = contradicted(statement, candidates)
+        names = contradicted(said, candidates, before)
         if names:
-            marked[level] = mark(store, names, turn=turn, at=at, reason=said.strip()[:300])
+            why = (correcting(said) or said).strip()
+            marked[level] = mark(store, names, turn=turn, at=at, reason=why[:300])
     return marked
 
 

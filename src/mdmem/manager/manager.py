@@ -253,6 +253,8 @@ class Manager:
         self._index = ""
         # Turns that could not be journaled (a read-only disk): kept while we live.
         self._memory_turns: dict[str, dict[str, object]] = {}
+        # The model's tokens per turn id, for the session's activity log (see _apply).
+        self._turn_tokens: dict[str, tuple[int, int]] = {}
         self.refresh_index()
         atexit.register(_drain_at_exit, weakref.ref(self))
         if resume and os.path.isdir(self._journal.root):
@@ -768,9 +770,21 @@ class Manager:
 
     def _call(self, provider: Provider, request: ExtractionRequest, turn_id: str) -> object:
         """One provider call, its tokens recorded in the ledger whatever the outcome."""
-        return budgeted_call(
-            provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
-        )
+        before = getattr(provider, "last_usage", None)
+        try:
+            return budgeted_call(
+                provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
+            )
+        finally:
+            usage = getattr(provider, "last_usage", None)
+            if usage is not None and usage is not before:  # the session's activity log
+                was = self._turn_tokens.pop(turn_id, (0, 0))
+                if len(self._turn_tokens) > 100:
+                    self._turn_tokens.clear()
+                self._turn_tokens[turn_id] = (
+                    was[0] + int(usage.input_tokens or 0),
+                    was[1] + int(usage.output_tokens or 0),
+                )
 
     def _apply(self, turn: dict[str, object]) -> TurnResult:
         answer = turn["answer"]
@@ -808,6 +822,7 @@ class Manager:
             done.append(level)
             self._save(turn)
         self._after_turn(turn, source, excerpt, results)
+        self._log_activity(turn, results)
         rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))
         return TurnResult(
             turn_id=str(turn["id"]),
@@ -837,6 +852,24 @@ class Manager:
         messages = turn.get("messages")
         pairs = [(str(r), str(t)) for r, t in messages] if isinstance(messages, list) else []
         return source, turn_.render(Message(r, t) for r, t in pairs)
+
+    def _log_activity(self, turn: dict[str, object], results: dict[str, ApplyResult]) -> None:
+        """What the turn wrote, and its tokens, in the session's activity log (web page)."""
+        from mdmem.store import activity
+
+        session = str(turn.get("session") or "")
+        written = [[level, a.action, a.filename] for level, r in results.items() for a in r.applied]
+        spent = self._turn_tokens.pop(str(turn.get("id")), (0, 0))
+        if session and self.project.unavailable is None and (written or any(spent)):
+            activity.record(
+                self.project.path,
+                session,
+                "write",
+                self.clock(),
+                turn=str(turn.get("id")),
+                n=written,
+                **{"in": spent[0], "out": spent[1]},
+            )
 
     def _after_turn(
         self,

@@ -1,7 +1,14 @@
 """Embedding a store's notes for semantic recall: in chunks, resumable, one process at a time.
 
-A query never embeds notes (see :mod:`mdmem.recall.semantic`). When it finds
-notes without a vector it calls :func:`request`, which starts this module as a
+A query that finds at most :data:`INLINE` notes without a vector, in a store
+whose other notes have one (a note just written, or edited), embeds them
+itself before it answers (:func:`embed_inline`): a fresh note is found by its
+meaning at the very next query. Anything more (a first build, a bulk import)
+goes to the background embedder below, so a query never waits for more than a
+few notes.
+
+Beyond those few, a query never embeds notes (see :mod:`mdmem.recall.semantic`).
+When it finds more notes without a vector it calls :func:`request`, which starts this module as a
 detached process (:func:`background`, at low priority, its output
 discarded) unless one already runs for the store or one
 was started in the last minute. ``mdmem embed`` runs :func:`embed` in the
@@ -18,8 +25,8 @@ foreground, with a progress bar on a terminal.
   embedded again, an unchanged one never, and vectors of content no note has
   any more are dropped.
 
-``MDMEM_EMBED=off`` stops queries from starting the background embedder (the
-vectors that exist are still used; ``mdmem embed`` still works).
+``MDMEM_EMBED=off`` stops queries from embedding, inline or in the background
+(the vectors that exist are still used; ``mdmem embed`` still works).
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ __all__ = [
     "busy",
     "describe",
     "embed",
+    "embed_inline",
     "reap",
     "request",
     "status",
@@ -59,6 +67,9 @@ __all__ = [
 LOCK = "embed.lock"
 #: Notes embedded (and committed) at a time.
 CHUNK = 32
+#: At most this many notes without a vector are embedded by the query that finds them
+#: (about 4 ms a note with the model loaded, which the query needs anyway).
+INLINE = 16
 #: A process starts at most one background embedder per store in this many seconds.
 RETRY_SECONDS = 60.0
 
@@ -180,6 +191,50 @@ def embed(
             vectors.close()
             index.close()
     return EmbedReport(done, len(versions), with_vectors, False, time.perf_counter() - started)
+
+
+def embed_inline(index: Index, most: int = INLINE) -> bool:
+    """Embed the notes of ``index`` without a vector now, if there are at most ``most``.
+
+    True when every note has a vector afterwards. False, with nothing done, when
+    there are more (a bulk build: :func:`request`'s job), when ``MDMEM_EMBED`` is
+    off, when another embedder holds the store's lock (it will embed them), or
+    when the vectors cannot be written. ``index`` must be synced (the query's).
+    """
+    import sqlite3
+
+    from mdmem.recall import semantic
+
+    if not background_enabled():
+        return False
+    try:
+        vectors = semantic.Vectors(index.store.path)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        have = vectors.shas()
+        name_of: dict[str, str] = {}
+        for name, sha, _ in sorted(index.versions()):
+            if sha not in have:
+                name_of.setdefault(sha, name)
+        if not name_of:
+            return True
+        if len(name_of) > most:
+            return False
+        with _locked(index.store, wait=False) as got:
+            if not got:
+                return False
+            rows = [r for r in index.rows(sorted(name_of.values())) if name_of.get(r.sha) == r.name]
+            if rows:
+                encoded = semantic.encode(
+                    [semantic.note_text(r.title, r.summary, r.body) for r in rows]
+                )
+                vectors.put((r.sha, v.tobytes()) for r, v in zip(rows, encoded, strict=True))
+        return True
+    except (OSError, sqlite3.Error):
+        return False  # the query answers with what exists; the background embedder may follow
+    finally:
+        vectors.close()
 
 
 def _adopt_legacy(index: Index, vectors: semantic.Vectors, current: set[str]) -> None:

@@ -68,8 +68,11 @@ _K = 60
 _SEMANTIC_WEIGHT = 1.0
 _LEXICAL_WEIGHT = 1.0
 # A note that shares no term with the query is a semantic candidate only this close in
-# meaning (USE-multilingual cosines of unrelated texts sit around 0-0.2).
-SEMANTIC_FLOOR = 0.2
+# meaning (USE-multilingual cosines of unrelated texts sit around 0-0.2, but one gold note
+# in ten of recall-calib sits below 0.17: 0.2 cost its paraphrase hit@5 0.75 -> 0.69, and
+# 0.1 changes nothing on recall-dev or the held-out set). The per-prompt gate still asks
+# for MIN_COSINE.
+SEMANTIC_FLOOR = 0.1
 # A warm process trusts its last look at a store this long when nothing was added,
 # renamed or removed (the directory's mtime did not move); edits by mdmem itself
 # always rename, so they are seen at once.
@@ -78,6 +81,14 @@ _COMMON = 500
 #: The power of a note's coverage in its lexical score (Lucene's coordination factor is
 #: the power 1; measured 1, 1.5, 2, 3 on both query sets: see docs/benchmarks.md).
 COVERAGE_POWER = 2.0
+#: With ``min_coverage``, a note sharing too few of the query's words still passes when it is
+#: this close in meaning (USE-multilingual cosine; the gold of recall-calib sits at a median
+#: 0.37, other candidates below 0.31 nine times in ten).
+MIN_COSINE = 0.5
+#: A note's *evidence* (0-1) that it answers the query: its coverage, or, with vectors, its
+#: cosine over :data:`MIN_COSINE` when that is higher (a cosine of 0.5 counts as every word).
+#: The relative gate and the "about it" test of a listed note compare evidence.
+ABOUT = 0.5
 
 #: How the block's last line tells the reader to search for more.
 HINTS = {
@@ -306,8 +317,31 @@ def _rank(
         ),
     )
     if min_coverage > 0:
-        ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= 0.5]
+        ranked = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0) >= MIN_COSINE]
     return ranked, set(qterms)
+
+
+def evidence(c: _Candidate) -> float:
+    """How much ``c`` looks like an answer (0-1): its coverage, or its cosine's share of MIN_COSINE.
+
+    Unlike the fused score, which only orders one query's candidates, it means
+    the same from one query to the next: the per-prompt gate compares it.
+    """
+    if c.cosine is None:
+        return c.coverage
+    return max(c.coverage, min(c.cosine / MIN_COSINE, 1.0))
+
+
+def _gate(ranked: list[_Candidate], relative: float) -> list[_Candidate]:
+    """The candidates whose evidence is at least ``relative`` times the best one's.
+
+    Applied before any note is left out as already seen: when the note a prompt
+    is about was shown already, the weak matches below it do not take its place.
+    """
+    if relative <= 0 or not ranked:
+        return ranked
+    floor = relative * max(evidence(c) for c in ranked)
+    return [c for c in ranked if evidence(c) >= floor]
 
 
 def lexical(
@@ -473,15 +507,26 @@ def _add_semantic(
 ) -> bool:
     """Give candidates their similarity to the query, adding the closest notes; False if none.
 
-    Only vectors that exist are used (a query never embeds notes): a store with
-    notes still lacking one gets a background embedder (:mod:`mdmem.recall.embedder`),
-    and those notes take part lexically only until then.
+    A store whose notes all have a vector but a few (at most ``embedder.INLINE``,
+    such as a note just written) has those embedded first; otherwise only vectors
+    that exist are used: a store with more notes lacking one gets a background
+    embedder (:mod:`mdmem.recall.embedder`), and those notes take part lexically
+    only until then.
     """
     from mdmem.recall import embedder, semantic
 
     ready = []
     for index, level, hidden in per_store:
         have, total = semantic.present(index)
+        # A few fresh notes in a store otherwise embedded: embedded now, so the note just
+        # written is found by its meaning at once; more (a first build) in the background.
+        if (
+            have
+            and have < total
+            and total - have <= embedder.INLINE
+            and embedder.embed_inline(index)
+        ):
+            have, total = semantic.present(index)
         if have < total:
             embedder.request(index.store)
         if have:
@@ -616,10 +661,13 @@ def recall(
     semantic: bool | None = None,
     min_coverage: float = 0.0,
     exclude: Iterable[str] = (),
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> list[Hit]:
     """The best hits for ``query`` whose block lines fit within ``budget_tokens``.
 
-    ``exclude`` names notes (by file name) the reader has already seen.
+    ``exclude`` names notes (by file name) the reader has already seen;
+    ``relative`` and ``listed`` are :func:`recalled`'s.
     """
     _, hits = recalled(
         stores,
@@ -629,6 +677,8 @@ def recall(
         min_coverage=min_coverage,
         exclude=exclude,
         limit=limit,
+        relative=relative,
+        listed=listed,
     )
     return hits
 
@@ -640,10 +690,17 @@ def _candidates(
     semantic: bool | None,
     min_coverage: float,
     exclude: Iterable[str],
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> tuple[list[_Candidate], set[str]]:
-    skip = set(exclude)
+    skip, brief = set(exclude), set(listed)
     ranked, qset = _rank(stores, query, None, semantic, min_coverage, None)
-    ranked = [c for c in ranked if c.row.name not in skip]
+    ranked = _gate(ranked, relative)
+    ranked = [
+        c
+        for c in ranked
+        if c.row.name not in skip and (c.row.name not in brief or evidence(c) >= ABOUT)
+    ]
     return ranked[: limit if limit is not None else 50], qset
 
 
@@ -657,9 +714,21 @@ def recalled(
     min_coverage: float = 0.0,
     exclude: Iterable[str] = (),
     limit: int | None = None,
+    relative: float = 0.0,
+    listed: Iterable[str] = (),
 ) -> tuple[str, list[Hit]]:
-    """The block :func:`recall_block` returns, and the hits it shows."""
-    ranked, qset = _candidates(stores, query, limit, semantic, min_coverage, exclude)
+    """The block :func:`recall_block` returns, and the hits it shows.
+
+    ``relative`` (0-1) keeps only the notes whose :func:`evidence` is at least
+    that share of the best candidate's, the best counted before ``exclude``
+    (no padding with weak matches when the answer was shown already).
+    ``listed`` names notes the reader saw only listed (title and summary, as
+    the session's start lists them): they are recalled only when the query is
+    about them (evidence at least :data:`ABOUT`).
+    """
+    ranked, qset = _candidates(
+        stores, query, limit, semantic, min_coverage, exclude, relative, listed
+    )
     parts, shown = _select(ranked, qset, budget_tokens, hint)
     if not parts:
         return "", []

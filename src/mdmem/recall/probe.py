@@ -1,8 +1,24 @@
 """How well a user's own notes can be found: LLM-free probes built from the notes themselves.
 
-For each note (or a fixed random sample of a large store), one sentence of its
-body (or its summary, when the body has no usable sentence) becomes a query,
-and that note is the answer. :func:`evaluate` runs every probe through the
+A sentence copied from a note finds that note almost always (its own rare
+words are in it), so by default (``source="rules"``) the probes do not copy
+the note; per note (or a fixed random sample of a large store):
+
+- ``summary``: the note's summary with every word of its title dropped (the
+  title weighs most in the ranking, so the question has to find the note by
+  the rest), then made vague as below;
+- ``vague``: the body's most telling sentence with its most distinctive half
+  dropped (the terms rarest in the store: the identifier, the name a person
+  does not remember), keeping at most five of the common words a short, vague
+  question would use.
+
+``source="sentences"`` is the earlier probe, the sentence itself. Each note
+falls by a hash of its name in the ``dev`` or the ``held-out`` split (one in
+three): a user who rewrites notes to score better on ``dev`` checks that the
+``held-out`` rates rose too. Each note that a probe did not find in the top 5
+comes with the note that was found first instead and why (:func:`_why`): a
+near-duplicate, a note that says little of its own, or one outranked by
+another's words. :func:`evaluate` runs every probe through the
 same ranking as recall and reports hit@1 and hit@5 overall, per level and per
 type, and the notes that were hardest to find. It stops at a time limit and
 says how many probes it ran.
@@ -16,6 +32,7 @@ ids; a note whose question does not come back keeps its sentence.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -23,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mdmem.recall.engine import index_of, search
+from mdmem.recall.engine import NEAR_DUPLICATE, _idf, index_of, search, similarity
 from mdmem.recall.text import terms
 
 if TYPE_CHECKING:
@@ -31,7 +48,17 @@ if TYPE_CHECKING:
 
     from mdmem.store.store import Store
 
-__all__ = ["BATCH", "Miss", "Probe", "Report", "evaluate", "model_questions", "probes"]
+__all__ = [
+    "BATCH",
+    "HELD_OUT_EVERY",
+    "Miss",
+    "Probe",
+    "Report",
+    "evaluate",
+    "model_questions",
+    "probes",
+    "split_of",
+]
 
 #: Notes per request when a model writes the questions.
 BATCH = 10
@@ -46,6 +73,15 @@ _NOTE_CHARS = 1500
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*|\n+")
 _MIN_TERMS = 3
+#: Rule-made probes keep at least this many terms (fewer would be a word, not a question).
+_MIN_RULE_TERMS = 2
+#: A note with fewer distinct terms than this says little of its own.
+_FEW_TERMS = 8
+#: ... and at most this many content words, as a person's question would.
+_MAX_RULE_TERMS = 3
+_WORD = re.compile(r"\S+")
+#: One note in this many is in the held-out split.
+HELD_OUT_EVERY = 3
 
 
 @dataclass(frozen=True)
@@ -56,6 +92,8 @@ class Probe:
     filename: str
     type: str
     query: str
+    #: How the query was made: ``sentence``, ``summary``, ``vague`` or ``model``.
+    kind: str = "sentence"
 
 
 @dataclass(frozen=True)
@@ -67,6 +105,10 @@ class Miss:
     title: str
     query: str
     rank: int | None
+    kind: str = "sentence"
+    #: The note found first instead, and why the note was missed (for a person).
+    found_instead: str = ""
+    why: str = ""
 
 
 @dataclass
@@ -109,23 +151,74 @@ def _pick_sentence(body: str, fallback: str) -> str | None:
     return fallback if len(terms(fallback)) >= _MIN_TERMS else None
 
 
-def probes(stores: Sequence[Store], *, limit: int = 500, seed: int = 0) -> tuple[list[Probe], int]:
+def _without_title(summary: str, title: str) -> str | None:
+    """The summary with every word whose terms are all among the title's dropped."""
+    titled = set(terms(title))
+    kept = [w for w in _WORD.findall(summary) if not set(terms(w)) <= titled or not terms(w)]
+    text = " ".join(kept)
+    return text if len(set(terms(text)) - titled) >= _MIN_RULE_TERMS else None
+
+
+def _vague(sentence: str, df: dict[str, int]) -> str | None:
+    """``sentence`` without the words of its rarer half of terms (by document frequency)."""
+    own = sorted(set(terms(sentence)), key=lambda t: (df.get(t, 0), t))
+    rare = set(own[: len(own) // 2 + len(own) % 2])
+    kept: list[str] = []
+    count = 0
+    for w in _WORD.findall(sentence):
+        found = set(terms(w))
+        if found & rare:
+            continue
+        if found and count >= _MAX_RULE_TERMS:
+            break  # a question is short: a few of the note's words, not a sentence
+        count += bool(found)
+        kept.append(w)
+    text = " ".join(kept)
+    return text if len(set(terms(text))) >= _MIN_RULE_TERMS else None
+
+
+def split_of(filename: str) -> str:
+    """``held-out`` for one note in :data:`HELD_OUT_EVERY` (by a hash of its name), else ``dev``."""
+    digest = hashlib.sha256(filename.encode("utf-8")).digest()
+    return "held-out" if digest[0] % HELD_OUT_EVERY == 0 else "dev"
+
+
+def probes(
+    stores: Sequence[Store], *, limit: int = 500, seed: int = 0, source: str = "rules"
+) -> tuple[list[Probe], int]:
     """Probes for the visible notes of ``stores`` (at most ``limit``, a fixed random sample).
 
-    Returns the probes and how many visible notes there are.
+    ``source`` is ``rules`` (the ``summary`` and ``vague`` probes of the module
+    docstring) or ``sentences`` (a sentence of the note, copied). Returns the
+    probes and how many visible notes there are.
     """
     out: list[Probe] = []
     total = 0
     for store in stores:
         index = index_of(store, fresh=True)  # every note: a full check
         hidden = index.hidden()
-        for row in sorted(index.rows(), key=lambda r: r.name):
+        rows = sorted(index.rows(), key=lambda r: r.name)
+        df: dict[str, int] = {}
+        if source == "rules":
+            words = sorted({t for r in rows for t in terms(f"{r.summary} {r.body}")})
+            df = index.document_frequency(words) if words else {}
+        for row in rows:
             if row.name in hidden:
                 continue
             total += 1
-            query = _pick_sentence(row.body, row.summary)
-            if query is not None:
-                out.append(Probe(store.level.value, row.name, row.type, query))
+            level = store.level.value
+            sentence = _pick_sentence(row.body, row.summary)
+            if source != "rules":
+                if sentence is not None:
+                    out.append(Probe(level, row.name, row.type, sentence))
+                continue
+            summary = _without_title(row.summary, row.title) if row.summary else None
+            summary = _vague(summary, df) if summary is not None else None
+            if summary is not None:
+                out.append(Probe(level, row.name, row.type, summary, "summary"))
+            vague = _vague(sentence, df) if sentence is not None else None
+            if vague is not None:
+                out.append(Probe(level, row.name, row.type, vague, "vague"))
     if len(out) > limit:
         out = sorted(random.Random(seed).sample(out, limit), key=lambda p: (p.level, p.filename))
     return out, total
@@ -165,7 +258,10 @@ def model_questions(
         written = _questions_of(ask(_QUESTION_SYSTEM, "\n\n".join(parts)))
         for i, probe in enumerate(batch, 1):
             question = written.get(f"n{i}", "")[:500]
-            out.append(Probe(probe.level, probe.filename, probe.type, question or probe.query))
+            if question:
+                out.append(Probe(probe.level, probe.filename, probe.type, question, "model"))
+            else:
+                out.append(probe)
     return out
 
 
@@ -177,17 +273,20 @@ def evaluate(
     semantic: bool | None = None,
     progress: Callable[[int, int], None] | None = None,
     ask: Callable[[str, str], str] | None = None,
+    source: str = "rules",
 ) -> Report:
     """Run the probes of ``stores`` through recall's ranking (see the module docstring).
 
-    ``ask``: a model writes the queries (:func:`model_questions`); the time limit
-    counts from after it has.
+    ``source``: ``rules`` or ``sentences`` (:func:`probes`). ``ask``: a model
+    writes the queries instead (:func:`model_questions`, one a note); the time
+    limit counts from after it has.
     """
-    todo, total = probes(stores, limit=limit)
+    todo, total = probes(stores, limit=limit, source="sentences" if ask else source)
     if ask is not None and todo:
         todo = model_questions(stores, todo, ask)
     started = time.monotonic()
-    report = Report(notes=total, probes=len(todo), source="model" if ask else "sentences")
+    report = Report(notes=total, probes=len(todo), source="model" if ask else source)
+    by_level = {store.level.value: store for store in stores}
     counts: dict[str, list[int]] = {}
     titles: dict[str, str] = {}
     misses: list[Miss] = []
@@ -213,8 +312,13 @@ def evaluate(
                     ),
                     probe.filename,
                 )
-            misses.append(Miss(probe.level, probe.filename, title, probe.query, rank))
-        for key in ("all", f"level:{probe.level}", f"type:{probe.type}"):
+            first = f"{hits[0].level.value}:{hits[0].filename}" if hits else ""
+            why = _why(by_level, probe, hits[0] if hits else None)
+            misses.append(
+                Miss(probe.level, probe.filename, title, probe.query, rank, probe.kind, first, why)
+            )
+        keys = ("all", f"level:{probe.level}", f"type:{probe.type}", f"kind:{probe.kind}")
+        for key in (*keys, f"split:{split_of(probe.filename)}"):
             c = counts.setdefault(key, [0, 0, 0])
             c[0] += 1
             c[1] += rank == 1
@@ -230,7 +334,35 @@ def evaluate(
         for key, c in sorted(counts.items())
         if key != "all"
     }
-    misses.sort(key=lambda m: (m.rank is not None, -(m.rank or 0), m.level, m.filename))
+    misses.sort(key=lambda m: (m.rank is not None, -(m.rank or 0), m.level, m.filename, m.kind))
     report.hard = misses[:20]
     report.seconds = time.monotonic() - started
     return report
+
+
+def _why(by_level: dict[str, Store], probe: Probe, first: object) -> str:
+    """Why ``probe`` missed its note, for a person: what to merge, rewrite or leave."""
+    store = by_level[probe.level]
+    index = index_of(store)
+    rows = index.rows([probe.filename])
+    if not rows:
+        return "the note could not be read"
+    own = set(rows[0].terms.split())
+    if len(own) < _FEW_TERMS:
+        return f"says little of its own ({len(own)} distinct terms): add what it is about"
+    if first is None:
+        return "no note matched these words: it is found by other words than a person would use"
+    level = getattr(first, "level", None)
+    name = str(getattr(first, "filename", ""))
+    other_store = by_level.get(getattr(level, "value", ""))
+    if other_store is not None:
+        other_rows = index_of(other_store).rows([name])
+        if other_rows:
+            theirs = set(other_rows[0].terms.split())
+            words = own | theirs
+            df = index.document_frequency(sorted(words))
+            total = max(index.count(), 1)
+            idf = {t: _idf(total, df.get(t, 0)) for t in words}
+            if similarity(own, theirs, idf) >= NEAR_DUPLICATE:
+                return f"a near-duplicate of {name}: worth merging the two"
+    return f"{name} matches these words better: the note's own words are elsewhere"

@@ -10,8 +10,9 @@ faster: 0.15 s against 0.9 s); see docs/concepts/recall.md.
 
 Vectors are cached per note content hash in ``vectors.sqlite``, in the store's
 state folder beside the search index (:class:`Vectors`), and are only ever
-*computed* by :mod:`mdmem.recall.embedder` (in the background, or by ``mdmem
-embed``): a query never embeds a note. A query uses the vectors that exist
+*computed* by :mod:`mdmem.recall.embedder` (in the background, by ``mdmem
+embed``, or, for a few fresh notes of a store otherwise embedded, by the query
+that finds them, before it answers). A query uses the vectors that exist
 (:func:`scores`); the notes that have none yet are ranked lexically only.
 
 In a process, a store's vectors live in one contiguous float32 matrix, loaded

@@ -510,6 +510,13 @@ CREATE TABLE IF NOT EXISTS changes (
     before TEXT NOT NULL, after TEXT NOT NULL, names TEXT
 );
 """
+#: The orders :meth:`Catalog.select` sorts by (``title``: ASCII letters folded, as NOCASE).
+ORDERS = {
+    "updated": "COALESCE(updated, '') DESC, name",
+    "oldest": "COALESCE(updated, '') ASC, name",
+    "title": "title COLLATE NOCASE, name",
+    "name": "name",
+}
 #: How many change-log entries are kept; a reader further behind catches up in full.
 LOG_KEEP = 512
 #: Past this many names, a pass logs "catch up in full" instead of the names.
@@ -840,6 +847,37 @@ class Catalog:
                 return
             for row in batch:
                 yield str(row[0]), _row_entry(row)
+
+    def select(
+        self, *, type: str | None, order: str, offset: int, limit: int
+    ) -> tuple[int, list[tuple[str, Entry]]]:
+        """(how many valid notes of ``type`` there are, one page of them in ``order``).
+
+        ``order`` is a key of :data:`ORDERS`. Filtered, counted and sorted by
+        SQLite: a page costs the same whatever the store's size (but the sort).
+        """
+        where = "line IS NOT NULL" + ("" if type is None else " AND type = ?")
+        params: tuple[object, ...] = () if type is None else (type,)
+        con = self._open()
+        (total,) = con.execute(f"SELECT COUNT(*) FROM notes WHERE {where}", params).fetchone()
+        rows = con.execute(
+            f"SELECT {_COLUMNS} FROM notes WHERE {where} ORDER BY {ORDERS[order]} LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        return int(total), [(str(row[0]), _row_entry(row)) for row in rows]
+
+    def keys(self, *, type: str | None, order: str, limit: int) -> list[tuple[str, str]]:
+        """(name, what ``order`` sorts by) of the first ``limit`` valid notes of ``type`` in
+        that order: two columns, no entry decoded (to merge the pages of two stores)."""
+        column = {"updated": "COALESCE(updated, '')", "oldest": "COALESCE(updated, '')"}
+        key = column.get(order, "title" if order == "title" else "name")
+        where = "line IS NOT NULL" + ("" if type is None else " AND type = ?")
+        params: tuple[object, ...] = () if type is None else (type,)
+        rows = self._open().execute(
+            f"SELECT name, {key} FROM notes WHERE {where} ORDER BY {ORDERS[order]} LIMIT ?",
+            (*params, limit),
+        )
+        return [(str(name), str(value or "")) for name, value in rows]
 
     def lines(self) -> Iterator[str]:
         """Every index line, sorted by note name."""

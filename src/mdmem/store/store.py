@@ -104,6 +104,8 @@ class Store:
         # MEMORY.md as this object last wrote it (its stat, its bytes): the next write
         # checks the file against these bytes instead of hashing it.
         self._written: tuple[_catalog.Stat, bytes] | None = None
+        # When this object's last stat pass found the store settled, and the store's key then.
+        self._fresh: tuple[float, str] | None = None
 
     def __repr__(self) -> str:
         return f"Store({self._root!r}, {self.level.value!r})"
@@ -306,6 +308,96 @@ class Store:
                 superseded_by=superseded.get(name),
             )
 
+    def query(
+        self,
+        *,
+        type: str | None = None,
+        order: str = "updated",
+        offset: int = 0,
+        limit: int = 50,
+        max_age: float = 0.0,
+    ) -> tuple[int, list[IndexEntry]]:
+        """How many readable notes of ``type`` (None: any) there are, and the index entries
+        of one page of them: filtered, counted and sorted by the catalog, never by
+        reading every entry (the web page's list at any store size).
+
+        ``order``: ``updated`` (newest first), ``oldest``, ``title`` or ``name``.
+        ``max_age``: skip the stat pass when this object's last one found the store
+        settled less than that many seconds ago and neither the directory nor
+        MEMORY.md changed since (a note edited in place meanwhile shows after that).
+
+        Raises:
+            ValueError: an unknown ``order``, or a negative ``offset`` or ``limit``.
+        """
+        from mdmem.store.note import IndexEntry
+
+        if order not in _catalog.ORDERS or offset < 0 or limit < 0:
+            raise ValueError(f"order {order!r}, offset {offset}, limit {limit}")
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return 0, []
+        with self._catalog_guard:
+            overlay = self._settle_unless_current(max_age)
+            cat = self._cat()
+            total, rows = cat.select(type=type, order=order, offset=offset, limit=limit)
+            superseded = self._superseded(cat)
+            if overlay:
+                cat.rollback()
+        return total, [
+            IndexEntry(
+                filename=name,
+                type=str(e["type"]),
+                title=str(e["title"]),
+                summary=str(e["summary"]),
+                updated=e.get("updated"),  # type: ignore[arg-type]
+                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
+                expires=e.get("expires"),  # type: ignore[arg-type]
+                superseded_by=superseded.get(name),
+            )
+            for name, e in rows
+        ]
+
+    def order_keys(
+        self,
+        *,
+        type: str | None = None,
+        order: str = "updated",
+        limit: int = 50,
+        max_age: float = 0.0,
+    ) -> list[tuple[str, str]]:
+        """(file name, the value ``order`` sorts by) of the first ``limit`` notes that
+        :meth:`query` would list: for merging the pages of two stores without decoding
+        every entry before the page (arguments as for :meth:`query`).
+
+        Raises:
+            ValueError: an unknown ``order``, or a negative ``limit``.
+        """
+        if order not in _catalog.ORDERS or limit < 0:
+            raise ValueError(f"order {order!r}, limit {limit}")
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return []
+        with self._catalog_guard:
+            overlay = self._settle_unless_current(max_age)
+            keys = self._cat().keys(type=type, order=order, limit=limit)
+            if overlay:
+                self._cat().rollback()
+        return keys
+
+    def _settle_unless_current(self, max_age: float) -> bool:
+        """:meth:`_settle`, unless this object's own stat pass found the store settled less
+        than ``max_age`` seconds ago and neither the directory nor MEMORY.md changed since
+        (any write, create, delete or rename by mdmem or an editor's save changes one)."""
+        import time
+
+        key = _catalog.store_key(self._root)
+        if max_age > 0 and self._fresh is not None:
+            at, known = self._fresh
+            if known == key and 0 <= time.monotonic() - at < max_age:
+                return False
+        overlay = self._settle(keep=True)
+        # The key from before the pass: a change during it makes the next call look again.
+        self._fresh = None if overlay else (time.monotonic(), key)
+        return overlay
+
     @staticmethod
     def _marked(cat: _catalog.Catalog) -> dict[str, _catalog.Entry]:
         """The entries ``marks`` needs: notes with supersedes/expires, and the notes they name."""
@@ -404,14 +496,15 @@ class Store:
             if sha:
                 yield name, sha
 
-    def problems(self) -> list[Problem]:
-        """Files that look like notes but cannot be read as notes."""
+    def problems(self, *, max_age: float = 0.0) -> list[Problem]:
+        """Files that look like notes but cannot be read as notes (``max_age``: as in
+        :meth:`query`)."""
         from mdmem.store.results import Problem
 
         if self.unavailable is not None or not os.path.isdir(self._root):
             return []
         with self._catalog_guard:
-            overlay = self._settle(keep=True)
+            overlay = self._settle_unless_current(max_age)
             rows = list(self._cat().rows(where="error IS NOT NULL"))
             if overlay:
                 self._cat().rollback()

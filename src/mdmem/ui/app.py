@@ -9,6 +9,7 @@ nothing is kept between requests but the run's secrets.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -16,12 +17,19 @@ from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Route
 
 from mdmem._kinds import Level
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteExists, NoteNotFound
-from mdmem.ui import features, layout, model, pages
+from mdmem.store import activity as store_activity
+from mdmem.ui import activity, features, layout, model, pages, switch
 from mdmem.ui.guard import Guard, Settings, same
 from mdmem.ui.html import Markup
 
@@ -57,12 +65,19 @@ def create_app(stores: model.Stores, settings: Settings) -> ASGIApp:
         Route("/review/{verdict:str}", ui.decide, methods=["POST"]),
         Route("/static/style.css", ui.style),
         Route("/static/icon.svg", ui.icon),
+        Route("/static/live.js", ui.script),
+        Route("/live", ui.live),
+        Route("/activity", ui.activity),
+        Route("/activity/{session}", ui.activity_session),
+        Route("/switch", ui.switcher, methods=["GET", "POST"]),
+        Route("/switch/preview", ui.preview),
         Route("/note/{level}/{name}", ui.note),
         Route("/note/{level}/{name}/raw", ui.raw),
         Route("/note/{level}/{name}/edit", ui.edit, methods=["GET", "POST"]),
         Route("/note/{level}/{name}/source", ui.source, methods=["GET", "POST"]),
         Route("/note/{level}/{name}/delete", ui.delete, methods=["POST"]),
         Route("/note/{level}/{name}/expire", ui.expire, methods=["POST"]),
+        Route("/note/{level}/{name}/dispute/{verdict:str}", ui.dispute, methods=["POST"]),
         Route("/note/{level}/{name}/history", ui.history),
         Route("/note/{level}/{name}/history/restore", ui.restore_version, methods=["POST"]),
     ]
@@ -101,6 +116,7 @@ class _Pages:
         current: str = "",
         status: int = 200,
         message: Markup | None = None,
+        live: bool = False,
     ) -> HTMLResponse:
         html = layout.layout(
             title,
@@ -109,6 +125,7 @@ class _Pages:
             current=current,
             message=message,
             review=self._review(),
+            live=live,
         )
         return HTMLResponse(html, status_code=status)
 
@@ -197,6 +214,68 @@ class _Pages:
         css = resources.files("mdmem.ui").joinpath("style.css").read_text(encoding="utf-8")
         return Response(css, media_type="text/css; charset=utf-8")
 
+    async def script(self, request: Request) -> Response:
+        js = resources.files("mdmem.ui").joinpath("live.js").read_text(encoding="utf-8")
+        return Response(js, media_type="text/javascript; charset=utf-8")
+
+    async def live(self, request: Request) -> Response:
+        version = await run_in_threadpool(model.version, self.stores)
+        return JSONResponse({"v": version})
+
+    async def activity(self, request: Request) -> Response:
+        wanted = request.query_params.get("day")
+        day = None
+        if wanted is not None:
+            day = activity.today() if wanted == "today" else wanted
+            if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", day, flags=re.ASCII):
+                raise _Refused(f"day: {wanted[:40]!r} is not a date (YYYY-MM-DD or today)")
+
+        def build() -> tuple[list[activity.Session], Mapping[str, int], str]:
+            found = activity.sessions_of(self.stores.project, day)
+            totals = activity.day_totals(self.stores.user, day) if day else {}
+            return found, totals, model.version(self.stores)
+
+        found, totals, version = await run_in_threadpool(build)
+        body = activity.activity_page(found, totals, day=day, live=layout.live_marker(version))
+        return self.page("Activity", body, current="activity", live=True)
+
+    async def activity_session(self, request: Request) -> Response:
+        ident = str(request.path_params["session"])
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,100}", ident, flags=re.ASCII):
+            raise NoteNotFound(f"session {ident[:40]!r}", "the activity log")
+
+        def build() -> tuple[list[dict[str, object]], str]:
+            return store_activity.read(self.stores.project.path, ident), model.version(self.stores)
+
+        events, version = await run_in_threadpool(build)
+        if not events:
+            raise NoteNotFound(f"session {ident}", "the activity log")
+        body = activity.session_page(ident, events, live=layout.live_marker(version))
+        return self.page(f"Session {ident[:8]}", body, current="activity", live=True)
+
+    async def switcher(self, request: Request) -> Response:
+        if request.method == "POST":
+            form = await self.form(request)
+            chosen = form.get("workspace", "")
+            if chosen not in {w for w, _ in await run_in_threadpool(switch.known, self.stores)}:
+                raise _Refused("that is not a workspace mdmem knows; pick one from the list")
+            self.stores = await run_in_threadpool(switch.open_workspace, chosen, self.stores)
+            return RedirectResponse("/" + layout.query_string(done="switched"), 303)
+        rows = await run_in_threadpool(switch.summaries, self.stores)
+        body = switch.switcher_page(rows, self.stores, self.settings.csrf)
+        return self.page("Stores", body, current="stores", message=self._message(request))
+
+    async def preview(self, request: Request) -> Response:
+        chosen = request.query_params.get("workspace", "")
+
+        def build() -> Markup:
+            if chosen not in {w for w, _ in switch.known(self.stores)}:
+                raise NoteNotFound(f"workspace {chosen[:200]!r}", "the workspaces mdmem knows")
+            return switch.preview_page(chosen, self.stores, self.settings.csrf)
+
+        body = await run_in_threadpool(build)
+        return self.page("Preview a store", body, current="stores")
+
     async def icon(self, request: Request) -> Response:
         svg = resources.files("mdmem.ui").joinpath("icon.svg").read_text(encoding="utf-8")
         return Response(svg, media_type="image/svg+xml")
@@ -207,23 +286,52 @@ class _Pages:
         level = q.get("level", "") if q.get("level") in ("project", "user") else ""
         note_type = q.get("type", "")
         sort = q.get("sort", "")
+        number = _page_number(q.get("page", "1"))
+        size = model.PAGE_SIZE
 
         def build() -> Markup:
             stores = self.stores.both()
             if query:
-                found = model.search_rows(query, stores, level=level, note_type=note_type)
-                if sort:
-                    found = model.sort_rows(found, sort)
+                if sort:  # sorted otherwise than by relevance: the best 200, sorted
+                    found = model.sort_rows(
+                        model.search_rows(query, stores, level=level, note_type=note_type), sort
+                    )
+                    more = len(found) > number * size
+                    found = found[(number - 1) * size : number * size]
+                else:
+                    found = model.search_rows(
+                        query,
+                        stores,
+                        level=level,
+                        note_type=note_type,
+                        offset=(number - 1) * size,
+                        limit=size + 1,
+                    )
+                    more = len(found) > size
+                    found = found[:size]
+                total = None
             else:
-                found = model.rows(stores, level=level, note_type=note_type, sort=sort)
+                total, found = model.page_rows(
+                    stores, level=level, note_type=note_type or None, sort=sort, page=number
+                )
+                more = number * size < total
             problems = [
                 (s.level, p)
                 for s in stores
                 if not level or s.level.value == level
-                for p in s.problems()
+                for p in s.problems(max_age=model.FRESH_SECONDS)
             ]
             return pages.list_page(
-                found, query=query, level=level, note_type=note_type, sort=sort, problems=problems
+                found,
+                query=query,
+                level=level,
+                note_type=note_type,
+                sort=sort,
+                problems=problems,
+                page=number,
+                size=size,
+                total=total,
+                more=more,
             )
 
         body = await run_in_threadpool(build)
@@ -287,7 +395,7 @@ class _Pages:
                 return name, pages.broken_page(
                     store.level, name, exc.reason, raw, self.settings.csrf
                 )
-            marks = model.markers_of(store, model.marked_notes(store), _now()).get(name, {})
+            marks = model.note_markers(store, note, _now())
             has_history = features.has_history(store)
             return note.title, pages.note_page(
                 store.level,
@@ -296,6 +404,7 @@ class _Pages:
                 self.settings.csrf,
                 base=model.digest(text),
                 history=has_history,
+                dispute=features.dispute_of(store)(name),
             )
 
         title, body = await run_in_threadpool(build)
@@ -375,6 +484,17 @@ class _Pages:
             raise _Refused(f"{name}: {result.error}", 409 if result.current else 400)
         return _saved(store.level, name, "expired")
 
+    async def dispute(self, request: Request) -> Response:
+        store, name = self._store(request)
+        await self.form(request)
+        verdict = str(request.path_params["verdict"])
+        at = _now().isoformat(timespec="seconds")
+        await run_in_threadpool(features.settle_dispute, store, name, verdict, at)
+        done = "dismissed" if verdict == "dismiss" else "disputed"
+        return RedirectResponse(
+            layout.note_url(store.level, name) + layout.query_string(done=done, note=name), 303
+        )
+
     async def delete(self, request: Request) -> Response:
         store, name = self._store(request)
         await self.form(request)
@@ -387,13 +507,33 @@ class _Pages:
 
     async def history(self, request: Request) -> Response:
         store, name = self._store(request)
-        versions = await run_in_threadpool(features.history_of, store, name)
-        if versions is None:
+        wanted = request.query_params.get("version")
+        if wanted is not None and not (wanted.isascii() and wanted.isdigit()):
+            raise _Refused(f"version: {wanted[:40]!r} is not a version number")
+
+        def build() -> tuple[list[dict[str, str]], dict[str, str | None]] | None:
+            versions = features.history_of(store, name)
+            if versions is None:
+                return None
+            if wanted is not None:
+                at = [i for i, v in enumerate(versions) if v.get("version") == wanted.lstrip("0")]
+                if not at:
+                    raise NoteNotFound(f"{name} version {wanted}", store.path)
+                versions = versions[at[0] : at[0] + 2]  # it, and the one before it
+            numbers = [v.get("version", "") for v in versions]
+            return versions, {n: features.version_text(store, name, n) for n in numbers}
+
+        found = await run_in_threadpool(build)
+        if found is None:
             raise NoteNotFound(f"history of {name}", store.path)
+        versions, texts = found
+        if wanted is not None:
+            versions = versions[:1]
         body = pages.history_page(
             store.level,
             name,
             versions,
+            texts,
             self.settings.csrf,
             restore=features.restorable(store),
         )
@@ -415,8 +555,13 @@ class _Pages:
         if proposals is None:
             raise NoteNotFound("review", "this version of mdmem (review mode is not available)")
         editable = features.can_edit_proposals()
-        body = pages.review_page(proposals, self.settings.csrf, editable=editable)
-        return self.page("Review", body, current="review", message=self._message(request))
+        version = await run_in_threadpool(model.version, self.stores)
+        body = pages.review_page(
+            proposals, self.settings.csrf, editable=editable, live=layout.live_marker(version)
+        )
+        return self.page(
+            "Review", body, current="review", message=self._message(request), live=True
+        )
 
     def _level(self, value: str) -> Store:
         try:
@@ -484,6 +629,17 @@ def _saved(level: Level, name: str, action: str | None) -> Response:
     return RedirectResponse(
         layout.note_url(level, name) + layout.query_string(done=done, note=name), status_code=303
     )
+
+
+def _page_number(text: str) -> int:
+    """The ``page=`` of a list: a number from 1, in ASCII digits.
+
+    Raises:
+        _Refused: anything else.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or int(text) < 1:
+        raise _Refused(f"page: {text[:40]!r} is not a page number (1, 2, ...)")
+    return int(text)
 
 
 def _now() -> datetime:

@@ -18,12 +18,14 @@ feature arrives, and shows no empty section before:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import threading
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from mdmem.errors import NoteNotFound
+from mdmem.errors import InvalidOperation, MdmemError, NoteNotFound
 from mdmem.store import marks as store_marks
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "can_edit_proposals",
     "decide",
     "describe",
+    "dispute_of",
     "has_history",
     "has_review",
     "history_of",
@@ -48,6 +51,10 @@ __all__ = [
     "restorable",
     "restore_version",
     "search",
+    "semantic_ready",
+    "settle_dispute",
+    "version_text",
+    "warm_up",
 ]
 
 _REVIEW = "mdmem.manager.review"
@@ -122,7 +129,14 @@ def search(
     engine = _optional("mdmem.recall", "search")
     if engine is not None:
         types = [note_type] if note_type else None
-        found = engine(list(stores), query, limit=limit, types=types)
+        extra: dict[str, object] = {}
+        if not semantic_ready() and "semantic" in inspect.signature(engine).parameters:
+            # Loading the embedding model takes seconds: this search goes without it,
+            # and the model loads afterwards, for the next ones.
+            extra["semantic"] = False
+        found = engine(list(stores), query, limit=limit, types=types, **extra)
+        if extra:
+            warm_up()
         return list(found) if isinstance(found, list) else []
     keyword = _optional("mdmem.recall.search", "search")
     if keyword is None:
@@ -135,6 +149,38 @@ def search(
     ]
     found = keyword(query, pairs, limit=limit)
     return list(found) if isinstance(found, list) else []
+
+
+_warming: list[threading.Thread] = []
+
+
+def semantic_ready() -> bool:
+    """Whether semantic search can run now without loading a model (off, or loaded)."""
+    mode = _optional("mdmem.recall.engine", "semantic_mode")
+    if mode is None or not mode():
+        return True
+    try:
+        from mdmem.recall import semantic
+    except ImportError:
+        return True
+    return getattr(semantic, "_model", None) is not None
+
+
+def warm_up() -> None:
+    """Load the embedding model in the background (once per process), if semantic is on."""
+    if _warming or semantic_ready():
+        return
+    encode = _optional("mdmem.recall.semantic", "encode")
+    if encode is None:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # no model, no semantic: lexical search stays
+            encode(["warm up"])
+
+    thread = threading.Thread(target=load, name="mdmem-ui-model", daemon=True)
+    _warming.append(thread)
+    thread.start()
 
 
 # -- markers -----------------------------------------------------------------------------
@@ -150,10 +196,9 @@ def markers(store: Store) -> dict[str, dict[str, str]]:
     if disputed is not None:
         found = disputed(store)
         if isinstance(found, dict):
-            for name, details in found.items():
-                reason = details.get("reason") if isinstance(details, dict) else None
-                words = f"disputed: {reason}" if reason else "disputed"
-                out.setdefault(str(name), {})["disputed"] = words
+            # A short marker: the correction's words are on the note's page.
+            for name in found:
+                out.setdefault(str(name), {})["disputed"] = "disputed"
     for item in proposals_of(store) or []:
         target = item.get("filename")
         if target:
@@ -166,6 +211,41 @@ def markers(store: Store) -> dict[str, dict[str, str]]:
                 if isinstance(marks, dict):
                     out.setdefault(str(name), {}).update({str(k): str(v) for k, v in marks.items()})
     return out
+
+
+def dispute_of(store: Store) -> Callable[[str], tuple[str, dict[str, str]] | None]:
+    """For a note name: ("disputed" or "dismissed", the dispute described), or None."""
+    disputed = _optional("mdmem.recall.disputes", "disputed")
+    gone = _optional("mdmem.recall.disputes", "dismissed")
+    marks = disputed(store) if disputed is not None else {}
+    dropped = gone(store) if gone is not None else {}
+
+    def look(name: str) -> tuple[str, dict[str, str]] | None:
+        for kind, found in (("disputed", marks), ("dismissed", dropped)):
+            if isinstance(found, dict) and isinstance(found.get(name), dict):
+                return kind, {str(k): str(v) for k, v in found[name].items()}
+        return None
+
+    return look
+
+
+def settle_dispute(store: Store, name: str, verdict: str, at: str) -> bool:
+    """Dismiss a note's dispute (``dismiss``) or bring a dismissed one back (``restore``).
+
+    Raises:
+        NoteNotFound: no such dispute, or an unknown verdict.
+    """
+    if verdict == "dismiss":
+        function = _optional("mdmem.recall.disputes", "dismiss")
+        done = function(store, name, at=at) if function is not None else False
+    elif verdict == "restore":
+        function = _optional("mdmem.recall.disputes", "undismiss")
+        done = function(store, name) if function is not None else False
+    else:
+        raise NoteNotFound(f"a decision {verdict!r}", "dismiss or restore")
+    if not done:
+        raise NoteNotFound(f"a dispute of {name}", store.path)
+    return True
 
 
 # -- history -----------------------------------------------------------------------------
@@ -195,6 +275,18 @@ def history_of(store: Store, filename: str) -> list[dict[str, str]] | None:
     return versions
 
 
+def version_text(store: Store, filename: str, version: str) -> str | None:
+    """The text of one recorded version of a note; None when it has none (a deletion)."""
+    read = _optional("mdmem.store.history", "read_version")
+    if read is None or not (version.isascii() and version.isdigit()):
+        return None
+    try:
+        data = read(store.path, filename, int(version))
+    except (MdmemError, OSError):
+        return None
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else None
+
+
 def restorable(store: Store) -> bool:
     """Whether the store can bring back one version of a note."""
     if _method(store, "restore_version") is not None:
@@ -209,11 +301,14 @@ def restore_version(store: Store, filename: str, version: str) -> object:
     """Bring back one version of a note through the store's own API.
 
     Raises:
+        InvalidOperation: ``version`` is not a number in ASCII digits (``²`` or ``٣`` is not).
         NoteNotFound: the store has no such version (or no history at all).
     """
+    if not (version.isascii() and version.isdigit()) or len(version) > 12:
+        raise InvalidOperation(f"version: {version[:40]!r} is not a version number", "version")
     method = _method(store, "restore_version")
     if method is not None:
-        return method(filename, int(version) if version.isdigit() else version)
+        return method(filename, int(version))
     if not restorable(store):
         raise NoteNotFound(f"{filename} version {version}", store.path)
     restore: Callable[..., object] = store.restore

@@ -25,6 +25,7 @@ __all__ = [
     "done_message",
     "error_page",
     "layout",
+    "live_marker",
     "markers_html",
     "note_url",
     "notice",
@@ -57,7 +58,7 @@ _LAYOUT = """<!doctype html>
 <title>{title} · mdmem</title>
 <link rel="stylesheet" href="/static/style.css">
 <link rel="icon" href="/static/icon.svg" type="image/svg+xml">
-</head>
+{scripts}</head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top">
@@ -74,8 +75,10 @@ _LAYOUT = """<!doctype html>
 
 _NAV = (
     ("notes", "/", "Notes"),
+    ("activity", "/activity", "Activity"),
     ("overview", "/overview", "Overview"),
     ("trash", "/trash", "Trash"),
+    ("stores", "/switch", "Stores"),
 )
 
 
@@ -87,9 +90,16 @@ def layout(
     current: str = "",
     message: Markup | None = None,
     review: bool = False,
+    live: bool = False,
 ) -> Markup:
-    """A whole page: head, skip link, navigation, the message of the last action, the body."""
-    items = [*_NAV, ("review", "/review", "Review")] if review else list(_NAV)
+    """A whole page: head, skip link, navigation, the message of the last action, the body.
+
+    ``live``: the page reloads itself when the stores change (``/static/live.js``, a
+    small poll of ``/live``); without scripts it is the same page, reloaded by hand.
+    """
+    items = list(_NAV)
+    if review:
+        items.insert(2, ("review", "/review", "Review"))
     nav = join(
         fill(
             '<a href="{href}"{current}>{label}</a>',
@@ -107,6 +117,17 @@ def layout(
         folder=os.path.basename(workspace.rstrip("/")) or workspace,
         message=message or Markup(""),
         body=body,
+        scripts=Markup('<script src="/static/live.js" defer></script>\n') if live else "",
+    )
+
+
+def live_marker(version: str) -> Markup:
+    """What a live page carries: the stores' version it shows, and a reload link."""
+    return fill(
+        '<p class="live" id="live" data-version="{v}"><span class="live-dot" aria-hidden="true">'
+        "</span> Refreshes by itself when memory changes (with scripts on) · "
+        '<a href="">Reload</a></p>\n',
+        v=version,
     )
 
 
@@ -184,6 +205,9 @@ def done_message(done: str, level: str, filename: str, csrf: str) -> Markup | No
         "restored": f"Restored {filename}.",
         "expired": f"Marked {filename} expired: it is left out of the prompt block from now on.",
         "accepted": "Accepted the proposal.",
+        "switched": "Switched: the page now shows this workspace's notes.",
+        "dismissed": f"Dismissed the dispute of {filename}: it ranks as before.",
+        "disputed": f"The dispute of {filename} counts again.",
         "rejected": "Rejected the proposal.",
     }
     return notice(words[done]) if done in words else None

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from mdmem.store.store import Store
 
 __all__ = [
+    "FRESH_SECONDS",
+    "PAGE_SIZE",
     "SORTS",
     "Edited",
     "Overview",
@@ -41,12 +43,14 @@ __all__ = [
     "expire",
     "marked_notes",
     "markers_of",
+    "note_markers",
     "overview",
-    "rows",
+    "page_rows",
     "save_fields",
     "save_source",
     "search_rows",
     "trash_of",
+    "version",
 ]
 
 _MARKER_KEYS = ("supersedes", "expires")
@@ -165,44 +169,126 @@ def marked_notes(store: Store) -> list[Note]:
     return out
 
 
-def rows(
+def note_markers(store: Store, note: Note, now: datetime) -> dict[str, str]:
+    """The markers of one note, for its page: from its front matter, the store's marks file
+    (superseded) and whatever else mdmem keeps (never a pass over every note)."""
+    out = markers_of(store, [note], now).get(note.filename, {})
+    from mdmem.store.marks import left_out
+
+    why = left_out(store).get(note.filename, "")
+    if why.startswith("superseded"):
+        out["superseded"] = why
+    return out
+
+
+#: Notes on one page of the list (and of search results).
+PAGE_SIZE = 50
+#: A page reads the catalog without a stat pass of every note when one ran this
+#: recently (and mdmem's change log accounts for every change since): a note edited
+#: in place behind mdmem's back shows on the list within this many seconds.
+FRESH_SECONDS = 5.0
+
+
+def _entry_marks(entry: IndexEntry, now: datetime) -> dict[str, str]:
+    """The markers an index entry itself carries: superseded, expired or expiring."""
+    out: dict[str, str] = {}
+    if entry.superseded_by:
+        out["superseded"] = f"superseded by {entry.superseded_by}"
+    if entry.expires:
+        try:
+            moment = parse_time(entry.expires, "expires", entry.filename)
+        except InvalidNote:
+            out["expires"] = "expires: not a date"
+        else:
+            if moment is not None:
+                when = moment.date().isoformat()
+                out.update({"expired": f"expired {when}"} if moment <= now else {"expires": when})
+    return out
+
+
+def _fold_ascii(text: str) -> str:
+    # The catalog sorts titles COLLATE NOCASE: ASCII letters folded, nothing else.
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def page_rows(
     stores: Iterable[Store],
     *,
     level: str | None = None,
     note_type: str | None = None,
     sort: str = "updated",
+    page: int = 1,
+    size: int = PAGE_SIZE,
     now: datetime | None = None,
-) -> list[Row]:
-    """Every readable note of the stores, filtered by level and type, sorted.
+) -> tuple[int, list[Row]]:
+    """How many notes match, and page ``page`` (from 1) of them as rows with their markers.
 
-    The fields come from the store's catalog (no note is parsed for them);
-    only notes that may carry a marker are parsed, for it.
+    Filtered, counted and sorted by each store's catalog (:meth:`Store.query`);
+    with both stores, their first ``page * size`` sort keys (two columns,
+    :meth:`Store.order_keys`) are merged to learn which rows of each are on the
+    page, and only those are read: a page never costs a pass over every note.
     """
     moment = now or datetime.now(timezone.utc)
-    out: list[Row] = []
-    for store in stores:
-        if level and store.level.value != level:
-            continue
-        marks = markers_of(store, marked_notes(store), moment)
-        for entry in store.entries():
-            if note_type and entry.type != note_type:
-                continue
-            try:
-                updated = parse_time(entry.updated, "updated", entry.filename)
-            except InvalidNote:
-                updated = None
-            out.append(
-                Row(
-                    level=store.level,
-                    filename=entry.filename,
-                    type=entry.type,
-                    title=clean_inline(entry.title),
-                    summary=clean_inline(entry.summary),
-                    updated=updated,
-                    markers=marks.get(entry.filename, {}),
-                )
+    order = sort if sort in SORTS else "updated"
+    chosen = [s for s in stores if not level or s.level.value == level]
+    offset = (page - 1) * size
+    total = 0
+    ranges: dict[Level, tuple[int, int]] = {}
+    if len(chosen) == 1:
+        ranges[chosen[0].level] = (offset, size)
+    else:
+        # Merge the two stores' orders on their sort keys alone, to learn which rows of
+        # each fall on this page; then read only those rows.
+        merged: list[tuple[str, str, Level]] = []
+        for store in chosen:
+            keys = store.order_keys(
+                type=note_type, order=order, limit=offset + size, max_age=FRESH_SECONDS
             )
-    return sort_rows(out, sort)
+            merged += [(name, key, store.level) for name, key in keys]
+        merged.sort(key=lambda k: (k[0], k[2].value))
+        if order == "title":
+            merged.sort(key=lambda k: _fold_ascii(k[1]))
+        elif order in ("updated", "oldest"):
+            merged.sort(key=lambda k: k[1], reverse=order == "updated")
+        for store in chosen:
+            before = sum(1 for k in merged[:offset] if k[2] is store.level)
+            shown = sum(1 for k in merged[offset : offset + size] if k[2] is store.level)
+            ranges[store.level] = (before, shown)
+    found: list[tuple[Store, IndexEntry]] = []
+    for store in chosen:
+        start, count = ranges[store.level]
+        number, entries = store.query(
+            type=note_type, order=order, offset=start, limit=count, max_age=FRESH_SECONDS
+        )
+        total += number
+        found += [(store, e) for e in entries]
+    found.sort(key=lambda p: (p[1].filename, p[0].level.value))
+    if order == "title":
+        found.sort(key=lambda p: _fold_ascii(p[1].title))
+    elif order in ("updated", "oldest"):
+        found.sort(key=lambda p: p[1].updated or "", reverse=order == "updated")
+    marks = {s.level: features.markers(s) for s in chosen}
+    out = []
+    for store, entry in found:
+        try:
+            updated = parse_time(entry.updated, "updated", entry.filename)
+        except InvalidNote:
+            updated = None
+        out.append(
+            Row(
+                level=store.level,
+                filename=entry.filename,
+                type=entry.type,
+                title=clean_inline(entry.title),
+                summary=clean_inline(entry.summary),
+                updated=updated,
+                markers={
+                    **_entry_marks(entry, moment),
+                    **marks[store.level].get(entry.filename, {}),
+                },
+            )
+        )
+    return total, out
 
 
 def sort_rows(items: list[Row], sort: str) -> list[Row]:
@@ -226,27 +312,26 @@ def search_rows(
     level: str | None = None,
     note_type: str | None = None,
     limit: int = 200,
-    now: datetime | None = None,
+    offset: int = 0,
 ) -> list[Row]:
-    """The notes that match ``query``, best first, as rows with their markers and a snippet.
+    """The notes that match ``query``, best first, as rows with their markers and a snippet:
+    the ``limit`` from ``offset`` on.
 
     Ranked by the recall engine where this mdmem has one (which leaves out
     superseded and expired notes, as recall does), else by keyword search.
+    Nothing is read of the notes the page does not show.
     """
-    moment = now or datetime.now(timezone.utc)
     chosen = [s for s in stores if not level or s.level.value == level]
     marks: dict[tuple[Level, str], Mapping[str, str]] = {}
-    entries: dict[tuple[Level, str], IndexEntry] = {}
     for store in chosen:
-        for name, found in markers_of(store, marked_notes(store), moment).items():
+        for name, found in features.markers(store).items():
             marks[(store.level, name)] = found
-        entries.update({(store.level, e.filename): e for e in store.entries()})
     out = []
-    for hit in features.search(query, chosen, note_type=note_type, limit=limit):
+    hits = features.search(query, chosen, note_type=note_type, limit=offset + limit)
+    for hit in hits[offset:]:
         key = (Level(hit.level), hit.filename)
-        entry = entries.get(key)
-        kind = entry.type if entry is not None else str(getattr(hit, "type", ""))
-        if note_type and kind != note_type:
+        kind = str(getattr(hit, "type", ""))
+        if note_type and kind and kind != note_type:
             continue
         out.append(
             Row(
@@ -434,6 +519,35 @@ def save_source(store: Store, filename: str, base: str, text: str) -> Edited:
     except InvalidNote as exc:
         return Edited(error=exc.reason)
     return _save(store, note, current)
+
+
+# -- live pages ------------------------------------------------------------------
+
+
+def version(stores: Stores) -> str:
+    """A short stamp that changes when what the live pages show changes: a store's notes
+    (its directory and MEMORY.md), the sessions' activity, disputes, proposals waiting."""
+    import os
+
+    from mdmem.recall.disputes import FEEDBACK_FILE
+    from mdmem.store import _catalog, activity
+    from mdmem.store.paths import state_dir
+
+    parts: list[str] = []
+    for store in stores.both():
+        parts.append(_catalog.store_key(store.path))
+        base = state_dir(store.path)
+        for path in (os.path.join(base, FEEDBACK_FILE), os.path.join(base, "review")):
+            try:
+                st = os.stat(path)
+            except OSError:
+                parts.append("-")
+            else:
+                parts.append(f"{st.st_mtime_ns}:{st.st_size}")
+        parts.append(str(len(features.proposals_of(store) or [])))
+    newest = max((s[2] for s in activity.sessions(stores.project.path)), default=0.0)
+    parts.append(repr(newest))
+    return hashlib.blake2b("|".join(parts).encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
 # -- the trash --------------------------------------------------------------------

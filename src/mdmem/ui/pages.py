@@ -14,7 +14,7 @@ from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidPath
 from mdmem.store.note import KNOWN_KEYS
 from mdmem.store.paths import check_name
-from mdmem.ui import markdown
+from mdmem.ui import diff, markdown
 from mdmem.ui.html import Markup, fill, join
 from mdmem.ui.layout import (
     button_form,
@@ -142,9 +142,26 @@ def list_page(
     note_type: str,
     sort: str,
     problems: Sequence[tuple[Level, Problem]],
+    page: int = 1,
+    size: int = 50,
+    total: int | None = None,
+    more: bool = False,
 ) -> Markup:
-    """The list of notes, with the search and filter form."""
+    """One page of the list of notes (or of search results), with the search and filter
+    form and links to the pages before and after."""
+    first = (page - 1) * size + 1
     if rows:
+        last = first + len(rows) - 1
+        if total is None and page == 1 and not more:
+            total = len(rows)  # every result is on this page
+        if total is not None and total == len(rows):
+            caption = f"{total:,} note{'s' if total != 1 else ''}"
+        elif total is not None:
+            caption = f"{first:,}–{last:,} of {total:,} note{'s' if total != 1 else ''}"
+        else:
+            caption = f"results {first:,}–{last:,}"
+        if query:
+            caption += f" matching “{query}”"
         table = fill(
             """<table class="notes">
 <caption>{caption}</caption>
@@ -154,19 +171,34 @@ def list_page(
 {rows}</tbody>
 </table>
 """,
-            caption=f"{len(rows)} note{'s' if len(rows) != 1 else ''}"
-            + (f" matching “{query}”" if query else ""),
+            caption=caption,
             rows=join(_row(r) for r in rows),
         )
+    elif page > 1:
+        table = Markup('<p class="empty">No notes on this page.</p>')
     else:
         table = fill(
             '<p class="empty">{t}</p>', t="No note matches." if query else "No notes here yet."
         )
+    kept = {"q": query, "level": level, "type": note_type, "sort": sort}
+    links = []
+    if page > 1:
+        href = "/" + query_string(**kept, page=str(page - 1) if page > 2 else "")
+        links.append(fill('<a rel="prev" href="{h}">← Previous page</a>', h=href))
+    if more:
+        href = "/" + query_string(**kept, page=str(page + 1))
+        links.append(fill('<a rel="next" href="{h}">Next page →</a>', h=href))
+    pager = (
+        fill('<nav class="pager" aria-label="Pages">{l}</nav>\n', l=join(links, " "))
+        if links
+        else Markup("")
+    )
     return fill(
-        "<h1>Notes</h1>\n{filters}{problems}{table}",
+        "<h1>Notes</h1>\n{filters}{problems}{table}{pager}",
         filters=_filters(query, level, note_type, sort),
         problems=_problems(problems),
         table=table,
+        pager=pager,
     )
 
 
@@ -191,6 +223,7 @@ def note_page(
     *,
     base: str,
     history: bool,
+    dispute: tuple[str, Mapping[str, str]] | None = None,
 ) -> Markup:
     """A note rendered as Markdown, its front matter, and what can be done with it.
 
@@ -221,6 +254,7 @@ def note_page(
         """<article class="note">
 <h1>{title}</h1>
 {summary}<div class="actions">{actions}</div>
+{dispute}
 <dl class="meta">
 <dt>Level</dt><dd>{level}</dd><dt>Type</dt><dd>{type}</dd><dt>File</dt><dd>{filename}</dd>
 <dt>Created</dt><dd>{created}</dd><dt>Updated</dt><dd>{updated}</dd>
@@ -239,6 +273,50 @@ def note_page(
         markers=fill("<dt>Markers</dt><dd>{m}</dd>", m=markers_html(markers)) if markers else "",
         extra=_extra(note),
         body=Markup(markdown.render(note.body)),
+        dispute=_dispute(level, note.filename, dispute, csrf),
+    )
+
+
+def _dispute(
+    level: Level, filename: str, dispute: tuple[str, Mapping[str, str]] | None, csrf: str
+) -> Markup:
+    """Why a note is disputed (the correction's words, in full), and the button to dismiss
+    a false dispute; or a dismissed one, with the button to make it count again."""
+    if dispute is None:
+        return Markup("")
+    kind, details = dispute
+    when = details.get("at", "")[:16].replace("T", " ")
+    if kind == "disputed":
+        count = details.get("count", "1")
+        return fill(
+            """<section class="dispute" aria-labelledby="dispute">
+<h2 id="dispute">Disputed</h2>
+<p>A correction seemed to contradict this note ({count}×, last {when}); recall ranks it
+lower until a turn confirms it again. The user said:</p>
+<blockquote>{reason}</blockquote>
+<div class="actions">{button}<span class="hint">if the correction was about something
+else</span></div>
+</section>
+""",
+            count=count,
+            when=when,
+            reason=details.get("reason", ""),
+            button=button_form(
+                note_url(level, filename, "/dispute/dismiss"), "Dismiss the dispute", csrf
+            ),
+        )
+    return fill(
+        """<section class="dispute dismissed" aria-labelledby="dispute">
+<h2 id="dispute">A dismissed dispute</h2>
+<p>Dismissed {gone}: “{reason}”</p>
+<div class="actions">{button}</div>
+</section>
+""",
+        gone=details.get("dismissed_at", "")[:16].replace("T", " "),
+        reason=details.get("reason", ""),
+        button=button_form(
+            note_url(level, filename, "/dispute/restore"), "Make it count again", csrf
+        ),
     )
 
 
@@ -436,56 +514,64 @@ def overview_page(view: Overview) -> Markup:
     )
 
 
-def _record_table(
-    records: Sequence[Mapping[str, str]], actions: Sequence[Markup], caption: str
-) -> Markup:
-    """Records as one table, a column per field, the ``actions`` (one per record) last."""
-    keys: list[str] = []
-    for record in records:
-        keys.extend(k for k in record if k not in keys)
-    head = join(fill('<th scope="col">{k}</th>', k=k) for k in keys)
-    return fill(
-        "<table><caption>{caption}</caption><thead><tr>{head}"
-        '<th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>'
-        "<tbody>{rows}</tbody></table>",
-        caption=caption,
-        head=head,
-        rows=join(
-            fill(
-                "<tr>{cells}<td>{action}</td></tr>\n",
-                cells=join(
-                    fill('<td data-label="{k}">{v}</td>', k=k, v=record.get(k, "")) for k in keys
-                ),
-                action=action,
-            )
-            for record, action in zip(records, actions, strict=True)
-        ),
-    )
-
-
 def history_page(
-    level: Level, filename: str, versions: Sequence[Mapping[str, str]], csrf: str, *, restore: bool
+    level: Level,
+    filename: str,
+    versions: Sequence[Mapping[str, str]],
+    texts: Mapping[str, str | None],
+    csrf: str,
+    *,
+    restore: bool,
 ) -> Markup:
-    """A note's versions, newest first, each with a button to bring it back when the store can."""
+    """A note's versions, newest first, each against the one before it (what changed), with
+    a button to bring it back when the store can."""
     if not versions:
         return fill('<h1>History of {f}</h1><p class="empty">No versions kept.</p>', f=filename)
-    buttons = [
-        button_form(
-            note_url(level, filename, "/history/restore"),
-            "Restore this version",
-            csrf,
-            version=version.get("version", ""),
+    cards = []
+    for n, version in enumerate(versions):
+        number = version.get("version", "")
+        older = versions[n + 1].get("version", "") if n + 1 < len(versions) else None
+        text = texts.get(number)
+        before = texts.get(older, "") if older is not None else ""
+        if text is None:
+            change = Markup('<p class="empty">No text kept (the note was deleted here).</p>')
+        else:
+            change = diff.render(before or "", text)
+        against = f"against version {older}" if older is not None else "the first version kept"
+        button = (
+            button_form(
+                note_url(level, filename, "/history/restore"),
+                "Restore this version",
+                csrf,
+                version=number,
+            )
+            if restore and number
+            else Markup("")
         )
-        if restore and version.get("version")
-        else Markup("")
-        for version in versions
-    ]
-    table = _record_table(versions, buttons, "Versions, newest first")
+        cards.append(
+            fill(
+                """<article class="card version" id="v{number}">
+<h2>Version {number}</h2>
+<p class="hint">{fields}; shown {against}</p>
+{change}<div class="actions">{button}</div>
+</article>
+""",
+                number=number,
+                fields=", ".join(
+                    f"{k} {v[:19].replace('T', ' ') if k == 'at' else v}"
+                    for k, v in version.items()
+                    if k not in ("version", "sha") and v
+                ),
+                against=against,
+                change=change,
+                button=button,
+            )
+        )
     return fill(
-        '<h1>History of {f}</h1>\n<p><a href="{back}">Back to the note</a></p>\n{t}',
+        '<h1>History of {f}</h1>\n<p><a href="{back}">Back to the note</a></p>\n{cards}',
         f=filename,
         back=note_url(level, filename),
-        t=table,
+        cards=join(cards),
     )
 
 
@@ -501,7 +587,11 @@ def _card(record: Mapping[str, str], actions: Markup) -> Markup:
 
 
 def review_page(
-    proposals: Mapping[Level, Sequence[Mapping[str, str]]], csrf: str, *, editable: bool = False
+    proposals: Mapping[Level, Sequence[Mapping[str, str]]],
+    csrf: str,
+    *,
+    editable: bool = False,
+    live: Markup | None = None,
 ) -> Markup:
     """Proposals waiting for review, each with accept and reject buttons (and edit, if it can)."""
     sections = []
@@ -526,7 +616,7 @@ def review_page(
                 buttons = fill('{b} <a href="{h}">Edit, then accept</a>', b=buttons, h=href)
             cards.append(_card(item, buttons))
         sections.append(fill("<h2>{l}</h2>{t}", l=level.value, t=join(cards)))
-    return fill("<h1>Review</h1>\n{s}", s=join(sections, "\n"))
+    return fill("<h1>Review</h1>\n{live}{s}", live=live or "", s=join(sections, "\n"))
 
 
 def proposal_page(

@@ -1,13 +1,21 @@
 """Serving the web page with uvicorn: on a loopback address, with a fresh token per run.
 
 ``Server(stores)`` binds its socket at once (port 0: the system picks a free
-one), so its :attr:`~Server.url` is known before it serves. :meth:`Server.run`
+one), so its :attr:`~Server.url` is known before it serves.
+
+Cookies ignore ports: a cookie set by ``http://127.0.0.1:8765`` is sent to
+every other server on ``127.0.0.1``, whoever runs it. So by default
+(``host=None``) the page listens on an address of its own, a random one in
+``127.0.0.0/8`` (Linux answers on all of them); its cookie goes to that
+address only, and ``SameSite=Strict`` keeps it from requests another site
+starts. Where the system has only ``127.0.0.1`` (macOS), that is used. :meth:`Server.run`
 serves until Ctrl-C; :meth:`Server.start` serves from a background thread
 until :meth:`Server.stop` (tests, or a program embedding the page).
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import secrets
 import socket
@@ -16,16 +24,25 @@ from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidOperation
 from mdmem.ui.app import create_app
-from mdmem.ui.guard import Settings
+from mdmem.ui.guard import OPENER_SECONDS, Settings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
 
     import uvicorn
 
     from mdmem.ui.model import Stores
 
-__all__ = ["DEFAULT_HOST", "REAP_SECONDS", "Server", "check_host", "is_loopback", "reap_children"]
+__all__ = [
+    "DEFAULT_HOST",
+    "REAP_SECONDS",
+    "Server",
+    "check_host",
+    "is_loopback",
+    "private_loopback",
+    "reap_children",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 #: How often a serving page collects its ended child processes.
@@ -88,6 +105,26 @@ def check_host(host: str, *, allow_remote: bool = False) -> str | None:
     )
 
 
+def private_loopback() -> str:
+    """A random loopback address other than ``127.0.0.1`` (``127.x.y.z``, z not 0 or 255)."""
+    b = secrets.token_bytes(3)
+    return f"127.{b[0]}.{b[1]}.{1 + b[2] % 254}" if b[:2] != b"\0\0" else "127.0.113.7"
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(64)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _url_host(host: str) -> str:
     return f"[{host.strip('[]')}]" if ":" in host else host
 
@@ -119,33 +156,37 @@ class Server:
         self,
         stores: Stores,
         *,
-        host: str = DEFAULT_HOST,
+        host: str | None = None,
         port: int = 0,
         allow_remote: bool = False,
+        on_token: Callable[[str], None] | None = None,
     ) -> None:
-        self.warning = check_host(host, allow_remote=allow_remote)
-        bare = host.strip("[]")
-        family = socket.AF_INET6 if ":" in bare else socket.AF_INET
-        if bare.lower() == "localhost":
-            bare = DEFAULT_HOST  # one address, so the printed URL is the one that works
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((bare, port))
-            sock.listen(64)
-            sock.setblocking(False)
-        except BaseException:
-            sock.close()
-            raise
+        self.warning = check_host(host or DEFAULT_HOST, allow_remote=allow_remote)
+        if host is None:
+            try:
+                sock = _bind(private_loopback(), port)
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.EINVAL):
+                    raise
+                sock = _bind(DEFAULT_HOST, port)  # a system with 127.0.0.1 only
+            bare = str(sock.getsockname()[0])
+        else:
+            bare = host.strip("[]")
+            if bare.lower() == "localhost":
+                bare = DEFAULT_HOST  # one address, so the printed URL is the one that works
+            sock = _bind(bare, port)
         self._socket = sock
         self.host = bare
         self.port: int = sock.getsockname()[1]
         names = {f"{name}:{self.port}" for name in _host_names(bare)}
         self.token = secrets.token_urlsafe(32)
+        self._on_token = on_token
         self.settings = Settings(
             token=self.token,
             allowed_hosts=frozenset(names),
-            cookie_name=f"mdmem-ui-{self.port}",
+            # The port, and a secret of this run: two runs on one port never mix cookies.
+            cookie_name=f"mdmem-ui-{self.port}-{secrets.token_hex(4)}",
+            on_used=self._used,
         )
         self.app = create_app(stores, self.settings)
         self._server: uvicorn.Server | None = None
@@ -163,8 +204,17 @@ class Server:
 
     @property
     def url(self) -> str:
-        """The address to open: it carries this run's token, which the page swaps for a cookie."""
+        """The address to print: it carries a one-time token, which the page swaps for a cookie."""
         return f"{self.base_url}/?token={self.token}"
+
+    def opener_url(self) -> str:
+        """An address for a browser opener's command line: its own one-time token, void
+        after :data:`~mdmem.ui.guard.OPENER_SECONDS` even unused."""
+        return f"{self.base_url}/?token={self.settings.tokens.issue(OPENER_SECONDS)}"
+
+    def _used(self, fresh: str) -> None:
+        if self._on_token is not None:
+            self._on_token(f"{self.base_url}/?token={fresh}")
 
     def _uvicorn(self) -> uvicorn.Server:
         import uvicorn
@@ -185,6 +235,9 @@ class Server:
 
     def run(self) -> None:
         """Serve until Ctrl-C (or :meth:`stop` from another thread); then return."""
+        from mdmem.ui.features import warm_up
+
+        warm_up()  # the embedding model, if any, loads while the person opens the page
         server = self._uvicorn()
         self._reaper.start()
         try:
