@@ -422,6 +422,15 @@ def install_claude_code(
             "(default: yes, except with --user).",
         ),
     ] = None,
+    use_login: Annotated[
+        bool | None,
+        typer.Option(
+            "--use-login/--no-use-login",
+            help="Extract with your Claude Code login (`claude -p`, on your subscription) when "
+            "no API key is set; recorded once for every workspace. --no-use-login withdraws it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings (five events, this mdmem's path).
 
@@ -433,8 +442,10 @@ def install_claude_code(
     store a team can merge; --no-init leaves that out. --check runs each
     installed hook with a sample input and reports; it runs only the commands
     mdmem itself writes (give --command if you installed with one).
+    Without an API key, extraction is offline until you choose --use-login (asked
+    once on a terminal when claude is installed; --no-use-login answers no).
 
-    Example: mdmem install claude-code --local
+    Example: mdmem install claude-code --local --use-login
     """
     import shlex
     import shutil
@@ -478,6 +489,10 @@ def install_claude_code(
     _warn_plugin(workspace)
     if init if init is not None else scope != "user":
         _init_project(ctx)
+    _login_choice(
+        use_login,
+        interactive=sys.stdin.isatty() and sys.stdout.isatty() and not options_of(ctx).quiet,
+    )
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
 
@@ -497,6 +512,40 @@ def _init_project(ctx: typer.Context) -> None:
         typer.echo(f"init: {change}")
     for note in report.notes:
         typer.echo(f"mdmem: {note}", err=True)
+
+
+def _login_choice(use_login: bool | None, *, interactive: bool) -> None:
+    """Record the --use-login choice (asked once on a terminal), and say what will extract."""
+    from mdmem.extract.providers import (
+        choose,
+        claude_installed,
+        login_decided,
+        set_login_choice,
+    )
+
+    if (
+        use_login is None
+        and interactive
+        and not login_decided()
+        and choose()[0] == "offline"
+        and claude_installed()
+    ):
+        use_login = typer.confirm(
+            "No API key is set. Extract notes with your Claude Code login (one `claude -p` "
+            "per turn, on your subscription)?",
+            default=False,
+        )
+    if use_login is not None:
+        path = set_login_choice(use_login)
+        if use_login:
+            typer.echo(
+                "extraction will use your Claude Code login when no API key is set "
+                f"(`claude -p` on your subscription; recorded in {path}; undo: --no-use-login)"
+            )
+        else:
+            typer.echo("extraction will not use your Claude Code login")
+    name, reason = choose()
+    typer.echo(f"extraction provider: {name} ({reason})")
 
 
 @uninstall_app.command("claude-code")

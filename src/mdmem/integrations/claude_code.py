@@ -554,17 +554,23 @@ def context_room(head: str) -> int:
 
 
 def session_start_output(
-    block: str, project_store: str, user_store: str, workspace: str | None = None
+    block: str,
+    project_store: str,
+    user_store: str,
+    workspace: str | None = None,
+    *,
+    footer: str = "",
 ) -> str:
     """The JSON a SessionStart hook prints: the memory block as additional context.
 
     The text stays under :data:`MAX_CONTEXT_CHARS`: a longer block is trimmed
-    at whole lines, with a line saying how many notes were left out.
+    at whole lines, with a line saying how many notes were left out. ``footer``
+    (which provider extracts, :func:`extraction_line`) follows the block, never trimmed.
     """
     context = ""
     if block:
         head = _head(project_store, user_store, workspace)
-        room = context_room(head)
+        room = context_room(head) - (len(footer) + 1 if footer else 0)
         if len(block) > room:
             from mdmem.store.index import MAX_LINES, trim
 
@@ -576,7 +582,7 @@ def session_start_output(
                     sections[-1].append(line)
             # Bytes are at least characters, so a byte cap is a character cap.
             block = trim(sections, max_lines=MAX_LINES, max_bytes=room)
-        context = head + block
+        context = head + block + (f"\n{footer}" if footer else "")
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}},
         ensure_ascii=False,
@@ -594,14 +600,14 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
     return _session_block(ws, project, user)[0]
 
 
-def _session_block(ws: str, project: Store, user: Store) -> tuple[str, str]:
+def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tuple[str, str]:
     from mdmem.integrations.session_control import session_budget
     from mdmem.store.blockcache import cached
     from mdmem.store.index import merge
     from mdmem.store.marks import prompt_index
     from mdmem.store.waiting import pending_line
 
-    room = context_room(_head(project.path, user.path, ws))
+    room = context_room(_head(project.path, user.path, ws)) - reserve
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
@@ -615,6 +621,24 @@ def _session_block(ws: str, project: Store, user: Store) -> tuple[str, str]:
         lambda: merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600)),
     )
     return block, waiting
+
+
+def extraction_line(user_store: str, now: float | None = None) -> str:
+    """The block's footer: which provider keeps notes from this session, and today's spend.
+
+    So spending a subscription or an API key is never invisible; offline reads no ledger.
+    """
+    import time
+
+    from mdmem.extract.providers import choose
+    from mdmem.store import ledger
+
+    name, _ = choose()
+    if name == "offline":
+        return "_Notes from this session: the offline provider (no model, nothing spent)._"
+    day = ledger.day_of(time.time() if now is None else now)
+    spent = ledger.tokens_on(user_store, day)
+    return f"_Notes from this session: {name}; {spent:,} model tokens spent today (UTC)._"
 
 
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
@@ -631,7 +655,8 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
-    block, waiting = _session_block(ws, project, user)
+    footer = extraction_line(user.path)
+    block, waiting = _session_block(ws, project, user, reserve=len(footer) + 1)
     ledger.record_block(project.path, user.path, block, "session-start")
     from mdmem.store import activity
 
@@ -645,7 +670,7 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     activity.remember(ws)  # for the web page's store switcher
     if waiting:
         block = f"{block}\n{waiting}" if block else waiting
-    out = session_start_output(block, project.path, user.path, ws)
+    out = session_start_output(block, project.path, user.path, ws, footer=footer)
     # What the session now has in context, so UserPromptSubmit does not repeat it.
     remember_session_start(project.path, payload, out)
     return out

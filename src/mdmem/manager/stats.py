@@ -288,6 +288,7 @@ def collect(
                 "recent": turns[-10:],
             },
         },
+        "extraction": _extraction(),
         "turns_skipped": sum(int(e.get("skip", 0)) for e in per_day.values()),
         "usage": usage,
         "most_used": most,
@@ -295,6 +296,14 @@ def collect(
         **_control(project, user),
         "semantic": _semantic(project, user),
     }
+
+
+def _extraction() -> dict[str, object]:
+    """Which provider extracts the next turns, and why (see mdmem.extract.providers.choose)."""
+    from mdmem.extract.providers import choose
+
+    name, reason = choose()
+    return {"provider": name, "reason": reason}
 
 
 def _semantic(project: Store, user: Store) -> dict[str, object] | None:
