@@ -607,12 +607,15 @@ def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tu
     from mdmem.store.marks import prompt_index
     from mdmem.store.waiting import pending_line
 
-    room = context_room(_head(project.path, user.path, ws)) - reserve
+    # MDMEM_SESSION_BUDGET, in characters: the block with its footer and waiting line.
+    budget = session_budget(context_room(_head(project.path, user.path, ws)))
+    if budget <= 0:  # a budget of 0: nothing at session start
+        return "", ""
+    room = budget - reserve
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
-    room = session_budget(room)  # MDMEM_SESSION_BUDGET, in characters
-    if room <= 0:  # a budget of 0: nothing at session start
+    if room <= 0:
         return "", ""
     block = cached(
         f"session-start-{room}",
