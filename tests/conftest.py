@@ -48,6 +48,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "VISUAL",
         "EDITOR",
         "MDMEM_NESTED",
+        "MDMEM_DISABLE",
+        "MDMEM_SESSION_BUDGET",
         "MDMEM_DAILY_TOKENS",
         "MDMEM_TURN_TOKENS",
         "MDMEM_OPENAI_BASE_URL",

@@ -50,6 +50,7 @@ FLOORS = {
     "mdmem._json": 0,
     "mdmem._kinds": 0,
     "mdmem._lines": 0,
+    "mdmem._install": 0,
     "mdmem.extract": 1,
     "mdmem.store": 2,
     "mdmem.recall": 3,

@@ -184,8 +184,10 @@ def embed(ctx: typer.Context, level: LevelOption = Which.all) -> None:
     from mdmem.recall.embedder import embed as embed_notes
 
     if not semantic.available():
+        from mdmem._install import extra_hint
+
         typer.echo(
-            'mdmem: error: semantic recall is not installed: pip install "mdmem[semantic]"',
+            f"mdmem: error: semantic recall is not installed: {extra_hint('semantic')}",
             err=True,
         )
         raise typer.Exit(1)

@@ -601,15 +601,22 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
 
 
 def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tuple[str, str]:
+    from mdmem.integrations.session_control import session_budget
     from mdmem.store.blockcache import cached
     from mdmem.store.index import merge
     from mdmem.store.marks import prompt_index
     from mdmem.store.waiting import pending_line
 
-    room = context_room(_head(project.path, user.path, ws)) - reserve
+    # MDMEM_SESSION_BUDGET, in characters: the block with its footer and waiting line.
+    budget = session_budget(context_room(_head(project.path, user.path, ws)))
+    if budget <= 0:  # a budget of 0: nothing at session start
+        return "", ""
+    room = budget - reserve
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
+    if room <= 0:
+        return "", ""
     block = cached(
         f"session-start-{room}",
         project.path,
@@ -638,7 +645,14 @@ def extraction_line(user_store: str, now: float | None = None) -> str:
 
 
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
-    """What ``mdmem hook session-start`` prints, for the session's workspace."""
+    """What ``mdmem hook session-start`` prints, for the session's workspace.
+
+    Nothing (the empty string) when the session is paused or ``MDMEM_DISABLE`` is set.
+    """
+    from mdmem.integrations import session_control
+
+    if session_control.skip(payload):
+        return ""
     from mdmem.integrations._session import remember_session_start
     from mdmem.store import ledger
     from mdmem.store.workspace import resolve
@@ -745,6 +759,10 @@ def handover_hook(
     Raises:
         ValueError: the handover failed.
     """
+    from mdmem.integrations import session_control
+
+    if session_control.disabled_by_env():  # MDMEM_DISABLE: nothing read, nothing handed over
+        return None
     try:
         if workspace and not os.path.isdir(os.path.expanduser(workspace)):
             raise ValueError(f"--workspace {workspace} is not a directory")
@@ -753,11 +771,35 @@ def handover_hook(
 
         _, project, _ = resolve(workspace, user_dir, start=workspace_of(payload))
         log_to_file(ensure_state_dir(project.path))
+        if session_control.paused(payload.get("session_id")):
+            # Paused: what the session says now is never to be remembered, not even
+            # after /mdmem:resume, so its messages are marked as seen, not journaled.
+            _pass_over(payload, project)
+            return None
         return hand_over(payload, workspace, user_dir)
     except Exception as exc:  # a hook reports every failure, and never raises anything else
         message = escape_controls(str(exc))[:500]
         _log().error("hook %s failed: %s", event, message)
         raise ValueError(message) from None
+
+
+def _pass_over(payload: dict[str, object], project: Store) -> None:
+    """Mark the transcript's new messages as handed over without handing them over.
+
+    Raises:
+        OSError, ValueError: the transcript or the ledger cannot be used.
+    """
+    from mdmem.store._catalog import ensure_state_dir
+
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        return
+    messages = read_transcript(transcript)
+    ledger = Ledger(ensure_state_dir(project.path))
+    with project.lock():
+        known = ledger.load()
+        fresh = new_messages(messages, set(known))
+        ledger.add([u for m in fresh for u in m.uuids], known)
 
 
 def start_worker(workspace: str, user_dir: str) -> None:
