@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         py = sys.executable
 
-        def hook(event: str, payload: dict[str, object]) -> float:
+        def hook(event: str, payload: dict[str, object], **extra: str) -> float:
             data = json.dumps(payload)
             start = time.perf_counter()
             subprocess.run(
                 [py, "-m", "mdmem", "hook", event],
                 input=data,
                 text=True,
-                env=env,
+                env={**env, **extra},
                 cwd=workspace,
                 capture_output=True,
                 check=True,
@@ -162,9 +162,18 @@ def main(argv: list[str] | None = None) -> int:
             return hook("session-end", {**common, "reason": "other"})
 
         hook("stop", common)  # the ledger now holds every message of the fixture
+        subprocess.run(
+            [py, "-m", "mdmem", "pause", "paused-session"], env=env, check=True, capture_output=True
+        )
         cases = {
             "`python -c pass` (floor)": floor,
             "`hook session-start`": lambda: hook("session-start", {"cwd": workspace}),
+            "`hook session-start`, `MDMEM_DISABLE=1`": lambda: hook(
+                "session-start", {"cwd": workspace}, MDMEM_DISABLE="1"
+            ),
+            "`hook session-start`, a paused session": lambda: hook(
+                "session-start", {"cwd": workspace, "session_id": "paused-session"}
+            ),
             "`hook stop`, nothing new": lambda: hook("stop", common),
             "`hook session-end`, one new turn": new_turn,
         }

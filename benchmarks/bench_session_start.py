@@ -8,6 +8,8 @@ whole cold process, interleaved round by round:
 * the hook as Claude Code runs it (``python -m mdmem hook session-start``);
 * the same fast path with the ledger record, and with it replaced by a no-op
   (so the difference is the ledger's cost alone);
+* the fast path with the block's footer (the provider that extracts, and what it
+  spent today) replaced by a fixed line: the footer's cost alone;
 
 on the bundled example store (settled first), and gives medians.
 
@@ -36,6 +38,10 @@ FAST = (
     "sys.exit(try_fast(['hook', 'session-start']))\n"
 )
 NO_LEDGER = "import mdmem.store.ledger as l; l.record_block = lambda *a, **k: None\n"
+# The block's footer (which provider extracts, what it spent today) replaced by a fixed line.
+NO_FOOTER = (
+    "import mdmem.integrations.claude_code as c; c.extraction_line = lambda *a, **k: '_x_'\n"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
             "`python -m mdmem hook session-start`": [py, "-m", "mdmem", "hook", "session-start"],
             "fast path, ledger record": [py, "-c", FAST.format(patch="")],
             "fast path, record replaced by a no-op": [py, "-c", FAST.format(patch=NO_LEDGER)],
+            "fast path, footer replaced by a fixed line": [
+                py,
+                "-c",
+                FAST.format(patch=NO_FOOTER),
+            ],
         }
         for argv_ in cases.values():  # warm up, settle the store, check it works
             for _ in range(3):
@@ -115,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
             f"\nWith the ledger record / without, paired per round: median {ratio.median:.3f}x "
             f"(min {ratio.min:.3f}x, p90 {ratio.p90:.3f}x). Ledger files after the run: "
             f"{size:,} bytes."
+        )
+        footer = paired_ratios(
+            samples["fast path, ledger record"],
+            samples["fast path, footer replaced by a fixed line"],
+        )
+        print(
+            f"With the provider footer / with a fixed line, paired per round: median "
+            f"{footer.median:.3f}x (min {footer.min:.3f}x, p90 {footer.p90:.3f}x)."
         )
     return 0
 

@@ -607,12 +607,17 @@ class FakeAnthropic(LocalServer):
             "service_tier": "standard",
         }
         usage.update(reply.usage or {})
+        content = [copy.deepcopy(block) for block in reply.content]
+        if thinks(request) and not any(b.get("type") == "thinking" for b in content):
+            # A thinking model's reply opens with a thinking block, its text omitted by
+            # default: a client must pick blocks by type, not by position.
+            content.insert(0, FakeAnthropic.thinking_block("", signature="fake-signature"))
         return {
             "id": _new_id("msg"),
             "type": "message",
             "role": "assistant",
             "model": str(request.get("model") or "claude-fake"),
-            "content": [copy.deepcopy(block) for block in reply.content],
+            "content": content,
             "stop_reason": reply.stop_reason,
             "stop_sequence": reply.stop_sequence,
             "usage": usage,
@@ -623,14 +628,104 @@ def _estimate_tokens(parts: Sequence[object]) -> int:
     return max(1, len(json.dumps([part for part in parts if part is not None], default=str)) // 4)
 
 
+@dataclass(frozen=True)
+class ModelRules:
+    """What the real API refuses for one model family, as Anthropic's pages state it.
+
+    Written here from the documentation, not from mdmem's own table, so a test
+    through this fake checks mdmem against the docs: "Claude Sonnet 5.5
+    migration guide" (thinking on by default; thinking budgets, sampling
+    parameters, assistant prefill, forced tool choice and ``thinking:
+    {"type": "disabled"}`` return a 400), "What's new in Claude Opus 5.5"
+    (thinking can't be disabled; forced tool use returns an error), "What's new
+    in Claude Haiku 5.5" (manual thinking budgets, non-default sampling
+    parameters and prefill return errors; adaptive thinking is optional), and
+    the general rule that thinking may not be on when tool_choice forces a tool.
+    """
+
+    thinks_by_default: bool = False
+    refuses_forced_tool: bool = False
+    refuses_disabled_thinking: bool = False
+    refuses_budget: bool = False
+    refuses_sampling: bool = False
+    refuses_prefill: bool = False
+
+
+_ALWAYS_THINKS = ModelRules(True, True, True, True, True, True)
+MODEL_RULES: tuple[tuple[str, ModelRules], ...] = (
+    # Longest prefixes first: "claude-sonnet-5-5" before "claude-sonnet-5".
+    ("claude-opus-5-5", _ALWAYS_THINKS),
+    ("claude-sonnet-5-5", _ALWAYS_THINKS),
+    ("claude-fable-5", _ALWAYS_THINKS),
+    ("claude-mythos-5", _ALWAYS_THINKS),
+    ("claude-opus-5", ModelRules(True, False, False, True, True, True)),
+    ("claude-sonnet-5", ModelRules(True, False, False, True, True, True)),
+    ("claude-haiku-5-5", ModelRules(False, False, False, True, True, True)),
+    ("claude-opus-4-8", ModelRules(refuses_budget=True, refuses_sampling=True)),
+    ("claude-opus-4-7", ModelRules(refuses_budget=True, refuses_sampling=True)),
+)
+
+
+def model_rules(model: str) -> ModelRules:
+    """The refusal rules of ``model`` (no rule: an older model that accepts everything)."""
+    name = model.lower().removeprefix("anthropic.")
+    for prefix, rules in MODEL_RULES:
+        if name.startswith(prefix):
+            return rules
+    return ModelRules()
+
+
+def _model_problem(request: JSONObject) -> str | None:
+    """Why the real API would refuse ``request`` for its model, or None."""
+    model = str(request.get("model"))
+    rules = model_rules(model)
+    thinking = request.get("thinking") or {}
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    forced = (request.get("tool_choice") or {}).get("type") in ("any", "tool")
+    sampling = [key for key in ("temperature", "top_p", "top_k") if key in request]
+    if sampling and rules.refuses_sampling:
+        return f"{', '.join(sampling)}: not supported for {model}; remove sampling parameters"
+    if kind == "enabled" and rules.refuses_budget:
+        return f'thinking.type.enabled is not supported for this model ({model}); use "adaptive"'
+    if kind == "disabled" and rules.refuses_disabled_thinking:
+        return f"thinking cannot be disabled for {model}"
+    if forced and rules.refuses_forced_tool:
+        return f"tool_choice: forced tool use is not supported for {model}; use auto"
+    thinks = kind in ("enabled", "adaptive", "between_tools") or (
+        rules.thinks_by_default and kind != "disabled"
+    )
+    if forced and thinks:
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    messages = request.get("messages") or []
+    if rules.refuses_prefill and messages and messages[-1].get("role") == "assistant":
+        return "Prefilling assistant messages is not supported for this model."
+    return None
+
+
+def thinks(request: JSONObject) -> bool:
+    """Whether the model of ``request`` thinks first (its reply opens with thinking)."""
+    thinking = request.get("thinking") or {}
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind in ("enabled", "adaptive"):
+        return True
+    return model_rules(str(request.get("model"))).thinks_by_default and kind not in (
+        "disabled",
+        "between_tools",
+    )
+
+
 def _validate_request(request: JSONObject) -> str | None:
     """Why the real API would reject `request` with a 400, or None.
 
-    Only the checks that catch client bugs.
+    Only the checks that catch client bugs, and each model's documented refusals
+    (:data:`MODEL_RULES`).
     """
     for key, kind in (("model", str), ("max_tokens", int), ("messages", list)):
         if not isinstance(request.get(key), kind):
             return f"{key}: required field missing or of the wrong type"
+    problem = _model_problem(request)
+    if problem is not None:
+        return problem
     messages: list[Any] = request["messages"]
     if not messages:
         return "messages: at least one message is required"

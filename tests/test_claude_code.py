@@ -336,8 +336,9 @@ def test_session_start_fits_claude_codes_cap_on_hook_output(workspace: Path) -> 
     proc = run_hook(["hook", "session-start"], json.dumps({"cwd": str(workspace)}))
     context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert 9_000 < len(context) <= claude_code.MAX_CONTEXT_CHARS
-    last = context.splitlines()[-1]
+    *_, last, footer = context.splitlines()
     assert last.startswith("(") and "more notes not shown" in last
+    assert footer.startswith("_Notes from this session: the offline provider")
     # The same cap holds for a block handed in whole.
     block = "## Project Memory\n" + store.load_index()
     out = json.loads(claude_code.session_start_output(block, "p", "u"))

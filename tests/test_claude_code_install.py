@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PYTHON, SRC, python_env
-from mdmem import Level, NoteType, Store
+from mdmem import Level, NoteType, Store, _spawn
 from mdmem.integrations.claude_code_import import project_key
 from mdmem.integrations.claude_code_settings import HOOKS, check, install, installed_commands
 
@@ -322,3 +322,55 @@ def test_project_scope_hooks_say_clearly_when_mdmem_is_missing(workspace: Path) 
     )
     after = json.loads((workspace / ".claude" / "settings.json").read_text())
     assert not any(after.get("hooks", {}).values())
+
+
+def test_install_sets_the_project_store_up_for_the_team(workspace: Path) -> None:
+    """install runs `mdmem init`: the first turn lands in a store with its merge driver."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    proc = mdmem("--workspace", str(workspace), "install", "claude-code")
+    assert proc.returncode == 0, proc.stderr
+    store = workspace / ".PseudoClaude" / "memory"
+    assert (store / "MEMORY.md").is_file()
+    assert "MEMORY.md merge=mdmem-index" in (store / ".gitattributes").read_text()
+    driver = subprocess.run(
+        ["git", "-C", str(workspace), "config", "--local", "merge.mdmem-index.driver"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # This mdmem by its absolute path: git's PATH need not hold mdmem.
+    assert driver == f"{_spawn.hook_command('merge-index')} %O %A %B %P"
+    assert f"init: created {store}" in proc.stdout
+
+
+@pytest.mark.parametrize("flags", [["--no-init"], ["--user"]])
+def test_install_leaves_the_store_alone_with_no_init_or_user(
+    workspace: Path, flags: list[str]
+) -> None:
+    proc = mdmem("--workspace", str(workspace), "install", "claude-code", *flags)
+    assert proc.returncode == 0, proc.stderr
+    assert not (workspace / ".PseudoClaude").exists()
+    assert "init:" not in proc.stdout
+
+
+def test_install_in_the_home_directory_warns_that_no_store_was_set_up(tmp_path: Path) -> None:
+    home = Path(os.environ["HOME"])
+    proc = mdmem("--workspace", str(home), "install", "claude-code")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: the project store was not set up:" in proc.stderr
+    assert not (home / ".PseudoClaude" / "memory" / ".gitattributes").exists()
+
+
+def test_a_shared_settings_file_says_how_to_install_mdmem(workspace: Path) -> None:
+    from mdmem._install import INSTALL_HINT
+    from mdmem.integrations.claude_code_settings import SHARED_COMMAND
+
+    proc = subprocess.run(
+        ["bash", "-c", SHARED_COMMAND + " hook stop"],
+        input="{}",
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"]},
+        timeout=30,
+    )
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr == f"mdmem is not installed ({INSTALL_HINT}): memory is off\n"

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from conftest import SRC
 from mdmem import Level, Store
 from mdmem.cli import app
+from mdmem.store.merge import this_driver
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary"),
@@ -186,6 +187,49 @@ def test_init_is_idempotent_and_keeps_a_custom_driver(origin: Path) -> None:
     )
     attributes = (a.store.root / ".gitattributes").read_text()
     assert attributes.count("MEMORY.md merge=mdmem-index") == 1
+
+
+def driver_of(repo: Clone) -> str:
+    return git(repo.path, "config", "merge.mdmem-index.driver").stdout.strip()
+
+
+def test_init_names_this_mdmem_by_its_absolute_path(origin: Path) -> None:
+    """Git runs the driver with its own PATH: the default names this mdmem by absolute paths."""
+    a = clone(origin, "a", init=False)
+    a.mdmem("init")
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
+    # The console script by absolute path, run with -E: not `python -m mdmem`, which
+    # would import a clone's own mdmem/ folder (git runs the driver at the clone's top).
+    assert " -E " in driver_of(a) and " -m mdmem" not in driver_of(a)
+
+
+def test_init_replaces_an_old_bare_driver_and_keeps_a_working_custom_one(origin: Path) -> None:
+    a = clone(origin, "a", init=False)
+    git(a.path, "config", "merge.mdmem-index.driver", "mdmem merge-index %O %A %B")
+    a.mdmem("init")
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
+    custom = f"{shutil.which('env')} mdmem merge-index %O %A %B"
+    git(a.path, "config", "merge.mdmem-index.driver", custom)
+    CliRunner().invoke(app, ["--workspace", str(a.path), "init"])
+    assert driver_of(a) == f"{custom} %P"  # kept; git now passes the path too
+
+
+def test_doctor_finds_and_repairs_a_stale_or_missing_driver(origin: Path, tmp_path: Path) -> None:
+    a = clone(origin, "a")
+    gone = tmp_path / "uninstalled" / "python"
+    git(a.path, "config", "merge.mdmem-index.driver", f"{gone} -m mdmem merge-index %O %A %B %P")
+    doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
+    assert doctor.exit_code == 1
+    assert f"stale: {gone} is not found" in doctor.output
+    a.mdmem("doctor", "--fix")
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
+    assert CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"]).exit_code == 0
+    # A clone whose config lost the driver (config is not committed).
+    git(a.path, "config", "--unset", "merge.mdmem-index.driver")
+    doctor = CliRunner().invoke(app, ["--workspace", str(a.path), "doctor"])
+    assert doctor.exit_code == 1 and "not configured in this clone" in doctor.output
+    a.mdmem("doctor", "--fix")
+    assert driver_of(a) == f"{this_driver()} %O %A %B %P"
 
 
 # -- the driver refuses what is not a MEMORY.md index --------------------------------

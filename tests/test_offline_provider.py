@@ -60,7 +60,8 @@ CASES: list[tuple[str, tuple[str, str] | None]] = [
     ("Remember this:\nThe deploy key lives in 1Password under 'infra'.", (P, KNOW)),
     ("No.\nUse yarn, not npm.", (P, CORR)),
     ("That's wrong, the config lives in settings.toml.", (P, CORR)),
-    ("- always write commit messages in English", (P, PREF)),
+    # How a person writes commits is theirs, in every repository (issue 27).
+    ("- always write commit messages in English", (U, PREF)),
     ("Always tell me before you push to the main branch.", (U, PREF)),
     ("Tell me before you run the database migrations.", (U, PREF)),
     ("Ask me first before deleting anything in `dist/`.", (U, PREF)),
@@ -69,7 +70,7 @@ CASES: list[tuple[str, tuple[str, str] | None]] = [
     ("记住：本项目的测试用 `go test ./...` 运行。", (P, KNOW)),
     ("请记住我喜欢简洁的回答。", (U, PREF)),
     ("以后用中文回答。", (U, PREF)),
-    ("今后提交前先跑测试。", (P, PREF)),
+    ("今后提交前先跑测试。", (U, PREF)),
     ("总是用中文写注释。", (U, PREF)),
     ("永远不要修改 vendor 目录。", (P, PREF)),
     ("别再用 npm 了，这个仓库用 pnpm。", (P, PREF)),
@@ -346,3 +347,85 @@ def test_titles_and_file_names_are_never_cut_inside_a_word_or_number(
             assert not (kept[-1].isascii() and kept[-1].isalnum() and following.isalnum())
     slug = slugify(title)
     assert not slug.endswith("-") and len(slug) <= 60
+
+
+# Issue 27: corrections, facts said in passing, and what must not become a note.
+MORE: list[tuple[str, tuple[str, str] | None]] = [
+    ("No, don't use npm here, we use pnpm.", (P, CORR)),
+    ("no, PRs go against the develop branch", (P, CORR)),
+    ("别用 unittest，用 pytest 写测试。", (P, CORR)),
+    ("The integration tests need Redis on 6380.", (P, KNOW)),
+    ("集成测试需要 Redis 跑在 6380 端口上。", (P, KNOW)),
+    ("Our CI runs on Node 20.11.", (P, KNOW)),
+    ("From now on write commit messages in the imperative mood.", (U, PREF)),
+    ("From now on use pnpm in this repo.", (P, PREF)),
+    ("The build is broken right now, can you look?", None),
+    ("Rename the variable tmp to buffer in reader.py.", None),
+    ("现在页面白屏了，看一下。", None),
+    ("No, not now.", None),
+    ("The staging database password is Tr0ub4dor&3xyz.", None),
+    ("记住，测试环境的 api_key=[REDACTED:openai_key] 。", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), MORE)
+def test_more_captures(text: str, expected: tuple[str, str] | None) -> None:
+    ops = extract(("user", text))
+    got = [(op["level"], op["type"]) for op in ops]
+    assert got == ([] if expected is None else [expected])
+
+
+def test_title_has_no_url() -> None:
+    (op,) = extract(("user", "Remember that the API contract is at https://wiki.acme.dev/pay/v3."))
+    assert "http" not in op["title"] and "wiki.acme.dev" not in op["title"]
+    assert "https://wiki.acme.dev/pay/v3" in op["content"]
+
+
+@given(st.integers(min_value=0, max_value=10**9), st.integers(min_value=10, max_value=60))
+def test_title_never_cuts_a_number(number: int, words: int) -> None:
+    text = "Remember that " + "the service " * (words // 2) + f"listens on {number} for tests"
+    (op,) = extract(("user", text))
+    # Every word of the title is a whole word of the sentence: never cut inside one.
+    assert set(op["title"].rstrip("…").lower().split()) <= set(text.lower().split())
+
+
+def test_changed_fact_supersedes_the_note_it_replaces() -> None:
+    req = ExtractionRequest(
+        system="",
+        prompt="",
+        messages=(Message("user", "No, we switched to pnpm last week, use pnpm from now on."),),
+        project_index="- [project_knowledge] Package manager — The web app uses npm. "
+        "[updated 2026-12-01] (project_knowledge_package-manager.md)\n"
+        "- [project_knowledge] Redis port — Tests use Redis on 6379. (project_knowledge_redis.md)",
+        user_index="",
+        today=date(2026, 12, 1),
+    )
+    (op,) = OfflineProvider().extract(req)
+    assert isinstance(op, dict)
+    assert op["supersedes"] == ["project_knowledge_package-manager.md"]
+
+
+def test_new_fact_on_another_topic_supersedes_nothing() -> None:
+    req = ExtractionRequest(
+        system="",
+        prompt="",
+        messages=(Message("user", "Actually, we use structlog for logging now."),),
+        project_index="- [project_knowledge] Package manager — The web app uses npm. "
+        "(project_knowledge_package-manager.md)",
+        user_index="",
+        today=date(2026, 12, 1),
+    )
+    (op,) = OfflineProvider().extract(req)
+    assert isinstance(op, dict)
+    assert "supersedes" not in op
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Remember that the staging password is [REDACTED:password], it's in the vault.",
+        "数据库密码是 [REDACTED:password]，先用着。",
+    ],
+)
+def test_a_password_redacted_before_it_arrives_is_still_no_note(text: str) -> None:
+    assert extract(("user", text)) == []

@@ -120,3 +120,35 @@ KEPT = [
 @pytest.mark.parametrize("text", KEPT)
 def test_sentences_about_passwords_are_kept(text: str) -> None:
     assert redact(text) == text
+
+
+KEY_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/+"
+# A cloud secret key: 40 characters of base64's alphabet (AWS), a digit or a slash among them.
+SECRET_KEYS = st.text(KEY_ALPHABET, min_size=32, max_size=64).filter(
+    lambda s: any(c.isdigit() or c in "/+" for c in s)
+)
+KEY_PHRASES = [
+    "For now use AKIAIOSFODNN7EXAMPLQ with secret {}.",
+    "the secret key is {}",
+    "aws secret: {} (rotate it)",
+    "Secret access key {} for the bucket",
+]
+
+
+@given(SECRET_KEYS, st.sampled_from(KEY_PHRASES))
+@settings(max_examples=150, deadline=None)
+def test_a_secret_key_said_in_prose_never_survives(key: str, phrase: str) -> None:
+    assert key not in redact(phrase.format(key))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Keep the secret sauce in the README: ingredients first.",
+        "read it from secret/data/prod/db in vault",
+        "the secret is out: we ship on Friday",
+        "a secret of 40 characters is not a word anyone writes",
+    ],
+)
+def test_sentences_about_secrets_are_kept(text: str) -> None:
+    assert redact(text) == text

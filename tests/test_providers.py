@@ -129,6 +129,28 @@ def test_choose_says_which_and_why(
         make("gpt")
 
 
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"XDG_STATE_HOME": "/x/state"},
+        {"XDG_STATE_HOME": "relative"},
+        {"MDMEM_STATE_DIR": "~/s"},
+    ],
+)
+def test_login_choice_lives_in_mdmem_state(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    from mdmem.extract.providers import _state_base
+    from mdmem.store.paths import state_base
+
+    for key in ("XDG_STATE_HOME", "MDMEM_STATE_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert _state_base() == state_base()
+
+
 def test_doctor_says_which_provider_will_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: object
 ) -> None:
@@ -158,7 +180,10 @@ def test_the_anthropic_request_marks_the_system_prompt_for_caching(
             api_key="k", base_url=fake_anthropic.url, max_retries=0
         )
     )
-    assert provider.extract(request()) == {"operations": []}
+    try:
+        assert provider.extract(request()) == {"operations": []}
+    finally:
+        provider.close()
     body = fake_anthropic.requests[0].body
     assert body["system"] == [
         {"type": "text", "text": "system", "cache_control": {"type": "ephemeral"}}

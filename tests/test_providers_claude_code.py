@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SRC, state
 from mdmem import Manager, Operation, ProviderError
-from mdmem.extract.providers import choose, default_provider
+from mdmem.extract.providers import choose, default_provider, set_login_choice
 from mdmem.extract.providers.claude_code import ClaudeCodeProvider
 from mdmem.manager._journal import listing
 from mdmem.store import ledger
@@ -119,12 +119,20 @@ def journaled(workspace: Path) -> int:
     return sum(len(ids) for ids in turns.values())
 
 
-def test_chosen_when_it_is_the_only_way(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_never_chosen_silently(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Installed is not chosen: the subscription is spent only when the user says so.
     name, reason = choose()
-    assert name == "claude-code" and "Claude Code is installed" in reason
+    assert name == "offline" and "--use-login" in reason and "MDMEM_PROVIDER" in reason
+    assert default_provider().name == "offline"
+    set_login_choice(True)
+    name, reason = choose()
+    assert name == "claude-code" and "you chose your Claude Code login" in reason
     assert default_provider().name == "claude-code"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     assert choose()[0] == "anthropic"  # a key wins over the login
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    set_login_choice(False)
+    assert choose()[0] == "offline"
 
 
 def test_the_prompt_reaches_claude_and_the_answer_is_applied(

@@ -167,13 +167,34 @@ def test_an_in_place_edit_of_a_returned_note_is_seen_and_never_stale(
     assert [h[0] for h in cold(root, "glider")] == ["project_knowledge_deploy.md"]
 
 
-def test_an_in_place_edit_of_a_note_not_returned_waits_for_a_full_check(root: Path) -> None:
+def test_an_in_place_same_size_edit_of_a_note_not_returned_is_seen_at_once(
+    root: Path, no_listing: list[str]
+) -> None:
     settle(root)
+    path = root / "project_knowledge_other-3.md"
+    before = path.read_bytes()
+    directory, inode = os.stat(root).st_mtime_ns, os.stat(path).st_ino
     time.sleep(0.02)
-    write(root, "project_knowledge_other-3.md", "Other 3", "Now about the kite.")  # in place
-    assert cold(root, "kite") == []  # the contract: not returned, not looked at
-    Index(Store(root, Level.PROJECT)).sync(full=True)
-    assert [h[0] for h in cold(root, "kite")] == ["project_knowledge_other-3.md"]
+    # In place, same size, a word no note had: the index cannot return it by its content.
+    with open(path, "r+b") as f:
+        f.write(before.replace(b"Unrelated", b"Kitesurfs"))
+    assert path.stat().st_size == len(before) and path.stat().st_ino == inode
+    assert os.stat(root).st_mtime_ns == directory
+    no_listing.clear()
+    assert [h[0] for h in cold(root, "kitesurfs")] == ["project_knowledge_other-3.md"]
+    assert no_listing == []  # seen by its ctime, without a full check
+    # Read once, its stat stands for its content: the next search does not read it again.
+    reads: list[str] = []
+    real = Store.read_text
+    Store.read_text = lambda self, name, *a, **k: reads.append(name) or real(self, name, *a, **k)  # type: ignore[method-assign]
+    try:
+        time.sleep(2.1)  # past the file system clock's margin
+        cold(root, "kitesurfs")
+        reads.clear()
+        assert [h[0] for h in cold(root, "kitesurfs")] == ["project_knowledge_other-3.md"]
+        assert reads == []
+    finally:
+        Store.read_text = real  # type: ignore[method-assign]
 
 
 def test_a_returned_note_edited_into_garbage_is_dropped(root: Path) -> None:

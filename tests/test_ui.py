@@ -907,7 +907,7 @@ def test_mdmem_ui_without_the_extra_says_how_to_get_it(workspace: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 1
-    assert "pip install 'mdmem[ui]'" in proc.stderr and proc.stdout == ""
+    assert "'mdmem[mcp,ui] @ git+" in proc.stderr and proc.stdout == ""
 
 
 # -- paging ------------------------------------------------------------------------------

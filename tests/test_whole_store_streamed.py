@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,10 @@ def _reference(project: Store, user: Store, now: float, unused_days: int, top: i
         for entry in store.entries():
             e = recorded.get(entry.filename) or {}
             last = max(float(e.get("last_inject", 0)), float(e.get("last_read", 0)))
-            if last < now - unused_days * 86_400:
+            assert entry.updated is not None
+            written = datetime.fromisoformat(entry.updated.replace("Z", "+00:00")).timestamp()
+            since = now - unused_days * 86_400
+            if last < since and written < since:  # a note written since has had no time
                 unused.append({"level": store.level.value, "filename": entry.filename})
             row: dict[str, object] = {"filename": entry.filename, "level": store.level.value}
             for kind, label in (("inject", "injected"), ("read", "read"), ("write", "written")):

@@ -6,6 +6,13 @@ The public API is the names in ``__all__``; they are loaded on first use, so
 
 from __future__ import annotations
 
+try:  # mdmem's locks are fcntl's: say so in one line where there is none (Windows)
+    import fcntl as _fcntl  # noqa: F401
+except ImportError:
+    raise ImportError(
+        "mdmem runs on POSIX systems only (Linux, macOS, WSL): this Python has no fcntl module"
+    ) from None
+
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -204,6 +204,48 @@ def _plausible(value: str) -> bool:
     return not (value.startswith(("~/", "./", "../")) or (value[0] == "/" and "/" in value[1:]))
 
 
+#: Passwords that only a throwaway local setup uses: a docker-compose or a CI service.
+_DEV_PASSWORDS = frozenset(
+    [
+        "password",
+        "pass",
+        "passwd",
+        "postgres",
+        "mysql",
+        "root",
+        "admin",
+        "dev",
+        "devpass",
+        "test",
+        "testpass",
+        "example",
+        "changeme",
+        "secret",
+        "guest",
+    ]
+)
+_URL_HOST = re.compile(r"\[(?P<ip6>[0-9A-Fa-f:.]{1,64})\]|(?P<host>[0-9A-Za-z._-]{1,253})")
+
+
+def _local_dev_default(m: re.Match[str], password: str) -> bool:
+    """A URL's password that is a local dev default: the host is this machine, and the
+    password is the user's name or a stock one (``postgres://shop:shop@localhost``).
+
+    Such a URL is what a repository's docker-compose or README commits for everyone;
+    it opens nothing elsewhere, and redacting it only breaks the note that explains it.
+    """
+    user = m.group(0)[3:].split(":", 1)[0]
+    if password != user and password.lower() not in _DEV_PASSWORDS:
+        return False
+    after = _URL_HOST.match(m.string, m.end())
+    host = (after.group("ip6") or after.group("host")).lower() if after else ""
+    return (
+        host in ("localhost", "::1", "0.0.0.0", "host.docker.internal")
+        or host.endswith(".localhost")
+        or host.startswith("127.")
+    )
+
+
 def _on_command_line(m: re.Match[str], commands: tuple[str, ...]) -> bool:
     """Whether one of ``commands`` appears earlier on the same line, at most 200 chars back."""
     text, start = m.string, m.start()
@@ -313,6 +355,16 @@ class _Patterns:
                 "aws_secret_key",
                 lower=True,
             ),
+            # Said in prose ("… with secret wJalr…", "the secret key is …"): 32 or more
+            # characters of a key's alphabet, a digit or a slash among them, after the word
+            # and a space or a colon; no word of prose is that long.
+            _Rule(
+                r"(?<![a-z0-9])secret(?:[ \t_-]?(?:access[ \t_-]?)?key)?(?:[ \t]+(?:is|was))?"
+                r"""(?:[ \t]*[:=][ \t]*|[ \t]+)["'`]?"""
+                r"(?P<v3>(?=[a-z0-9/+]*[0-9/+])[a-z0-9/+]{32,128})(?![a-z0-9/+=])",
+                "aws_secret_key",
+                lower=True,
+            ),
             _Rule(
                 _token("g", r"(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
                 "github_token",
@@ -350,7 +402,7 @@ class _Patterns:
                 # every position of the text.
                 r"""://(?<=[A-Za-z0-9+.-]://)[^\s:/@?#'"<>]*:(?P<v3>[^\s/?#'"<>]+)@""",
                 "url_password",
-                lambda m, v, q: _plausible(v),
+                lambda m, v, q: _plausible(v) and not _local_dev_default(m, v),
             ),
             # One pattern per key word, each starting with a literal (see _token).
             *(

@@ -149,6 +149,12 @@ def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) 
     return 0
 
 
+def _disabled() -> bool:
+    from mdmem.integrations.session_control import disabled_by_env
+
+    return disabled_by_env()
+
+
 def try_fast(argv: list[str]) -> int | None:
     """Answer ``mdmem [globals] index [--level L] [--json]`` and the Claude Code hooks.
 
@@ -179,6 +185,8 @@ def try_fast(argv: list[str]) -> int | None:
             command_seen = True
         elif not command_seen and arg == "hook" and os.environ.get("MDMEM_NESTED"):
             return 0  # inside a model call mdmem started (claude -p): no hook may run
+        elif not command_seen and arg == "hook" and _disabled():
+            return 0  # MDMEM_DISABLE: nothing injected, nothing handed over
         elif not command_seen and arg == "hook" and len(args) == 1 and args[0] in _HANDOVER:
             # Stop, PreCompact and SessionEnd: SessionEnd has about 1.5 s, and typer
             # alone would take a good part of it.
@@ -219,8 +227,9 @@ def try_fast(argv: list[str]) -> int | None:
                 out = session_start(payload, opts["workspace"], opts["user_dir"])
             except Exception:
                 return None  # the full CLI handles it, and still exits 0
-            say_refusal(opts["workspace"], opts["user_dir"], workspace_of(payload))
-            sys.stdout.write(out + "\n")
+            if out:  # nothing when the session is paused
+                say_refusal(opts["workspace"], opts["user_dir"], workspace_of(payload))
+                sys.stdout.write(out + "\n")
             return 0
         elif command_seen and key == "--level":
             if not eq:

@@ -12,7 +12,7 @@ import typer
 from mdmem.cli._base import app, options_of
 
 if TYPE_CHECKING:
-    pass
+    from mdmem.manager.demo import DemoResult
 
 
 @app.command()
@@ -61,7 +61,13 @@ def extract(
             typer.echo(f"rejected: {rejected.reason}", err=True)
     for rejected in result.rejected:
         typer.echo(f"rejected: {rejected.reason}", err=True)
-    if not options.quiet and not (result.project.applied or result.user.applied):
+    for proposal in result.proposals:
+        typer.echo(f"proposed  {proposal}  (for review: mdmem review accept {proposal})")
+    if result.held and not options.quiet:
+        typer.echo("held: the daily token budget is spent; the turn waits in the journal", err=True)
+    elif not options.quiet and not (
+        result.project.applied or result.user.applied or result.proposals
+    ):
         typer.echo(f"nothing worth keeping ({manager.provider.name} provider)", err=True)
 
 
@@ -91,21 +97,35 @@ def _read_messages(text: str, source: str) -> list[object]:
 def demo(
     directory: Annotated[
         str | None,
-        typer.Option("--dir", help="Run in this (empty) directory instead of a new temporary one."),
+        typer.Option(
+            "--dir",
+            help="Run in this (empty) directory, and keep it, instead of a temporary one "
+            "removed afterwards.",
+        ),
     ] = None,
 ) -> None:
     """Show the whole pipeline on the bundled example, offline: no API key, no network.
 
     Copies the example project store into a scratch workspace, extracts
     memory from the example turn with the offline provider, and prints what
-    was remembered and the prompt block an agent would now get.
+    was remembered and the prompt block an agent would now get. The temporary
+    workspace and mdmem's state for it are removed at the end; --dir keeps them.
 
     Example: mdmem demo
     """
     from mdmem.manager import demo as demo_
 
     outcome = demo_.run(directory)
-    typer.echo(f"Scratch workspace: {outcome.workspace}")
+    try:
+        _show_demo(outcome, kept=directory is not None)
+    finally:
+        if directory is None:
+            demo_.remove(outcome)
+
+
+def _show_demo(outcome: DemoResult, *, kept: bool) -> None:
+    kept_note = "" if kept else " (removed afterwards; --dir DIR keeps one)"
+    typer.echo(f"Scratch workspace: {outcome.workspace}{kept_note}")
     typer.echo("Example turn: examples/turn.json (10 messages, with secrets in a tool result)")
     typer.echo(
         f"Secrets in the turn: {outcome.secrets}; found on disk afterwards: "
@@ -153,7 +173,9 @@ app.add_typer(hook_app, name="hook")
 def _hooks(ctx: typer.Context) -> None:
     # MDMEM_NESTED: this process runs inside a model call mdmem itself started
     # (the claude-code provider's `claude -p`); a hook here would recurse.
-    if os.environ.get("MDMEM_NESTED"):
+    from mdmem.integrations.session_control import disabled_by_env
+
+    if os.environ.get("MDMEM_NESTED") or disabled_by_env():  # MDMEM_DISABLE: do nothing
         raise typer.Exit(0)
 
 
@@ -161,7 +183,9 @@ def _hooks(ctx: typer.Context) -> None:
 def hook_session_start(ctx: typer.Context) -> None:
     """Print the memory block as SessionStart additionalContext (JSON on stdout).
 
-    Reads the hook's JSON from stdin; the workspace is its "cwd".
+    Reads the hook's JSON from stdin; the workspace is $CLAUDE_PROJECT_DIR, else
+    its "cwd". MDMEM_SESSION_BUDGET caps the block (characters); MDMEM_DISABLE=1,
+    or a session paused with `mdmem pause`, prints nothing.
 
     Example: echo '{"cwd": "."}' | mdmem hook session-start
     """
@@ -171,8 +195,10 @@ def hook_session_start(ctx: typer.Context) -> None:
     options = options_of(ctx)
     try:
         payload = read_hook_input()
-        typer.echo(session_start(payload, options.workspace, options.user_dir))
-        say_refusal(options.workspace, options.user_dir, workspace_of(payload))
+        out = session_start(payload, options.workspace, options.user_dir)
+        if out:  # nothing when the session is paused
+            typer.echo(out)
+            say_refusal(options.workspace, options.user_dir, workspace_of(payload))
     except Exception as exc:  # a memory problem must never break a session
         typer.echo(f"mdmem: {exc}", err=True)
         typer.echo(json.dumps({}))
@@ -250,6 +276,53 @@ def hook_session_end(ctx: typer.Context) -> None:
     Example: mdmem hook session-end < session-end-input.json
     """
     _hand_over_hook(ctx, "session-end")
+
+
+SessionArgument = Annotated[
+    str,
+    typer.Argument(metavar="SESSION_ID", help="Claude Code's session id (the hooks' session_id)."),
+]
+
+
+@app.command()
+def pause(session: SessionArgument) -> None:
+    """Pause mdmem's Claude Code hooks for one session: nothing injected, nothing handed over.
+
+    The plugin's /mdmem:pause runs it for the current session. The marker is
+    kept in mdmem's private state; `mdmem resume` removes it. To switch every
+    hook off instead, set MDMEM_DISABLE=1.
+
+    Example: mdmem pause 0f6c2a1e-8d2b-4c55-9a57-3b1f2e4d5c6a
+    """
+    from mdmem.integrations.session_control import pause as pause_
+
+    try:
+        changed = pause_(session)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SESSION_ID") from None
+    typer.echo(f"mdmem is {'now' if changed else 'already'} paused for session {session}")
+
+
+@app.command()
+def resume(session: SessionArgument) -> None:
+    """Let mdmem's hooks work again for a session paused with `mdmem pause`.
+
+    What the session said while paused is never handed over, not even now:
+    the paused hooks marked those messages as seen.
+
+    Example: mdmem resume 0f6c2a1e-8d2b-4c55-9a57-3b1f2e4d5c6a
+    """
+    from mdmem.integrations.session_control import resume as resume_
+
+    try:
+        changed = resume_(session)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SESSION_ID") from None
+    typer.echo(
+        f"mdmem is on again for session {session}"
+        if changed
+        else f"session {session} was not paused"
+    )
 
 
 def _scope(project: bool, local: bool, user: bool) -> str | None:
@@ -341,16 +414,38 @@ def install_claude_code(
         bool,
         typer.Option("--check", help="Change nothing: run the installed hooks and report."),
     ] = False,
+    init: Annotated[
+        bool | None,
+        typer.Option(
+            "--init/--no-init",
+            help="Also set the project store up for git, as `mdmem init` does "
+            "(default: yes, except with --user).",
+        ),
+    ] = None,
+    use_login: Annotated[
+        bool | None,
+        typer.Option(
+            "--use-login/--no-use-login",
+            help="Extract with your Claude Code login (`claude -p`, on your subscription) when "
+            "no API key is set; recorded once for every workspace. --no-use-login withdraws it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Add mdmem's hooks to Claude Code's settings (five events, this mdmem's path).
 
     The hooks are SessionStart, UserPromptSubmit, Stop, PreCompact and
     SessionEnd; they run this mdmem by its absolute path, so they work
     whatever PATH Claude Code has. Other hooks are kept; running it twice changes nothing.
-    --check runs each installed hook with a sample input and reports; it runs
-    only the commands mdmem itself writes (give --command if you installed with one).
+    It also runs `mdmem init` for the workspace (the project store, its
+    .gitattributes and the git merge driver), so the first turn lands in a
+    store a team can merge; --no-init leaves that out. --check runs each
+    installed hook with a sample input and reports; it runs only the commands
+    mdmem itself writes (give --command if you installed with one).
+    Without an API key, extraction is offline until you choose --use-login (asked
+    once on a terminal when claude is installed; --no-use-login answers no).
 
-    Example: mdmem install claude-code --local
+    Example: mdmem install claude-code --local --use-login
     """
     import shlex
     import shutil
@@ -392,8 +487,65 @@ def install_claude_code(
         if command == settings.SHARED_COMMAND and shutil.which("mdmem") is None:
             typer.echo("warning: `mdmem` is not on this PATH either.", err=True)
     _warn_plugin(workspace)
+    if init if init is not None else scope != "user":
+        _init_project(ctx)
+    _login_choice(
+        use_login,
+        interactive=sys.stdin.isatty() and sys.stdout.isatty() and not options_of(ctx).quiet,
+    )
     if not options_of(ctx).quiet:
         typer.echo(f"check it with: mdmem install claude-code --{scope} --check")
+
+
+def _init_project(ctx: typer.Context) -> None:
+    """``mdmem init`` for the workspace; a store that cannot be set up is a warning here."""
+    from mdmem.errors import StoreError
+    from mdmem.store.merge import init_store
+
+    workspace, project, _ = options_of(ctx).stores()
+    try:
+        report = init_store(project, workspace)
+    except (StoreError, OSError) as exc:
+        typer.echo(f"warning: the project store was not set up: {exc}", err=True)
+        return
+    for change in report.changes:
+        typer.echo(f"init: {change}")
+    for note in report.notes:
+        typer.echo(f"mdmem: {note}", err=True)
+
+
+def _login_choice(use_login: bool | None, *, interactive: bool) -> None:
+    """Record the --use-login choice (asked once on a terminal), and say what will extract."""
+    from mdmem.extract.providers import (
+        choose,
+        claude_installed,
+        login_decided,
+        set_login_choice,
+    )
+
+    if (
+        use_login is None
+        and interactive
+        and not login_decided()
+        and choose()[0] == "offline"
+        and claude_installed()
+    ):
+        use_login = typer.confirm(
+            "No API key is set. Extract notes with your Claude Code login (one `claude -p` "
+            "per turn, on your subscription)?",
+            default=False,
+        )
+    if use_login is not None:
+        path = set_login_choice(use_login)
+        if use_login:
+            typer.echo(
+                "extraction will use your Claude Code login when no API key is set "
+                f"(`claude -p` on your subscription; recorded in {path}; undo: --no-use-login)"
+            )
+        else:
+            typer.echo("extraction will not use your Claude Code login")
+    name, reason = choose()
+    typer.echo(f"extraction provider: {name} ({reason})")
 
 
 @uninstall_app.command("claude-code")
@@ -460,8 +612,17 @@ def import_claude_code(
 
 
 @app.command()
-def mcp(ctx: typer.Context) -> None:
-    """Serve both stores to an MCP client over stdio (needs `pip install 'mdmem[mcp]'`).
+def mcp(
+    ctx: typer.Context,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Only say whether the server can start here, and exit."),
+    ] = False,
+) -> None:
+    """Serve both stores to an MCP client over stdio (needs mdmem's `mcp` extra).
+
+    Install it with the extra: pipx install 'mdmem[mcp] @ git+<repository URL>',
+    or add it to an installed mdmem: pipx inject mdmem 'mcp>=2.3,<3'.
 
     Example: claude mcp add mdmem -- mdmem mcp
     """
@@ -469,6 +630,18 @@ def mcp(ctx: typer.Context) -> None:
     try:
         from mdmem.integrations.mcp import serve
     except ImportError as exc:
-        typer.echo(f"mdmem: error: {exc}", err=True)
+        from mdmem._install import INSTALL_HINT
+
+        typer.echo(f"mdmem: error: {exc}; install mdmem with it: {INSTALL_HINT}", err=True)
         raise typer.Exit(1) from None
+    if check:
+        from mdmem.integrations.session_control import DISABLE_ENV, disabled_by_env
+
+        _, project, user = options.stores()
+        typer.echo("mcp server: can start (the mcp extra is installed)")
+        typer.echo(f"project store: {project.path}")
+        typer.echo(f"user store: {user.path}")
+        if disabled_by_env():
+            typer.echo(f"hooks: off ({DISABLE_ENV} is set)")
+        return
     serve(options.workspace, options.user_dir)

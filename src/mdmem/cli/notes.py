@@ -38,7 +38,7 @@ from mdmem.cli.editor import (
 from mdmem.errors import InvalidNote, NoteNotFound
 
 if TYPE_CHECKING:
-    pass
+    from mdmem.store.store import Store
 
 
 @app.command()
@@ -47,16 +47,19 @@ def init(
     driver_command: Annotated[
         str | None,
         typer.Option(
-            help="The merge driver's command, before '%O %A %B %P' (default: mdmem merge-index).",
+            help="The merge driver's command, before '%O %A %B %P' (default: this mdmem by "
+            "its absolute path, merge-index).",
         ),
     ] = None,
 ) -> None:
     """Set up the project store for sharing through git.
 
-    Creates the store with an empty MEMORY.md, .gitignore (.mdmem/) and
+    Creates the store (.PseudoClaude/memory) with an empty MEMORY.md and
     .gitattributes (MEMORY.md merge=mdmem-index), and, inside a git work tree,
-    the merge driver in the repository's git config. Run it once in every
-    clone: git config is not committed. Safe to run again.
+    the merge driver in the repository's git config, naming this mdmem by its
+    absolute path. mdmem's own state is kept outside the repository. Run it once
+    in every clone: git config is not committed (mdmem install claude-code runs
+    it too). Safe to run again.
 
     Example: mdmem init --driver-command "$HOME/.venvs/mdmem/bin/mdmem merge-index"
     """
@@ -71,6 +74,15 @@ def init(
         typer.echo(f"mdmem: {note}", err=True)
     if not report.changes and not options.quiet:
         typer.echo(f"{project.path} is already set up")
+
+
+def _no_project(workspace: str, project: Store) -> bool:
+    """Whether ``workspace`` is discovery's fallback: no store yet, no marker to find it by."""
+    if project.unavailable is not None:
+        return False  # refused for a reason of its own, which the write says
+    return not os.path.isdir(project.path) and not any(
+        os.path.exists(os.path.join(workspace, marker)) for marker in (".git", ".PseudoClaude")
+    )
 
 
 @app.command()
@@ -188,13 +200,26 @@ def add(
     """Add a note; print its file name.
 
     Without a text, the note is written in $VISUAL or $EDITOR from a template.
+    A project note needs a project: a folder with .git or .PseudoClaude (here
+    or above), or --workspace; elsewhere `mdmem init` makes one.
 
     Example: mdmem add --title "Build" "Run make test before pushing."
     """
     from mdmem.store.note import parse
 
-    _, project, user = options_of(ctx).stores()
+    options = options_of(ctx)
+    workspace, project, user = options.stores()
     store = project if level is Level.PROJECT else user
+    if level is Level.PROJECT and options.workspace is None and _no_project(workspace, project):
+        # Discovery found no marker and fell back to this folder: a store made here
+        # silently would hold the note where no later session looks for it.
+        typer.echo(
+            f"mdmem: error: {workspace} is in no project (no .git or .PseudoClaude here or "
+            "above): run `mdmem init` to keep project notes here, give --workspace DIR, or "
+            "--level user for your user store",
+            err=True,
+        )
+        raise typer.Exit(1)
     kind = note_type or DEFAULT_TYPE[level]
     if body is not None:
         if title is None:

@@ -1,4 +1,4 @@
-"""Finding notes: search, recall, embed, eval recall.
+"""Finding notes: search, recall, embed, eval recall; and eval extract.
 
 Each parses its arguments, calls :mod:`mdmem.recall`, and echoes the result.
 """
@@ -184,8 +184,10 @@ def embed(ctx: typer.Context, level: LevelOption = Which.all) -> None:
     from mdmem.recall.embedder import embed as embed_notes
 
     if not semantic.available():
+        from mdmem._install import extra_hint
+
         typer.echo(
-            'mdmem: error: semantic recall is not installed: pip install "mdmem[semantic]"',
+            f"mdmem: error: semantic recall is not installed: {extra_hint('semantic')}",
             err=True,
         )
         raise typer.Exit(1)
@@ -336,3 +338,97 @@ def eval_recall(
             typer.echo(f"  {miss.level:<8} {miss.filename} ({where}, {miss.kind}): {miss.query}")
             if miss.why:
                 typer.echo(f"           {miss.why}")
+
+
+class Split(str, Enum):
+    """Which part of the labelled set ``eval extract`` runs."""
+
+    all = "all"
+    tune = "tune"
+    held_out = "held-out"
+
+
+@eval_app.command("extract")
+def eval_extract(
+    ctx: typer.Context,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider",
+            help="anthropic, openai, claude-code, offline, or recorded (with --answers). "
+            "Default: the provider extraction uses ($MDMEM_PROVIDER, else an API key, else "
+            "offline).",
+            show_default=False,
+        ),
+    ] = None,
+    split: Annotated[
+        Split, typer.Option("--split", help="tune, held-out (never tuned on), or all.")
+    ] = Split.all,
+    answers: Annotated[
+        str | None,
+        typer.Option(
+            "--answers",
+            help="For --provider recorded: a JSON file of case id to the model's operations.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """What a provider keeps from about 120 labelled turns, scored without a model.
+
+    Each turn (English and Chinese, from coding sessions: corrections,
+    preferences, project facts, references, changed facts, noise, secrets)
+    runs through the real pipeline into temporary stores. Prints precision,
+    recall, store and type accuracy, noise notes, secrets on disk,
+    supersession, and tokens and cost per turn, overall and per split,
+    language and kind. A model provider spends tokens (about 120 calls),
+    recorded in your usage ledger.
+
+    Example: mdmem eval extract --provider offline --split held-out
+    """
+    from mdmem.manager.extract_eval import run
+
+    options = options_of(ctx)
+    chosen = None if split is Split.all else split.value
+    try:
+        with progress_bar(options, "turns") as progress:
+            report = run(provider, split=chosen, answers=answers, progress=progress)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        return
+    typer.echo(_extract_text(report))
+
+
+def _extract_text(report: object) -> str:
+    from mdmem.manager.extract_eval import Report
+
+    assert isinstance(report, Report)
+
+    def num(value: object, fmt: str = ".2f") -> str:
+        return "—" if value is None else format(value, fmt)
+
+    def line(label: str, s: dict[str, object]) -> str:
+        cost = s["cost_per_turn"]
+        return (
+            f"  {label:<22} n={s['turns']:<4} P {num(s['precision'])}  R {num(s['recall'])}  "
+            f"store {num(s['store_accuracy'])}  type {num(s['type_accuracy'])}  "
+            f"noise {s['noise_notes']}  secrets {s['secrets_on_disk']}  "
+            f"supersede {num(s['supersession'])}  tok/turn {num(s['tokens_per_turn'], '.0f')}  "
+            f"$/turn {num(cost, '.5f')}"
+        )
+
+    model = f" ({report.model})" if report.model else ""
+    out = [
+        f"eval extract: {report.provider}{model}, {len(report.results)} turns, "
+        f"{report.seconds:.1f} s",
+        line("all", report.summary()),
+    ]
+    out += [line(key, group) for key, group in report.groups().items()]
+    if report.stopped:
+        out.append(f"stopped after {len(report.results)} turns: {report.stopped}")
+    errors = [r for r in report.results if r.error]
+    if errors:
+        out.append(f"{len(errors)} turn(s) failed, first: {errors[0].id}: {errors[0].error}")
+    return "\n".join(out)

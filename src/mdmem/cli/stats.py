@@ -62,6 +62,9 @@ def render(data: dict[str, object]) -> list[str]:
         f"Prompt block: ~{block['tokens']} tokens, {block['lines']} lines, {block['bytes']} bytes"
     )
     budget = tokens["daily_budget"]
+    extraction = data.get("extraction")
+    if isinstance(extraction, dict):
+        out.append(f"Extraction: {extraction['provider']} ({extraction['reason']})")
     out.append(
         f"Model tokens today: {tokens['today']}"
         + (f" of {budget} (MDMEM_DAILY_TOKENS)" if budget else " (no daily budget)")

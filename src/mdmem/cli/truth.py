@@ -153,6 +153,17 @@ def consolidate(
     from mdmem.manager.consolidate import consolidate as run
 
     provider = default_provider()
+    if provider.name == "offline":
+        # The offline provider keeps only what a person asked for in so many words:
+        # it cannot judge notes, so a plan from it would always be empty.
+        from mdmem.extract.providers import choose
+
+        typer.echo(
+            f"mdmem: error: consolidate needs a model, and none is set up ({choose()[1]}): "
+            "set ANTHROPIC_API_KEY, MDMEM_OPENAI_BASE_URL, or MDMEM_PROVIDER=claude-code",
+            err=True,
+        )
+        raise typer.Exit(1)
     out = []
     user = options_of(ctx).stores()[2]  # whose usage ledger counts the tokens, as for turns
     try:
@@ -180,7 +191,14 @@ def consolidate(
         return
     for store, report in out:
         head = "plan" if dry_run else "applied"
-        typer.echo(f"{store.level.value}: {head}: {len(report.planned)} change(s)")
+        why = ""
+        if not report.planned and not report.rejected:
+            why = (
+                " (the store has no notes)"
+                if not report.batches
+                else f" ({provider.name} found nothing to change in {report.batches} batch(es))"
+            )
+        typer.echo(f"{store.level.value}: {head}: {len(report.planned)} change(s){why}")
         for op in report.planned:
             typer.echo(f"  {op.get('action')} {op.get('filename', op.get('title', ''))}")
         for item in report.rejected:

@@ -38,7 +38,7 @@ def ui(
     the page, then it is void (a fresh one is printed for another browser).
     Opens the page in the browser unless --no-browser, with a token of its
     own that is void once used or after two minutes. Ctrl-C stops the server.
-    Needs the ui extra: pip install 'mdmem[ui]'.
+    Needs mdmem's ui extra (or the mcp extra, which brings the same two packages).
 
     Example: mdmem ui --no-browser --port 8765
     """
@@ -46,9 +46,11 @@ def ui(
         from mdmem.ui.model import Stores
         from mdmem.ui.server import Server
     except ImportError as exc:
+        from mdmem._install import extra_hint
+
         typer.echo(
             f"mdmem: error: mdmem ui needs the ui extra ({exc.name} is missing): "
-            "pip install 'mdmem[ui]'",
+            + extra_hint("ui"),
             err=True,
         )
         raise typer.Exit(1) from None

@@ -554,17 +554,23 @@ def context_room(head: str) -> int:
 
 
 def session_start_output(
-    block: str, project_store: str, user_store: str, workspace: str | None = None
+    block: str,
+    project_store: str,
+    user_store: str,
+    workspace: str | None = None,
+    *,
+    footer: str = "",
 ) -> str:
     """The JSON a SessionStart hook prints: the memory block as additional context.
 
     The text stays under :data:`MAX_CONTEXT_CHARS`: a longer block is trimmed
-    at whole lines, with a line saying how many notes were left out.
+    at whole lines, with a line saying how many notes were left out. ``footer``
+    (which provider extracts, :func:`extraction_line`) follows the block, never trimmed.
     """
     context = ""
     if block:
         head = _head(project_store, user_store, workspace)
-        room = context_room(head)
+        room = context_room(head) - (len(footer) + 1 if footer else 0)
         if len(block) > room:
             from mdmem.store.index import MAX_LINES, trim
 
@@ -576,7 +582,7 @@ def session_start_output(
                     sections[-1].append(line)
             # Bytes are at least characters, so a byte cap is a character cap.
             block = trim(sections, max_lines=MAX_LINES, max_bytes=room)
-        context = head + block
+        context = head + block + (f"\n{footer}" if footer else "")
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}},
         ensure_ascii=False,
@@ -594,25 +600,58 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
     return _session_block(ws, project, user)[0]
 
 
-def _session_block(ws: str, project: Store, user: Store) -> tuple[str, str]:
+def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tuple[str, str]:
+    from mdmem.integrations.session_control import session_budget
     from mdmem.store.index import cached_block
     from mdmem.store.waiting import pending_line
 
-    room = context_room(_head(project.path, user.path, ws))
+    # MDMEM_SESSION_BUDGET, in characters: the block with its footer and waiting line.
+    budget = session_budget(context_room(_head(project.path, user.path, ws)))
+    if budget <= 0:  # a budget of 0: nothing at session start
+        return "", ""
+    room = budget - reserve
     waiting = pending_line([project.path, user.path])
     if waiting:
         room -= len(waiting) + 1
+    if room <= 0:
+        return "", ""
     return cached_block(project, user, budget=room), waiting
 
 
+def extraction_line(user_store: str, now: float | None = None) -> str:
+    """The block's footer: which provider keeps notes from this session, and today's spend.
+
+    So spending a subscription or an API key is never invisible; offline reads no ledger.
+    """
+    import time
+
+    from mdmem.extract.providers import choose
+    from mdmem.store import ledger
+
+    name, _ = choose()
+    if name == "offline":
+        return "_Notes from this session: the offline provider (no model, nothing spent)._"
+    day = ledger.day_of(time.time() if now is None else now)
+    spent = ledger.tokens_on(user_store, day)
+    return f"_Notes from this session: {name}; {spent:,} model tokens spent today (UTC)._"
+
+
 def session_start(payload: dict[str, object], workspace: str | None, user_dir: str | None) -> str:
-    """What ``mdmem hook session-start`` prints, for the session's workspace."""
+    """What ``mdmem hook session-start`` prints, for the session's workspace.
+
+    Nothing (the empty string) when the session is paused or ``MDMEM_DISABLE`` is set.
+    """
+    from mdmem.integrations import session_control
+
+    if session_control.skip(payload):
+        return ""
     from mdmem.integrations._session import remember_session_start
     from mdmem.store import ledger
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
-    block, waiting = _session_block(ws, project, user)
+    footer = extraction_line(user.path)
+    block, waiting = _session_block(ws, project, user, reserve=len(footer) + 1)
     ledger.record_block(project.path, user.path, block, "session-start")
     from mdmem.store import activity
 
@@ -626,7 +665,7 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     activity.remember(ws)  # for the web page's store switcher
     if waiting:
         block = f"{block}\n{waiting}" if block else waiting
-    out = session_start_output(block, project.path, user.path, ws)
+    out = session_start_output(block, project.path, user.path, ws, footer=footer)
     # What the session now has in context, so UserPromptSubmit does not repeat it.
     remember_session_start(project.path, payload, out)
     return out
@@ -710,6 +749,10 @@ def handover_hook(
     Raises:
         ValueError: the handover failed.
     """
+    from mdmem.integrations import session_control
+
+    if session_control.disabled_by_env():  # MDMEM_DISABLE: nothing read, nothing handed over
+        return None
     try:
         if workspace and not os.path.isdir(os.path.expanduser(workspace)):
             raise ValueError(f"--workspace {workspace} is not a directory")
@@ -717,11 +760,33 @@ def handover_hook(
 
         _, project, _ = resolve(workspace, user_dir, start=workspace_of(payload))
         log_to_file(project.state.ensure())
+        if session_control.paused(payload.get("session_id")):
+            # Paused: what the session says now is never to be remembered, not even
+            # after /mdmem:resume, so its messages are marked as seen, not journaled.
+            _pass_over(payload, project)
+            return None
         return hand_over(payload, workspace, user_dir)
     except Exception as exc:  # a hook reports every failure, and never raises anything else
         message = escape_controls(str(exc))[:500]
         _log().error("hook %s failed: %s", event, message)
         raise ValueError(message) from None
+
+
+def _pass_over(payload: dict[str, object], project: Store) -> None:
+    """Mark the transcript's new messages as handed over without handing them over.
+
+    Raises:
+        OSError, ValueError: the transcript or the ledger cannot be used.
+    """
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        return
+    messages = read_transcript(transcript)
+    ledger = Ledger(project.state.ensure())
+    with project.lock():
+        known = ledger.load()
+        fresh = new_messages(messages, set(known))
+        ledger.add([u for m in fresh for u in m.uuids], known)
 
 
 def start_worker(workspace: str, user_dir: str) -> None:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 
 from mdmem import _json
+from mdmem._install import INSTALL_HINT
 from mdmem.store import files
 
 __all__ = [
@@ -72,8 +74,12 @@ PLUGIN_NAME = "mdmem"
 #: found on their PATH at run time, or one clear line on stderr and exit 0, so a
 #: teammate without mdmem sees why memory is off instead of a silent exit 127.
 SHARED_COMMAND = (
-    'sh -c \'command -v mdmem >/dev/null 2>&1 && exec mdmem "$@"; '
-    'echo "mdmem is not installed (pipx install mdmem): memory is off" >&2\' mdmem'
+    "sh -c "
+    + shlex.quote(
+        'command -v mdmem >/dev/null 2>&1 && exec mdmem "$@"; '
+        f'echo "mdmem is not installed ({INSTALL_HINT}): memory is off" >&2'
+    )
+    + " mdmem"
 )
 
 

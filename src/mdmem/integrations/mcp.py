@@ -1,7 +1,7 @@
 """An MCP server over mdmem's two stores, for any MCP client (Claude Code, Claude Desktop, ...).
 
 ``mdmem mcp`` (or ``python -m mdmem.integrations.mcp``) serves it on stdio with the
-official ``mcp`` SDK (``pip install 'mdmem[mcp]'``)::
+official ``mcp`` SDK (mdmem's ``mcp`` extra)::
 
     memory_index()                          the merged index (the prompt block)   read-only
     memory_read(level, filename)            one note, front matter and text        read-only
@@ -33,9 +33,7 @@ try:
     from mcp.server.mcpserver.exceptions import ResourceError, ToolError
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # no mcp, or mcp 1.x (FastMCP)
-    raise ImportError(
-        "the mdmem MCP server needs the mcp SDK 2.x: pip install 'mdmem[mcp]'"
-    ) from exc
+    raise ImportError("the mdmem MCP server needs mdmem's mcp extra (the mcp SDK 2.x)") from exc
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 

@@ -112,6 +112,10 @@ def user_prompt_submit(
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
+    from mdmem.integrations import session_control
+
+    if session_control.skip(payload):  # paused, or MDMEM_DISABLE
+        return ""
     prompt = prompt[:_MAX_PROMPT_CHARS]
     from mdmem.integrations.claude_code import workspace_of
     from mdmem.recall.engine import recalled

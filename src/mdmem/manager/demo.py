@@ -20,7 +20,7 @@ from mdmem.manager.manager import Manager, TurnResult
 from mdmem.privacy import Redactor
 from mdmem.store.paths import project_root
 
-__all__ = ["DemoResult", "example_files", "run"]
+__all__ = ["DemoResult", "example_files", "remove", "run"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,19 @@ def run(directory: str | None = None) -> DemoResult:
     }
     on_disk = sum(1 for secret in secrets if _anywhere(workspace, secret.encode()))
     return DemoResult(workspace, user_dir, result, block, len(secrets), on_disk)
+
+
+def remove(outcome: DemoResult) -> None:
+    """Delete a demo's scratch workspace and the state mdmem kept for its two stores.
+
+    The state lives outside the workspace (mdmem's private state folder, keyed by
+    each store's path), so deleting the workspace alone would leave it behind.
+    """
+    from mdmem.store.paths import state_dir
+
+    for root in (project_root(outcome.workspace), outcome.user_dir):
+        shutil.rmtree(state_dir(root), ignore_errors=True)
+    shutil.rmtree(outcome.workspace, ignore_errors=True)
 
 
 def _strings(value: object) -> list[str]:

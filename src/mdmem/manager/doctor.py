@@ -632,6 +632,32 @@ def _find_semantic(store: Store) -> list[Finding]:
     return [Finding("semantic", ".", describe(state), problem=False)]
 
 
+def _find_driver(store: Store) -> list[Finding]:
+    """The clone's git merge driver for MEMORY.md, where ``.gitattributes`` names it."""
+    from mdmem._kinds import Level
+    from mdmem.store.merge import ATTRIBUTES_LINE, driver_problem
+
+    if store.level is not Level.PROJECT:
+        return []
+    try:
+        text = files.read_bytes(os.path.join(store.path, ".gitattributes"), 64 * 1024)
+    except (OSError, ValueError):
+        return []
+    if ATTRIBUTES_LINE not in text.decode("utf-8", "replace").splitlines():
+        return []
+    # The store is <workspace>/.PseudoClaude/memory.
+    problem = driver_problem(os.path.dirname(os.path.dirname(store.path)))
+    if problem is None:
+        return []
+    return [Finding("merge-driver", ".gitattributes", f"git merge driver {problem}", fixable=True)]
+
+
+def _repair_driver(store: Store, findings: list[Finding]) -> list[str]:
+    from mdmem.store.merge import repair_driver
+
+    return [repair_driver(os.path.dirname(os.path.dirname(store.path)))]
+
+
 def _find_catalog(store: Store) -> list[Finding]:
     """A damaged catalog: derived from the notes, so every command rebuilds it; reported here."""
     from mdmem.store import catalog
@@ -704,6 +730,7 @@ CHECKS: list[Check] = [
     Check("earlier-clone", _find_earlier_states),
     Check("stale", lambda store: _find_stale(store)),
     Check("semantic", lambda store: _find_semantic(store)),
+    Check("merge-driver", _find_driver, _repair_driver),
 ]
 """The built-in checks, in the order they run and repair."""
 
@@ -857,8 +884,10 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
     name, reason = choose()
     findings = [Finding("provider", name, f"the worker will use {name}: {reason}", problem=False)]
     if name == "openai" and importlib.util.find_spec("openai") is None:
+        from mdmem._install import extra_hint
+
         findings.append(
-            Finding("provider", name, "the openai SDK is missing: pip install 'mdmem[openai]'")
+            Finding("provider", name, f"the openai SDK is missing: {extra_hint('openai')}")
         )
     day = ledger.day_of(time.time() if now is None else now)
     summary = ledger.load(user.path)

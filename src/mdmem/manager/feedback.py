@@ -325,7 +325,7 @@ def after_turn(
         said, before = found if found is not None else (_last_user(messages), _last(messages))
         candidates = [
             (e.filename, f"{e.title} — {e.summary}")
-            for e in store.entries()
+            for e in _candidates(store, f"{before}\n{said}", len(mine))
             if e.filename not in mine and e.type != "correction_feedback"
         ]
         names = contradicted(said, candidates, before)
@@ -333,6 +333,28 @@ def after_turn(
             why = (correcting(said) or said).strip()
             marked[level] = mark(store, names, turn=turn, at=at, reason=why[:300])
     return marked
+
+
+#: How many notes of a store a correction is checked against: the best matches of its words.
+CANDIDATES = 50
+
+
+class _Heading:
+    __slots__ = ("filename", "summary", "title", "type")
+
+    def __init__(self, filename: str, kind: str, title: str, summary: str) -> None:
+        self.filename, self.type, self.title, self.summary = filename, kind, title, summary
+
+
+def _candidates(store: Store, statement: str, skip: int) -> list[_Heading]:
+    """The notes a correction may contradict: the :data:`CANDIDATES` whose title and
+    summary best match its words, from the store's search index (a turn costs what it
+    writes, not a pass over every note). A note sharing no word with it cannot qualify."""
+    from mdmem.recall.engine import index_of
+    from mdmem.recall.text import terms
+
+    rows = index_of(store).match(terms(statement), CANDIDATES + skip, heading=True)
+    return [_Heading(r.name, r.type, r.title, r.summary) for r in rows]
 
 
 def _last(messages: Sequence[tuple[str, str]]) -> str:

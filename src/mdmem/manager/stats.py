@@ -15,6 +15,7 @@ they are iterated; :func:`json_chunks` writes them out as they come.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import heapq
 import json
 import os
@@ -99,13 +100,29 @@ def _usage_rows(
                 yield _row(store.level.value, name, entry)
 
 
+def _written(store: Store, name: str, updated: str | None) -> float:
+    """When the note was last written: its ``updated``, else its file's mtime, else 0."""
+    if updated:
+        with contextlib.suppress(ValueError):
+            moment = datetime.fromisoformat(updated.replace("Z", "+00:00"))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+            return moment.timestamp()
+    try:
+        return os.lstat(os.path.join(store.path, name)).st_mtime
+    except OSError:
+        return 0.0
+
+
 def _unused_rows(
     stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float, settle: bool
 ) -> Iterator[dict[str, object]]:
     for store, recorded in stores:
-        for name, _, entry in _walk(store, recorded, settle=settle):
-            if _last_use(entry) < since:
-                yield {"level": store.level.value, "filename": name}
+        for note in store.iter_entries(settle=settle):
+            entry = recorded.get(note.filename) or {}
+            # Unused *for that long*: a note written within the window has not had the time.
+            if _last_use(entry) < since and _written(store, note.filename, note.updated) < since:
+                yield {"level": store.level.value, "filename": note.filename}
 
 
 def _index_lines(store: Store) -> tuple[str, int | None]:
@@ -271,6 +288,7 @@ def collect(
                 "recent": turns[-10:],
             },
         },
+        "extraction": _extraction(),
         "turns_skipped": sum(int(e.get("skip", 0)) for e in per_day.values()),
         "usage": usage,
         "most_used": most,
@@ -278,6 +296,14 @@ def collect(
         **_control(project, user),
         "semantic": _semantic(project, user),
     }
+
+
+def _extraction() -> dict[str, object]:
+    """Which provider extracts the next turns, and why (see mdmem.extract.providers.choose)."""
+    from mdmem.extract.providers import choose
+
+    name, reason = choose()
+    return {"provider": name, "reason": reason}
 
 
 def _semantic(project: Store, user: Store) -> dict[str, object] | None:

@@ -57,6 +57,7 @@ __all__ = [
     "describe",
     "embed",
     "embed_inline",
+    "reap",
     "request",
     "status",
 ]
@@ -303,6 +304,16 @@ def _reap() -> None:
     for child in list(_CHILDREN):
         if child.poll() is not None:
             _CHILDREN.remove(child)
+
+
+def reap() -> int:
+    """Collect the background embedders of this process that have ended; how many still run.
+
+    A long-running process (``mdmem ui``) calls it now and then, so an ended
+    embedder does not stay a zombie until the next :func:`request`.
+    """
+    _reap()
+    return len(_CHILDREN)
 
 
 def request(store: Store) -> bool:

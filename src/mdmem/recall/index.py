@@ -22,8 +22,14 @@ re-indexing any whose stat and content changed, and the query runs again. So
 * any write through mdmem changes the key and is in the store's change log
   (``Store.changes_since``): always seen, by the names the log holds
   (:meth:`Index._catch_up`), without a listing;
-* a note edited in place is seen as soon as a query returns it (its content is
-  never stale when returned), and otherwise at the next full check.
+* a note edited in place is seen by the next query in a store of up to
+  :data:`SWEEP_MAX` notes: a trusted key is followed by a sweep of the notes'
+  ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read); in a larger one at
+  the next full check. A returned note is checked by its stat either way (its
+  content is never stale).
+
+Derived and rebuilt from the notes, the file is in WAL mode with
+``synchronous=OFF``: no query, even one that re-indexes, makes an fsync.
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ FILE = "recall.sqlite"
 SCHEMA_VERSION = "5"
 #: How long (seconds) an unchanged key stands for a settled store before a full check.
 MAX_AGE = 600.0
+# Seconds before a full check whose changes the in-place sweep re-checks (Index._sweep).
+_SWEEP_MARGIN = 2.0
+#: Up to this many notes a query sweeps the notes' ctimes for in-place edits (Index._sweep):
+#: ~10 us an lstat on a shared VM, 10-50 ms here; a larger store keeps the older contract
+#: (a returned note is checked, the rest at the next full check) until a watcher does it.
+SWEEP_MAX = 5000
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -248,6 +260,15 @@ class Index:
                 files.owner_only(path)
             db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
             try:
+                # Derived state, rebuilt from the notes: commits make no fsync. WAL checksums
+                # its frames, so a torn write after a power cut is dropped on recovery; a
+                # file damaged past that fails to open and is made again (below); an index
+                # that lost its last commits has older content hashes and stats than the
+                # notes, so the next sync re-indexes those notes. A read that re-indexes
+                # (after a hand edit) thus writes nothing durable.
+                with contextlib.suppress(sqlite3.OperationalError):  # busy: next open
+                    db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=OFF")
                 try:  # an index of this version is used as it is: no schema statements
                     row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
                 except sqlite3.OperationalError:
@@ -309,10 +330,10 @@ class Index:
         if not full and progress is None:
             key = freshness_key(root, self.store.state)
             if self._trusted(key):
-                return 0
+                return self._sweep()
             caught = self._catch_up(db, key)
             if caught is not None:
-                return caught
+                return caught + self._sweep()
         # Where the store's change log stands before the listing: from there, a later
         # sync catches up by the names the log holds (see _catch_up).
         position = self.store.log_position()
@@ -381,6 +402,37 @@ class Index:
         except ValueError:
             return False
         return value == key and 0 <= age < MAX_AGE
+
+    def _sweep(self) -> int:
+        """Re-index the notes edited in place since the last full check: 1 or 0.
+
+        An in-place edit changes neither the directory nor anything of mdmem's, so
+        the key cannot see it; its file's ctime can (no tool sets a ctime back). One
+        ``lstat`` per note picks the notes changed since the full check (less a
+        margin for the file system's coarser clock); :meth:`refresh` compares those
+        to the stats recorded then and re-indexes the ones whose content changed.
+        """
+        if self.count() > SWEEP_MAX:
+            return 0
+        recorded = self._meta("key")
+        try:
+            since = int((float((recorded or "").partition("\n")[0]) - _SWEEP_MARGIN) * 1e9)
+        except ValueError:
+            return 0
+        root = self.store.path
+        touched = []
+        with contextlib.suppress(OSError):
+            fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            try:  # relative to the directory: no path walk per note
+                for name in os.listdir(fd):
+                    if name.endswith(".md") and name != INDEX_NAME:
+                        with contextlib.suppress(OSError):
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                            if st.st_ctime_ns >= since:
+                                touched.append(name)
+            finally:
+                os.close(fd)
+        return int(self.refresh(touched))
 
     def _trust(
         self,
@@ -544,41 +596,59 @@ class Index:
                 known[str(name)] = (str(sha), None if st is None else str(st))
         root = self.store.path
         suspects = []
+        # A stat older than this (the file system's clock is coarse) may be recorded as
+        # standing for the content read: a later edit within the same tick cannot hide.
+        old = time.time_ns() - int(_SWEEP_MARGIN * 1e9)
         for name in wanted:
             sha, st = known.get(name, ("", None))
+            seen = None
             try:
                 # Followed, as the listing does for a note that is a link.
                 now = os.stat(os.path.join(root, name))
-                if st is not None and st == (
-                    f"{now.st_mtime_ns} {now.st_size} {now.st_ino} {now.st_ctime_ns}"
-                ):
+                text = f"{now.st_mtime_ns} {now.st_size} {now.st_ino} {now.st_ctime_ns}"
+                if st is not None and st == text:
                     continue
+                if max(now.st_mtime_ns, now.st_ctime_ns) < old:
+                    seen = text
             except OSError:
                 pass
-            suspects.append((name, sha))
+            suspects.append((name, sha, seen))
         if not suspects:
             return False
         return self._reindex(db, suspects)
 
-    def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str]]) -> bool:
+    def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str, str | None]]) -> bool:
         from mdmem.store.note import parse
 
         puts: list[tuple[Note, str]] = []
         gone: list[str] = []
-        for name, indexed_sha in suspects:
+        # The stats to record for notes read (their content is then known at that stat),
+        # so that the next query (and the in-place sweep) does not read them again.
+        stats: list[tuple[str, str]] = []
+        for name, indexed_sha, seen in suspects:
             try:
                 text = self.store.read_text(name)
                 sha = catalog.content_hash(text.encode("utf-8"))
+                if seen is not None:
+                    stats.append((name, seen))
                 if sha == indexed_sha:
                     continue
                 puts.append((parse(text, name), sha))
             except (NoteNotFound, InvalidNote, InvalidPath):
                 if indexed_sha:
                     gone.append(name)
+                stats = [p for p in stats if p[0] != name]
+
+        def record() -> None:
+            db.executemany("INSERT OR REPLACE INTO stats VALUES (?, ?)", stats)
+
         if not puts and not gone:
+            if stats:
+                with contextlib.suppress(sqlite3.Error):  # busy: the next query records them
+                    self._change(db, (), (), record)
             return False
         self._forget()
-        self._change(db, gone, puts)
+        self._change(db, gone, puts, record)
         return True
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -737,12 +807,17 @@ class Index:
         )
         return {str(term): int(n) for term, n in rows}
 
-    def match(self, words: Iterable[str], limit: int) -> list[Row]:
-        """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first."""
+    def match(self, words: Iterable[str], limit: int, *, heading: bool = False) -> list[Row]:
+        """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first.
+
+        ``heading`` matches the title and summary only (what MEMORY.md shows).
+        """
         words = sorted(set(words))
         if not words or limit <= 0:
             return []
         query = " OR ".join(f'"{w}"' for w in words)
+        if heading:
+            query = f"{{title summary}} : ({query})"
         weights = ", ".join(str(w) for w in WEIGHTS)
         rows = self._connect().execute(
             f"SELECT {_COLUMNS}, n.terms, bm25(fts, {weights}) AS r FROM fts"

@@ -784,7 +784,11 @@ class Catalog:
 
         con = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
         try:
-            os.chmod(self.path, 0o600)
+            # Only when it differs: a chmod changes the file's ctime, which the recall
+            # index's freshness key holds, so a chmod on every open made every later
+            # query distrust (and re-commit) the index.
+            if stat.S_IMODE(os.stat(self.path).st_mode) != 0o600:
+                os.chmod(self.path, 0o600)
             self._setup(con)
         except BaseException:
             con.close()

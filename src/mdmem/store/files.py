@@ -88,8 +88,12 @@ def owner_only(path: str) -> None:
     """Create ``path`` empty and ``0600`` if missing, or narrow it to ``0600``: before a
     database opens it (SQLite gives its -wal and -shm the same mode). Best effort."""
     with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600))
-        os.chmod(path, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            if os.fstat(fd).st_mode & 0o777 != 0o600:  # a chmod changes the ctime: only if needed
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -29,8 +29,10 @@ leaves git's own text merge (conflict markers) in the file and exits non-zero,
 so git reports a conflict and nothing is lost.
 
 :func:`init_store` is what ``mdmem init`` does: the store directory, a
-``.gitignore`` for the derived state, a ``.gitattributes`` line naming the
-merge driver, and the driver in the repository's git config.
+``.gitignore`` for a legacy ``.mdmem/`` folder, a ``.gitattributes`` line naming
+the merge driver, and the driver in the repository's git config, naming this
+mdmem by its absolute path (:func:`driver_problem` and :func:`repair_driver` are
+``mdmem doctor``'s check and repair of it).
 """
 
 from __future__ import annotations
@@ -55,14 +57,18 @@ __all__ = [
     "DRIVER_ARGS",
     "DRIVER_NAME",
     "InitReport",
+    "driver_problem",
     "index_lines",
     "index_problem",
     "init_store",
     "merge_files",
     "merge_index",
+    "repair_driver",
+    "this_driver",
 ]
 
 DRIVER_NAME = "mdmem-index"
+#: The driver as older mdmem wrote it: ``mdmem`` from git's PATH, which a merge may lack.
 DEFAULT_DRIVER = "mdmem merge-index"
 ATTRIBUTES_LINE = f"{INDEX_NAME} merge={DRIVER_NAME}"
 #: What git substitutes after the driver's command: base, ours (the result), theirs, the path.
@@ -264,21 +270,103 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _setup_driver(workspace: str, command: str | None, report: InitReport) -> None:
+def this_driver() -> str:
+    """The driver's command for this mdmem, by absolute paths (``_spawn.hook_command``).
+
+    Git runs a merge driver with its own PATH (a GUI client, an IDE, a hook), where
+    ``mdmem`` may be missing, and in the repository's top folder, where ``python -m
+    mdmem`` would import a clone's own ``mdmem/``: the hooks' command avoids both.
+
+    Raises:
+        OSError: the interpreter's absolute path is unknown.
+    """
+    from mdmem import _spawn
+
+    return _spawn.hook_command("merge-index")
+
+
+def _program_missing(driver: str) -> str | None:
+    """The driver's program, or a file it names, when it is gone (stale), else None.
+
+    Runs nothing: the program is looked up on PATH, and every absolute path among
+    the words before ``merge-index`` (the interpreter, the console script) must exist.
+    """
+    import shutil
+
+    try:
+        words = shlex.split(driver)
+    except ValueError:
+        return driver
+    if not words:
+        return driver
+    program = words[0]
+    if os.sep not in program and not shutil.which(program):
+        return program
+    before = words[: words.index("merge-index")] if "merge-index" in words else words[:1]
+    for word in before:
+        if os.path.isabs(word) and not os.path.exists(word):
+            return word
+    return None
+
+
+def _in_work_tree(workspace: str) -> str | None:
+    """Why ``workspace`` has no git config of its own to hold a driver, or None."""
     try:
         inside = _git(workspace, "rev-parse", "--is-inside-work-tree")
     except FileNotFoundError:
-        report.notes.append("git is not installed: the merge driver is not configured")
-        return
+        return "git is not installed"
     if inside.returncode != 0 or inside.stdout.strip() != "true":
-        report.notes.append(
-            f"{workspace} is not in a git repository: the merge driver is not configured"
-        )
+        return f"{workspace} is not in a git repository"
+    return None
+
+
+def driver_problem(workspace: str) -> str | None:
+    """What is wrong with this clone's merge driver for MEMORY.md, or None when it works.
+
+    Only asked where ``.gitattributes`` names the driver (``mdmem init`` ran):
+    missing from the clone's git config (config is not committed), or naming a
+    program that is no longer there (an uninstalled or moved mdmem).
+    """
+    if _in_work_tree(workspace) is not None:
+        return None
+    current = _git(workspace, "config", "--local", "--get", f"merge.{DRIVER_NAME}.driver")
+    driver = current.stdout.strip()
+    if not driver:
+        return "not configured in this clone: MEMORY.md merges as plain text"
+    missing = _program_missing(driver)
+    if missing is not None:
+        return f"stale: {missing} is not found, so git falls back to a text merge"
+    return None
+
+
+def repair_driver(workspace: str) -> str:
+    """Write this mdmem's driver into the clone's git config; what was done.
+
+    Raises:
+        OSError: not in a git work tree, or ``git config`` failed.
+    """
+    why = _in_work_tree(workspace)
+    if why is not None:
+        raise OSError(f"{why}: no merge driver to repair")
+    report = InitReport()
+    _write_driver(workspace, f"{this_driver()} {DRIVER_ARGS}", report)
+    return "; ".join(report.changes) or "merge driver already set"
+
+
+def _setup_driver(workspace: str, command: str | None, report: InitReport) -> None:
+    why = _in_work_tree(workspace)
+    if why is not None:
+        report.notes.append(f"{why}: the merge driver is not configured")
         return
     key = f"merge.{DRIVER_NAME}.driver"
-    wanted = f"{command or DEFAULT_DRIVER} {DRIVER_ARGS}"
+    wanted = f"{command or this_driver()} {DRIVER_ARGS}"
     current = _git(workspace, "config", "--local", "--get", key).stdout.strip()
-    if current and command is None and current != wanted:
+    # An older mdmem's bare `mdmem merge-index`, or a driver whose program is gone, is
+    # replaced; any other driver someone set is theirs to keep.
+    replace = current in (f"{DEFAULT_DRIVER}{_OLD_ARGS}", f"{DEFAULT_DRIVER} {DRIVER_ARGS}") or (
+        bool(current) and _program_missing(current) is not None
+    )
+    if current and command is None and current != wanted and not replace:
         if current.endswith(_OLD_ARGS):
             # An older init's line: git must pass the path, so the driver can refuse
             # a file that is not MEMORY.md.
@@ -286,6 +374,11 @@ def _setup_driver(workspace: str, command: str | None, report: InitReport) -> No
         else:
             report.notes.append(f"kept {key} = {current!r} (--driver-command replaces it)")
             wanted = current
+    _write_driver(workspace, wanted, report)
+
+
+def _write_driver(workspace: str, wanted: str, report: InitReport) -> None:
+    key = f"merge.{DRIVER_NAME}.driver"
     settings = {f"merge.{DRIVER_NAME}.name": "mdmem: merge MEMORY.md by note", key: wanted}
     for name, value in settings.items():
         if _git(workspace, "config", "--local", "--get", name).stdout.strip() == value:
@@ -299,12 +392,14 @@ def _setup_driver(workspace: str, command: str | None, report: InitReport) -> No
 def init_store(store: Store, workspace: str, driver_command: str | None = None) -> InitReport:
     """Prepare a project store for sharing through git; safe to run again.
 
-    Creates the store and an empty MEMORY.md, ``.gitignore`` (``.mdmem/``),
-    ``.gitattributes`` (``MEMORY.md merge=mdmem-index``) and, inside a git
-    work tree, the driver in the repository's config: ``<driver_command> %O
-    %A %B %P``, ``mdmem merge-index`` unless given. An existing, different
-    driver is kept unless ``driver_command`` is given (an older init's line
-    gets ``%P`` added).
+    Creates the store and an empty MEMORY.md, ``.gitignore`` (keeping a legacy
+    ``.mdmem/`` folder of older mdmem out of git; mdmem's state lives outside the
+    repository), ``.gitattributes`` (``MEMORY.md merge=mdmem-index``) and, inside
+    a git work tree, the driver in the repository's config: ``<driver_command>
+    %O %A %B %P``, this mdmem by absolute paths (:func:`this_driver`) unless given.
+    An existing, different driver is kept unless ``driver_command`` is given, or
+    it is older mdmem's bare ``mdmem merge-index``, or its program is gone (an
+    older init's line gets ``%P`` added).
 
     Raises:
         StoreError: ``store`` is not used as a project store (``Store.unavailable``:

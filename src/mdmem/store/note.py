@@ -199,14 +199,15 @@ def _check_graph(node: Any, filename: str) -> None:
                 stack.append((value, depth + 1))
 
 
-def _load_yaml(fm: str, filename: str) -> object:
+def _load_yaml(fm: str, filename: str, first_line: int = 1) -> object:
     """Safe-load front matter, every failure as :class:`InvalidNote` (never another exception).
 
     Safe loading alone builds no objects but plain data, yet its constructors
     raise whatever a bad scalar makes them raise (``2026-02-30``: ValueError;
     ``!!bool maybe``: KeyError; a 5,000-digit number: ValueError); and an
     alias bomb is cheap to load but blows up whoever walks the result. So the
-    node graph is composed first and checked, then constructed.
+    node graph is composed first and checked, then constructed. ``first_line``
+    is the file's line (1-based) that ``fm`` starts on, for the error's line number.
     """
     import yaml
 
@@ -221,7 +222,8 @@ def _load_yaml(fm: str, filename: str) -> object:
         raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
+        # fm starts on the opening '---' line (the rest of it), so its line 0 is first_line.
+        where = f" (line {mark.line + first_line})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or exc.__class__.__name__
         raise InvalidNote(filename, f"bad YAML in the front matter{where}: {problem}") from None
     except Exception as exc:
@@ -272,7 +274,9 @@ def parse(text: str, filename: str = "<note>") -> Note:
         fm, body = handler.split(stripped)
     except ValueError:
         raise InvalidNote(filename, "the front matter is not closed by a '---' line") from None
-    meta = _load_yaml(fm, filename)
+    # The file's lines before the opening '---' (blank ones that strip() took away).
+    first_line = 1 + text[: len(text) - len(text.lstrip())].count("\n")
+    meta = _load_yaml(fm, filename, first_line)
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):

@@ -456,22 +456,22 @@ def check(
         "then": then_cache,
     }
     with contextlib.suppress(OSError):
-        files.atomic_write(
-            os.path.join(state, CACHE),
-            json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-            private=True,
-            durable=False,
-        )
         lines = [f"{key}\t{workspace}"]
         for item in out:
             short = "; ".join(item.reasons[:2])
             lines.append(f"{item.filename}\t{short[:160]}")
-        files.atomic_write(
-            os.path.join(state, MARKS),
-            ("\n".join(lines) + "\n").encode("utf-8"),
-            private=True,
-            durable=False,
-        )
+        for name, data in (
+            (CACHE, json.dumps(payload, ensure_ascii=False).encode("utf-8")),
+            (MARKS, ("\n".join(lines) + "\n").encode("utf-8")),
+        ):
+            # Only what changed: the marks file's stat is in the recall index's and the
+            # block cache's keys, so an unchanged rewrite (every `mdmem doctor`) made the
+            # next query and session start do a full check.
+            path = os.path.join(state, name)
+            with contextlib.suppress(OSError), open(path, "rb") as existing:
+                if existing.read(len(data) + 1) == data:
+                    continue
+            files.atomic_write(path, data, private=True, durable=False)
     return out
 
 

@@ -34,9 +34,45 @@ if TYPE_CHECKING:
 
     from mdmem.ui.model import Stores
 
-__all__ = ["DEFAULT_HOST", "Server", "check_host", "is_loopback", "private_loopback"]
+__all__ = [
+    "DEFAULT_HOST",
+    "REAP_SECONDS",
+    "Server",
+    "check_host",
+    "is_loopback",
+    "private_loopback",
+    "reap_children",
+]
 
 DEFAULT_HOST = "127.0.0.1"
+#: How often a serving page collects its ended child processes.
+REAP_SECONDS = 1.0
+
+
+def reap_children() -> None:
+    """Collect the exit status of this process's helpers that have ended, and only theirs.
+
+    ``mdmem ui`` starts two kinds, and waits for neither: the browser launcher
+    (``webbrowser`` drops its ``Popen`` at once) and background embedders (one
+    per store, :mod:`mdmem.recall.embedder`). Unreaped, each stays a zombie for
+    as long as the page is served. ``os.waitpid(-1)`` would also take the status
+    of a child another thread waits for (git, say), so only these are reaped.
+    """
+    import subprocess
+
+    from mdmem.recall import embedder
+
+    embedder.reap()
+    # Popen objects dropped while their process still ran (webbrowser's) wait here
+    # to be polled; Popen() itself polls them only when the next child starts.
+    cleanup = getattr(subprocess, "_cleanup", None)
+    if callable(cleanup):
+        cleanup()
+
+
+def _reaper(stop: threading.Event) -> None:
+    while not stop.wait(REAP_SECONDS):
+        reap_children()
 
 
 def is_loopback(host: str) -> bool:
@@ -155,6 +191,10 @@ class Server:
         self.app = create_app(stores, self.settings)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._stop_reaping = threading.Event()
+        self._reaper = threading.Thread(
+            target=_reaper, args=(self._stop_reaping,), name="mdmem-ui-reaper", daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -199,11 +239,14 @@ class Server:
 
         warm_up()  # the embedding model, if any, loads while the person opens the page
         server = self._uvicorn()
+        self._reaper.start()
         try:
             server.run(sockets=[self._socket])
         except KeyboardInterrupt:
             pass  # uvicorn re-raises the Ctrl-C it caught, once it has shut down
         finally:
+            self._stop_reaping.set()
+            reap_children()
             self._socket.close()
 
     def start(self) -> Server:
@@ -213,6 +256,7 @@ class Server:
             target=server.run, kwargs={"sockets": [self._socket]}, name="mdmem-ui", daemon=True
         )
         self._thread.start()
+        self._reaper.start()
         while not server.started:
             if not self._thread.is_alive():
                 raise OSError(f"the web page's server stopped at start ({self.base_url})")
@@ -226,6 +270,8 @@ class Server:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self._stop_reaping.set()
+        reap_children()
         self._socket.close()
 
     def __enter__(self) -> Server:

@@ -1,8 +1,21 @@
-"""The Anthropic provider: one Messages API call per turn, with forced tool use.
+"""The Anthropic provider: one Messages API call per turn, answered by a tool call.
 
-The model must call ``record_memory_operations`` with an object whose
+The model calls ``record_memory_operations`` with an object whose
 ``operations`` array follows a JSON schema, so the answer is JSON by
 construction; a plain text answer is still accepted and parsed tolerantly.
+
+The request is valid for every model a user may set in ``MDMEM_MODEL``
+(:func:`request_rules`). It never sends a thinking setting or a sampling
+parameter. Where a model does not think unless asked (Claude Haiku 5.5 and the
+4.x models), the tool is forced (``tool_choice: {"type": "tool"}``). Where a
+model thinks by default, forcing is refused (Anthropic's "Claude Sonnet 5.5
+migration guide": forced tool choice, ``thinking: {"type": "disabled"}``,
+thinking budgets and sampling parameters return a 400; "What's new in Claude
+Opus 5.5": thinking can't be disabled and forced tool use returns an error),
+so the request asks with ``tool_choice: {"type": "auto"}`` and the prompt
+tells the model to call the tool. A model this module does not know that
+refuses the forced tool with a 400 is asked again once with ``auto``, and
+the provider remembers it.
 
 ``anthropic`` is imported when the first turn is processed, never at import
 time: it costs over a second, and ``mdmem index`` runs at every session start.
@@ -23,6 +36,8 @@ output, cache reads and writes) are kept in
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mdmem._kinds import Level, NoteType
@@ -36,7 +51,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "TOOL_NAME",
     "AnthropicProvider",
+    "RequestRules",
     "operations_schema",
+    "request_rules",
     "system_blocks",
     "usage_of",
 ]
@@ -45,6 +62,44 @@ DEFAULT_MODEL = "claude-haiku-5-5"
 TOOL_NAME = "record_memory_operations"
 # Status codes for which trying the same request later can succeed.
 _RETRYABLE_STATUS = {408, 409, 429}
+
+
+@dataclass(frozen=True)
+class RequestRules:
+    """How to ask a model for the tool call."""
+
+    force_tool: bool
+    """Send ``tool_choice: {"type": "tool"}`` (only where the model does not think by default)."""
+    reason: str
+
+
+_MODEL = re.compile(
+    r"claude-(?P<family>opus|sonnet|haiku|fable|mythos)-(?P<major>\d+)(?:-(?P<minor>\d{1,2})\b)?"
+)
+
+
+def request_rules(model: str) -> RequestRules:
+    """What the request must look like for ``model`` (a Claude API, Bedrock or Vertex id).
+
+    From Anthropic's pages: Claude Sonnet 5.5, Opus 5.5, Fable and Mythos think
+    by default and refuse forced tool use; Sonnet 5 and Opus 5 think by
+    default too (a forced tool would need thinking turned off). Claude Haiku
+    5.5 and every 4.x and 3.x model think only when asked, so forcing is valid.
+    A name that is not a Claude model (a proxy's alias) is forced; a refusal
+    falls back to ``auto`` (see the module docstring).
+    """
+    m = _MODEL.search(model.lower())
+    if m is None:
+        return RequestRules(True, "not a Claude model name: forced, auto if refused")
+    family, major = m.group("family"), int(m.group("major"))
+    minor = int(m.group("minor") or 0)
+    if family in ("fable", "mythos"):
+        return RequestRules(False, f"Claude {family.title()} thinks by default")
+    if major < 5:
+        return RequestRules(True, "thinks only when asked")
+    if family == "haiku" and (major, minor) <= (5, 5):
+        return RequestRules(True, "Claude Haiku 5.5 thinks only when asked")
+    return RequestRules(False, f"Claude {family.title()} {major}.{minor} thinks by default")
 
 
 def operations_schema() -> dict[str, object]:
@@ -105,6 +160,7 @@ class AnthropicProvider:
         self.stream = stream
         self._client = client
         self.last_usage: Usage | None = None
+        self.rules = request_rules(self.model)
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -125,33 +181,47 @@ class AnthropicProvider:
         Raises:
             ProviderError: the API could not be reached, refused, or failed.
         """
-        kwargs: dict[str, Any] = {
+        self.last_usage = None
+        try:
+            message = self._send(self._request(request, force=self.rules.force_tool))
+        except Exception as exc:
+            if not (self.rules.force_tool and _refuses_forcing(exc)):
+                raise _translate(exc) from exc
+            # A model we do not know refuses the forced tool: ask it the way
+            # thinking models are asked, from now on.
+            self.rules = RequestRules(False, f"the API refused a forced tool: {exc}"[:200])
+            try:
+                message = self._send(self._request(request, force=False))
+            except Exception as again:
+                raise _translate(again) from again
+        self.last_usage = usage_of(message, self.model)
+        return _answer_of(message)
+
+    def _request(self, request: ExtractionRequest, *, force: bool) -> dict[str, Any]:
+        """The Messages API arguments: no thinking setting, no sampling parameter, ever."""
+        description = (
+            "Record the memory operations for this turn (an empty list when nothing is "
+            "worth keeping)."
+        )
+        if not force:
+            description += " Always answer by calling this tool exactly once."
+        return {
             "model": self.model,
             "max_tokens": self.max_tokens,
             "system": system_blocks(request),
             "messages": [{"role": "user", "content": request.prompt}],
             "tools": [
-                {
-                    "name": TOOL_NAME,
-                    "description": "Record the memory operations for this turn (an empty list "
-                    "when nothing is worth keeping).",
-                    "input_schema": operations_schema(),
-                }
+                {"name": TOOL_NAME, "description": description, "input_schema": operations_schema()}
             ],
-            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            "tool_choice": {"type": "tool", "name": TOOL_NAME} if force else {"type": "auto"},
         }
-        self.last_usage = None
-        try:
-            client = self._get_client()
-            if self.stream:
-                with client.messages.stream(**kwargs) as stream:
-                    message = stream.get_final_message()
-            else:
-                message = client.messages.create(**kwargs)
-        except Exception as exc:
-            raise _translate(exc) from exc
-        self.last_usage = usage_of(message, self.model)
-        return _answer_of(message)
+
+    def _send(self, kwargs: dict[str, Any]) -> Any:
+        client = self._get_client()
+        if self.stream:
+            with client.messages.stream(**kwargs) as stream:
+                return stream.get_final_message()
+        return client.messages.create(**kwargs)
 
     def ask(self, system: str, prompt: str, *, max_tokens: int = 2048) -> str:
         """A plain question to the model, answered in text (for ``eval recall --questions model``).
@@ -221,6 +291,16 @@ def _answer_of(message: Any) -> Answer:
     if getattr(message, "stop_reason", None) == "max_tokens":
         raise ProviderError("the answer was cut off at max_tokens", raw="".join(texts))
     return "".join(texts)
+
+
+def _refuses_forcing(exc: Exception) -> bool:
+    """Whether ``exc`` is the API's 400 for a forced tool (or thinking with a forced tool)."""
+    import anthropic
+
+    if not isinstance(exc, anthropic.BadRequestError):
+        return False
+    text = str(getattr(exc, "message", "") or exc).lower()
+    return "tool_choice" in text or "forc" in text
 
 
 def _translate(exc: Exception) -> ProviderError:

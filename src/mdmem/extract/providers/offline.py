@@ -77,7 +77,9 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _BULLET = re.compile(r"(?:[-*+•]|\d+[.)]|#+)\s+")
 _LEAD = re.compile(
     r"(?:(?:ok(?:ay)?|also|and|but|oh|so|btw|hey|fyi|one more thing|important(?:ly)?|note"
-    r"|ps|please|pls|kindly)\b[\s,:;!—–-]*|(?:好的|好|嗯|另外|还有|对了|顺便说一下|注意|重要)[\s，,：:！!]*)*"
+    r"|ps|please|pls|kindly|heads up|for the record|for context|just so you know|two things"
+    r"|a few things|one thing|quick note)\b[\s,:;!—–-]*"
+    r"|(?:好的|好|嗯|另外|还有|对了|顺便说一下|顺便|注意|重要|提醒一下|说明一下)[\s，,：:！!]*)*"
 )
 _QUESTION = re.compile(
     r"[?？]\s*$|[吗呢么]\s*[。.！!]?\s*$|^(?:do|does|did|can|could|would|will|have|should|is|are)"
@@ -101,12 +103,25 @@ _CORRECTIONS_PLAIN = (
     re.compile(r"^(?:不对|不是这样|错了|不正确|你错了|搞错了)[\s，,。.！!：:；;—-]*(?P<rest>.*)"),
     re.compile(r"^(?:其实|实际上)[\s，,：:]*(?P<rest>(?:应该|要用|用|是).+)"),
     re.compile(r"^(?P<rest>.{0,40}?不是.{1,80}?而是.+)"),
+    # "别用 X，用 Y" / "不要用 X，改用 Y": a correction naming what to use instead.
+    re.compile(
+        r"^(?P<rest>(?:请)?(?:别|不要|不许|千万别|千万不要)(?:再)?(?:用|使用)\s*[^，,。；;]{1,40}?"
+        r"[\s，,、；;]*(?:要|请|改|应该|而是|就)?(?:用|使用|换成|改用)\s*\S.*)"
+    ),
 )
 # What an English correction must say for "no, ..." to be more than a refusal.
 _CORRECTIVE = re.compile(
     r"^(?:please\s+)?(?:use|run|call|try|put|set|import|install|pass|keep|we use|you should"
     r"|it should|should be|the (?:correct|right|real|actual)|never|always|don[’']?t ever)\b"
     r"|\binstead\b|\brather than\b|,\s*not\b"
+    r"|\b(?:don[’']?t|do not|never) use\b|\bwe (?:now |only )?use\b|\bwe (?:switched|moved)\b"
+    r"|\b(?:go|goes|belongs?|lives?) (?:in|into|against|to|under)\b|\bis only\b|\bare only\b"
+)
+# "No, ..." that refuses or defers rather than corrects.
+_REFUSAL = re.compile(
+    r"^(?:thanks?|thank you|that[’']?s (?:fine|ok|okay|all|it)|not (?:now|yet|really)|need\b"
+    r"|problem|worries|stop|wait|don[’']?t (?:bother|worry)|never ?mind|leave it|skip it"
+    r"|it[’']?s (?:fine|ok)|i (?:mean|meant|think)|sorry)"
 )
 _REMEMBER = (
     re.compile(
@@ -151,7 +166,8 @@ _EMPTY_REST = re.compile(r"^(?:this|these|the following|this one|这个|这些|�
 _URL = re.compile(r"https?://\S+")
 _DOC_POINTER = re.compile(
     r"\b(?:docs?|documentation|wiki|spec|specification|runbook|dashboard|design doc|adr|rfc)\b"
-    r"[^.]{0,40}?\b(?:at|in|under|on)\s+\S|(?:文档|链接|手册|wiki|规范)"
+    r"[^.]{0,40}?(?:\b(?:at|in|under|on)\s+\S|\b(?:is|are)\s+(?:https?://|\S*/\S))"
+    r"|(?:文档|链接|手册|wiki|规范)"
 )
 # "Remember to ..." is about behaviour; "remember that X, so never do Y" is a fact
 # about the project, so for a remembered sentence only its opening counts.
@@ -265,8 +281,15 @@ def _summary(rest: str, fallback: str) -> str:
     return _shorten(core, 160)
 
 
+_TITLE_URL = re.compile(
+    r"\s*(?:(?:is|are|lives?|at|in|on|under|see|:|是|在)\s*)*(?:https?://|www\.)\S+\s*"
+)
+
+
 def _title(core: str) -> str:
-    core = " ".join(core.split()).strip(" ,:;—–-").rstrip(".!。！;；")
+    # A URL is for the body: in a title it is long, unreadable and cut in the middle.
+    core = _TITLE_URL.sub(" ", core)
+    core = " ".join(core.split()).strip(" ,:;—–-，：；。").rstrip(".!。！;；")
     if core.lower().startswith("to "):
         core = core[3:]
     return _shorten(core[:1].upper() + core[1:], 60)
@@ -279,11 +302,28 @@ _ABOUT_ME = re.compile(
 )
 
 
+# Words that name where a habit is applied, not a repository: "write commit messages in the
+# imperative", "prefer small commits", "先跑测试再提交" are the person's way of working.
+_WEAK_CUE = re.compile(
+    r"commits?|branch(?:es)?|pull requests?|prs?|releases?|changelog|deploy\w*|测试|分支|构建|部署"
+)
+_NAMED_BRANCH = re.compile(r"\b(?:main|master|develop|dev|trunk|release)\s+branch\b|\bmain\b")
+
+
+def _names_project(low: str, kind: NoteType) -> bool:
+    """Whether ``low`` names something of this repository (for a preference: strongly)."""
+    if kind is not NoteType.USER_PREFERENCE:
+        return _PROJECT_CUES.search(low) is not None
+    if _NAMED_BRANCH.search(low):
+        return True
+    return any(not _WEAK_CUE.fullmatch(m.group()) for m in _PROJECT_CUES.finditer(low))
+
+
 def _level(text: str, kind: NoteType, rest: str = "") -> Level:
     low = text.lower()
     if kind is NoteType.USER_PREFERENCE and _ABOUT_ME.search(rest.strip().lower()):
         return Level.USER
-    if _PROJECT_CUES.search(low):
+    if _names_project(low, kind):
         return Level.PROJECT
     if _USER_CUES.search(low) or kind is NoteType.USER_PREFERENCE:
         return Level.USER
@@ -321,12 +361,192 @@ def _classify(unit: str) -> tuple[NoteType, re.Match[str], bool] | None:
     return None
 
 
+# A project fact said in passing, with no trigger ("the integration tests need Redis on
+# 6380"): a statement (not a question, a request or a story of what just happened) with
+# a verb of how things are set up, about something concrete (a number, a path, a name).
+_FACT_VERB = re.compile(
+    r"\b(?:needs?|requires?|depends on|runs? (?:on|in|under|with|against)|lives? (?:in|at|on|under)"
+    r"|(?:is|are) (?:at|in|on|under|called|named|kept in|stored in|generated from|defined in"
+    r"|built with|served from|hosted on)|listens? on|talks? to|connects? to|deploys? (?:to|on|only)"
+    r"|only (?:deploys|runs|builds)|reads? (?:its |the )?(?:config|settings|secrets)\b|we use"
+    r"|uses|builds? with|(?:switched|moved|migrated|bumped|upgraded|changed) (?:to|from)"
+    r"|replaced|renamed|no longer)\b"
+    r"|需要|依赖|跑在|运行在|部署在|放在|位于|定义在|存放在|用的是|使用|采用|端口是|要在|要用"
+    r"|叫做|前缀是|换成|改成|迁到|迁移到|升级到|切到|不再"
+)
+# "The worker queue is RabbitMQ", "the port is 8443": a copula before a proper name or number.
+_IS_NAME = re.compile(r"\b(?:is|are)\s+(?:[A-Z][\w.+-]*[A-Za-z0-9]|[\w.-]*\d[\w.-]*)")
+_CONCRETE = re.compile(
+    r"\d|[\w.-]+/[\w./-]+|\b\w+\.\w{1,8}\b|(?<=[\s(])[A-Z][A-Za-z0-9]*[A-Za-z0-9]"
+    r"|[A-Za-z]{2,}(?=[^A-Za-z]*[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff])\s*[A-Za-z]{2,}"
+)
+_NOT_FACT = re.compile(
+    r"^(?:i|i[’']m|i[’']ve|you|let[’']?s|let us|can|could|would|will|should|please|pls|fix|run"
+    r"|rename|add|remove|delete|update|change|try|make|create|write|check|look|show|tell|explain"
+    r"|move|use|put|set|open|close|revert|undo|push|pull|commit|merge|build|deploy|install"
+    r"|if|when|maybe|perhaps|hmm|why|what|how|where|who|which)\b"
+    r"|^(?:帮我|把|再|请|给我|你|我|看一下|看看|为什么|怎么|如果|能不能|可以)"
+    r"|\b(?:right now|at the moment|currently|still|today|tonight|just now|for now|broken"
+    r"|failing|fails|failed|crash(?:ed|es)?|didn[’']?t work|doesn[’']?t work|seems?)\b"
+    r"|现在|刚才|暂时|白屏|报错|失败了|好像|似乎"
+)
+
+
+def _fact(masked: str, original: str) -> tuple[NoteType, re.Match[str], bool] | None:
+    """A statement of how the project is set up, as a ``project_knowledge`` capture."""
+    if _NOT_FACT.search(masked) or len(masked) < 8:
+        return None
+    if not (_FACT_VERB.search(masked) or _IS_NAME.search(original)):
+        return None
+    concrete = _CONCRETE.search(original)
+    if not (concrete and (_PROJECT_CUES.search(masked) or _TECH.search(original))):
+        return None
+    m = re.match(r"(?P<rest>.+)", original, re.S)
+    assert m is not None
+    return NoteType.PROJECT_KNOWLEDGE, m, False
+
+
+# Something technical by name: a version, a port, a dotted or CamelCase identifier, an acronym.
+_TECH = re.compile(
+    r"\b\d+(?:\.\d+)+\b|\b\d{2,5}\b|\b[A-Za-z]+[A-Z][A-Za-z]+\b|\b[A-Z]{2,}\b|\b\w+\.\w+\b"
+    r"|(?<=\s)[A-Z][a-z]+[A-Za-z0-9]*\b"
+)
+# A credential stated in prose: the value itself is the secret, and nothing else is said.
+_CREDENTIAL = re.compile(
+    # A password's value, as written or already redacted: the sentence is only the secret.
+    r"(?i)\b(?:password|passwd|passphrase|pin)\s*(?:is|=|:)\s*\S{4,}"
+    r"|(?:密码|口令)\s*(?:是|为|=|:|：)\s*\S{4,}"
+    # A key or token's raw value; redacted, only when nothing follows it ("api_key=[…]"),
+    # since "the script reads GITHUB_TOKEN=[…] from the environment" is a fact worth keeping.
+    r"|(?i:\b(?:api[ _-]?key|token|secret))\s*(?:is|=|:)\s*(?!\[REDACTED)\S{4,}"
+    r"|(?:密钥|令牌)\s*(?:是|为|=|:|：)\s*(?!\[REDACTED)\S{4,}"
+    r"|(?i:\b(?:api[_-]?key|token|password|secret|密钥|密码))\s*[=:：是]\s*\[REDACTED:[a-z0-9_]+\]"
+    r"\s*\W*$"
+)
+
+
+def _host(text: str) -> str:
+    """The host of the first URL in ``text`` (a title when nothing else is left)."""
+    m = re.search(r"https?://([^/\s]+)", text)
+    return m.group(1) if m else ""
+
+
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("```", "~~~")):
             return _shorten(line, 200)
     return ""
+
+
+# -- supersession: a fact that changed ----------------------------------------------------
+
+_INDEX_LINE = re.compile(
+    r"^-\s+(?:(?P<level>project|user):\s+)?\[(?P<type>[a-z_]+)\]\s+(?P<about>.*?)"
+    r"(?:\s+\[[^\]]*\])*\s+\((?P<file>[^()\s/\\]+\.md)\)\s*$"
+)
+# Words that say a fact is no longer true: the new note replaces the old one.
+_CHANGED = re.compile(
+    r"\b(?:switched|moved|migrated|bumped|upgraded|changed|replaced|renamed|no longer|instead"
+    r"|out of date|outdated|not any ?more|now)\b"
+    r"|换成|改成|改为|迁到|迁移到|升级到|切到|不再|过时|下线|已经|现在|不用"
+)
+# Things of one kind: naming one of them is about the same topic as naming another.
+_KINDRED = [
+    {"npm", "pnpm", "yarn", "bun"},
+    {"jenkins", "actions", "gitlab", "circleci", "travis", "buildkite"},
+    {"pytest", "unittest", "nose"},
+    {"black", "ruff", "yapf", "autopep8"},
+    {"requests", "httpx", "aiohttp"},
+    {"moment", "dayjs", "date-fns", "luxon"},
+    {"rabbitmq", "kafka", "sqs", "nats"},
+    {"mysql", "postgres", "postgresql", "sqlite"},
+    {"english", "chinese", "japanese", "german", "french", "英文", "中文", "英语", "汉语"},
+    {"logging", "structlog", "loguru"},
+    {"docker", "podman"},
+    {"makefile", "justfile"},
+]
+_STOP = {
+    "the",
+    "a",
+    "an",
+    "is",
+    "are",
+    "to",
+    "on",
+    "in",
+    "of",
+    "for",
+    "and",
+    "or",
+    "we",
+    "our",
+    "use",
+    "uses",
+    "used",
+    "with",
+    "from",
+    "it",
+    "this",
+    "that",
+    "be",
+    "not",
+    "no",
+    "now",
+    "run",
+    "runs",
+    "note",
+    "as",
+    "at",
+    "by",
+    "all",
+    "always",
+    "never",
+    "one",
+}
+_WORD = re.compile(r"[a-z0-9][a-z0-9.+-]*[a-z0-9]|[a-z0-9]")
+_HAN = re.compile(r"[\u4e00-\u9fff]+")
+
+
+def _topic(text: str) -> set[str]:
+    """The words a note is about: Latin words, Chinese character pairs, and kinds of tool."""
+    low = text.lower()
+    words = {w for w in _WORD.findall(low) if w not in _STOP and (len(w) > 1 or w.isdigit())}
+    for run in _HAN.findall(low):
+        words.update(run[i : i + 2] for i in range(len(run) - 1))
+    for group, members in enumerate(_KINDRED):
+        if words & members or any(m in low for m in members if not m.isascii()):
+            words.add(f"kind:{group}")
+    return words
+
+
+def _existing(request: ExtractionRequest) -> list[tuple[str, str, str]]:
+    """``(level, filename, title and summary)`` of the notes the request shows."""
+    out: list[tuple[str, str, str]] = []
+    views = (request.project_index, "project"), (request.user_index, "user"), (request.related, "")
+    for view, level in views:
+        for line in view.splitlines():
+            m = _INDEX_LINE.match(line.strip())
+            if m:
+                out.append((m.group("level") or level, m.group("file"), m.group("about")))
+    return out
+
+
+def _replaces(op: dict[str, object], existing: list[tuple[str, str, str]]) -> str | None:
+    """The existing note a capture replaces: same store, same topic, and said to have changed."""
+    text = f"{op['title']} {op['content']}"
+    if op["type"] != NoteType.CORRECTION_FEEDBACK.value and not _CHANGED.search(text.lower()):
+        return None
+    new = _topic(str(op["content"]).split("\n\nIn reply to the assistant:")[0])
+    best, best_score = None, 0
+    for level, filename, about in existing:
+        if level != op["level"]:
+            continue
+        shared = new & _topic(about)
+        score = sum(2 if w.startswith("kind:") else 1 for w in shared)
+        if score > best_score:
+            best, best_score = filename, score
+    return best if best_score >= 2 else None
 
 
 class OfflineProvider:
@@ -336,7 +556,7 @@ class OfflineProvider:
 
     def extract(self, request: ExtractionRequest) -> list[object]:
         """Return one ``create`` operation per explicit request in the turn; ``[]`` if none."""
-        ops: list[object] = []
+        ops: list[dict[str, object]] = []
         seen: set[tuple[str, str, str]] = set()
         previous: Message | None = None
         for message in request.messages:
@@ -345,10 +565,15 @@ class OfflineProvider:
                     key = (op["type"], op["level"], " ".join(op["content"].split()).casefold())
                     if key not in seen and len(ops) < _MAX_CAPTURES:
                         seen.add(key)
-                        ops.append(op)
+                        ops.append(dict(op))
             elif message.role == "assistant":
                 previous = message
-        return ops
+        existing = _existing(request)
+        for made in ops:
+            replaced = _replaces(made, existing)
+            if replaced:
+                made["supersedes"] = [replaced]
+        return list(ops)
 
     def _capture(self, text: str, previous: Message | None) -> list[dict[str, str]]:
         mask = _mask(text)
@@ -363,7 +588,7 @@ class OfflineProvider:
             masked, original = mask[start:end], text[start:end]
             if _QUESTION.search(masked):
                 continue
-            found = _classify(masked)
+            found = _classify(masked) or _fact(masked, original)
             if found is None:
                 continue
             kind, m, strict = found
@@ -378,9 +603,13 @@ class OfflineProvider:
                 rest = " ".join(text[s:e] for s, e, _ in after)
                 content = "\n".join([content, *(text[s:e] for s, e, _ in after)])
                 taken = index + 1 + len(after)
-            if strict and not _CORRECTIVE.search(rest.lower()):
+            if strict and (
+                _REFUSAL.match(rest.lower())
+                or not (_CORRECTIVE.search(rest.lower()) or _PROJECT_CUES.search(rest.lower()))
+                or len(rest.split()) < 3
+            ):
                 continue
-            if _only_secrets(rest):
+            if _CREDENTIAL.search(rest) or _only_secrets(rest):
                 continue
             if kind is NoteType.PROJECT_KNOWLEDGE:
                 if _URL.search(rest) or _DOC_POINTER.search(rest.lower()):
@@ -397,7 +626,7 @@ class OfflineProvider:
                     "action": "create",
                     "level": level.value,
                     "type": kind.value,
-                    "title": _title(rest) or _title(original),
+                    "title": _title(rest) or _title(original) or _title(_host(rest)),
                     "summary": _summary(rest, text[first:end]),
                     "content": content,
                 }

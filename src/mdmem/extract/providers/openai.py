@@ -1,7 +1,7 @@
 """The OpenAI-compatible provider: one Chat Completions call per turn.
 
 For OpenAI itself and for local or hosted servers that speak its API (Ollama,
-LM Studio, vLLM, llama.cpp's server). Needs ``pip install "mdmem[openai]"``;
+LM Studio, vLLM, llama.cpp's server). Needs mdmem's ``openai`` extra;
 the ``openai`` SDK is imported when the first turn is processed.
 
 Configuration, from the environment:
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MODEL", "MODES", "OpenAIProvider"]
 
-DEFAULT_MODEL = "gpt-4o-mini"
+#: OpenAI's current small model, as the SDK's ChatModel list names it (gpt-4o-mini, the
+#: default before, is a legacy model there): extraction is a short, cheap, structured job.
+DEFAULT_MODEL = "gpt-5.4-mini"
 MODES = ("tools", "json_schema", "text")
 _RETRYABLE_STATUS = {408, 409, 429}
 _UNSUPPORTED = ("tool", "function", "response_format", "json_schema", "schema", "not support")
@@ -89,8 +91,10 @@ class OpenAIProvider:
             try:
                 import openai
             except ImportError:
+                from mdmem._install import extra_hint
+
                 raise ProviderError(
-                    "the openai provider needs the openai SDK: pip install 'mdmem[openai]'",
+                    f"the openai provider needs mdmem's openai extra: {extra_hint('openai')}",
                     retryable=False,
                 ) from None
             if self.api_key is None and self.base_url is None:

@@ -1,0 +1,448 @@
+"""Benchmark the paths a user walks, each against its floor, at 1,000 and 10,000 notes.
+
+The project store holds N notes and the user store N/10 (both generated once,
+as ``bench_scale.py`` makes them, and cached under ``--cache``). Measured at
+each size, interleaved round by round with the floors (``python -c pass``; one
+durable write: a temporary file, ``fsync``, ``rename``; a raw FTS5 query of
+the recall index in a fresh process):
+
+- ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin;
+- ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
+  as processes;
+- in process: a single-op create and delete, and a Manager turn that writes 3
+  creates (one in the user store, one a ``correction_feedback``) after a user's
+  correction, with a zero-latency provider;
+- an in-place, same-size hand edit of a note, then the next ``mdmem search``:
+  its time, and whether it found the edited word;
+- fsync + fdatasync calls, as ``strace -f -c -e trace=fsync,fdatasync`` counts
+  them (real system calls: SQLite's are included), of each read command right
+  after a write through mdmem, and again once settled.
+
+    python benchmarks/bench_paths.py                 # 1,000 and 10,000 notes
+    python benchmarks/bench_paths.py --quick         # fewer rounds
+    python benchmarks/bench_paths.py --large         # 100,000 notes (long)
+
+Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
+``--label`` for a before/after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from _util import Summary, fmt_ms, fmt_ratio, interleaved, machine_rows, table
+from bench_scale import generate
+
+from mdmem import Manager, Store
+from mdmem._kinds import Level
+
+PROMPTS = [
+    "how do we deploy the release branch?",
+    "why does the cache index time out in review?",
+    "what is the retry budget of the queue worker?",
+    "which lint and format config does the server use?",
+    "构建 缓存 的 配置 在哪里?",
+]
+
+#: A turn in which the user corrects what the assistant said.
+TURN = [
+    {"role": "user", "content": "How long is the deploy cache kept?"},
+    {
+        "role": "assistant",
+        "content": "The deploy cache is kept for a week and the release branch clears it.",
+    },
+    {
+        "role": "user",
+        "content": "No, it's a day, not a week: the worker clears the deploy cache nightly.",
+    },
+]
+
+
+class Correcting:
+    """A provider that answers at once with 3 creates: a project note, a user note and
+    a correction_feedback note."""
+
+    name = "zero"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def extract(self, request: object) -> str:
+        self.n += 1
+        tag = f"{os.getpid()}-{self.n}"
+        ops = [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": f"Deploy cache lifetime {tag}",
+                "content": "The worker clears the deploy cache nightly.",
+            },
+            {
+                "action": "create",
+                "level": "user",
+                "type": "user_preference",
+                "title": f"Answers about caches {tag}",
+                "content": "Check the worker's schedule before saying how long a cache lives.",
+            },
+            {
+                "action": "create",
+                "level": "project",
+                "type": "correction_feedback",
+                "title": f"Deploy cache is a day {tag}",
+                "content": "The deploy cache is kept a day, not a week.",
+            },
+        ]
+        return json.dumps(ops)
+
+
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    start = time.perf_counter()
+    proc = subprocess.Popen(job["argv"], env=job["env"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, _ = proc.communicate(job.get("stdin", "").encode())
+    took = time.perf_counter() - start
+    print(json.dumps([took, proc.returncode, out.decode(errors="replace")[-20000:]]), flush=True)
+"""
+
+
+class Launcher:
+    """Starts the measured processes from a small process of its own (not forked from
+    this one, which holds stores in memory)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(
+        self, argv: list[str], env: dict[str, str], stdin: str = "", check: bool = True
+    ) -> tuple[float, str]:
+        """Run a process to its end: (seconds, its output)."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "stdin": stdin}) + "\n")
+        self._proc.stdin.flush()
+        took, code, out = json.loads(self._proc.stdout.readline())
+        if check and code != 0:
+            raise RuntimeError(f"{argv} failed with {code}")
+        return float(took), str(out)
+
+
+def durable_write(directory: str, data: bytes) -> float:
+    """The floor of a write: a temporary file, fsync, rename (and fsync of the directory)."""
+    path = os.path.join(directory, "floor.md")
+    start = time.perf_counter()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start
+
+
+_FTS = (
+    "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]);"
+    ' db.execute("SELECT rowid FROM fts WHERE fts MATCH ? LIMIT 8", (sys.argv[2],)).fetchall()'
+)
+
+
+def syncs(argv: list[str], env: dict[str, str], stdin: str = "") -> int:
+    """fsync + fdatasync calls of a process and its children, as strace counts them."""
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        subprocess.run(
+            ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name, *argv],
+            env=env,
+            input=stdin.encode(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
+        total = 0
+        for line in out.read().splitlines():
+            cells = line.split()
+            if cells and cells[-1] in ("fsync", "fdatasync"):
+                total += int(cells[3])
+        return total
+
+
+def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: Launcher) -> dict:
+    ws = generate(args.cache, size)
+    root = os.path.join(ws, ".PseudoClaude", "memory")
+    user = os.path.join(
+        generate(os.path.join(args.cache, "user"), max(size // 10, 1)), ".PseudoClaude", "memory"
+    )
+    env = {**env, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
+    os.environ.update({"MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"})
+    store = Store(root, Level.PROJECT)
+    ustore = Store(user, Level.USER)
+    py = sys.executable
+    mdmem = [py, "-m", "mdmem"]
+    print(f"  [{size}] settling", file=sys.stderr, flush=True)
+    for _ in range(2):
+        run.run([*mdmem, "search", "deploy cache"], env)
+    time.sleep(1.1)
+    run.run([*mdmem, "search", "deploy cache"], env)
+    from mdmem.recall.index import Index
+
+    fts_path = Index(store).path
+    floor_dir = tempfile.mkdtemp(dir=os.path.dirname(root))
+    data = b"x" * 1200
+    rounds = {"pass": 0}
+    hook_json = json.dumps(
+        {
+            "session_id": "bench-paths",
+            "transcript_path": os.path.join(ws, "transcript.jsonl"),
+            "cwd": ws,
+            "permission_mode": "default",
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": PROMPTS[0],
+        }
+    )
+
+    def proc(argv: list[str], stdin: str = "") -> float:
+        # doctor exits 1 when it reports a problem (the generated notes are old: stale).
+        return run.run(argv, env, stdin, check=argv[-1] != "doctor")[0]
+
+    def prompt() -> str:
+        rounds["pass"] += 1
+        return PROMPTS[rounds["pass"] % len(PROMPTS)]
+
+    def hook() -> float:
+        payload = json.loads(hook_json)
+        payload["prompt"] = prompt()
+        payload["session_id"] = f"bench-{rounds['pass']}"
+        return proc([*mdmem, "hook", "user-prompt-submit"], json.dumps(payload))
+
+    def add() -> float:
+        took = proc([*mdmem, "add", "--title", f"Added {rounds['pass']}", "Added by the bench."])
+        rounds["pass"] += 1
+        return took
+
+    def op(kind: str) -> float:
+        name = "project_knowledge_bench-paths-op.md"
+        create = {
+            "action": "create",
+            "level": "project",
+            "type": "project_knowledge",
+            "filename": name,
+            "title": "Bench paths op",
+            "content": "One op.",
+        }
+        if kind == "delete":
+            store.apply([create])
+            start = time.perf_counter()
+            store.apply([{"action": "delete", "level": "project", "filename": name}])
+            return time.perf_counter() - start
+        start = time.perf_counter()
+        store.apply([create])
+        took = time.perf_counter() - start
+        store.apply([{"action": "delete", "level": "project", "filename": name}])
+        return took
+
+    print(f"  [{size}] processes", file=sys.stderr, flush=True)
+    repeat = args.repeat
+    samples = (
+        {}
+        if args.edits_only
+        else interleaved(
+            {
+                "pass": lambda: proc([py, "-c", "pass"]),
+                "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                "durable": lambda: durable_write(floor_dir, data),
+                "hook": hook,
+                "index": lambda: proc([*mdmem, "index"]),
+                "search": lambda: proc([*mdmem, "search", prompt()]),
+                "recall": lambda: proc([*mdmem, "recall", prompt()]),
+                "create": lambda: op("create"),
+                "delete": lambda: op("delete"),
+                "add": add,
+                "stats": lambda: proc([*mdmem, "stats"]),
+                "doctor": lambda: proc([*mdmem, "doctor"]),
+            },
+            repeat,
+            rounds={"doctor": max(2, repeat // 3), "stats": max(2, repeat // 3)},
+            label=f"{size} processes",
+        )
+    )
+    # Remove what `mdmem add` wrote.
+    added = [n for n in os.listdir(root) if n.startswith("project_knowledge_added-")]
+    if added:
+        store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
+
+    print(f"  [{size}] turns", file=sys.stderr, flush=True)
+    provider = Correcting()
+    turn_times: list[float] = []
+    with Manager(ws, user_dir=user, provider=provider, resume=False) as mgr:
+
+        def turn() -> float:
+            start = time.perf_counter()
+            result = mgr.update_async(TURN).result()
+            took = time.perf_counter() - start
+            for st, applied in ((store, result.project.applied), (ustore, result.user.applied)):
+                if applied:
+                    st.apply(
+                        [
+                            {"action": "delete", "level": st.level.value, "filename": a.filename}
+                            for a in applied
+                        ]
+                    )
+            return took
+
+        if not args.edits_only:
+            turn()  # untimed: builds what the first turn of a session builds
+            turn_times = interleaved({"turn": turn}, max(3, repeat // 2))["turn"]
+
+    # An in-place, same-size hand edit, then the next search: its time and whether it saw it.
+    print(f"  [{size}] hand edits", file=sys.stderr, flush=True)
+    names = sorted(n for n in os.listdir(root) if n.startswith("project_knowledge_n"))
+    seen = 0
+    edit_times: list[float] = []
+    edits = max(3, repeat // 3)
+    for k in range(edits):
+        path = os.path.join(root, names[k * 7])
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        word = f"zq{k:03d}xw"  # as long as "review"... kept to the same byte size below
+        body_at = text.index("\n---\n") + 5 if "\n---\n" in text else len(text) // 2
+        new = text[:body_at] + word + " " + text[body_at + len(word) + 1 :]
+        assert len(new.encode()) == len(text.encode())
+        with open(path, "r+", encoding="utf-8") as f:  # in place: same inode, same size
+            f.write(new)
+        took, out = run.run([*mdmem, "search", word, "--json"], env)
+        edit_times.append(took)
+        seen += names[k * 7] in out
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    counts: dict[str, tuple[int, int]] = {}
+    if shutil.which("strace") and not args.edits_only:
+        print(f"  [{size}] syscalls", file=sys.stderr, flush=True)
+        reads = {
+            "index": ([*mdmem, "index"], ""),
+            "search": ([*mdmem, "search", "deploy cache"], ""),
+            "recall": ([*mdmem, "recall", "deploy cache"], ""),
+            "hook user-prompt-submit": ([*mdmem, "hook", "user-prompt-submit"], hook_json),
+            "hook session-start": ([*mdmem, "hook", "session-start"], ""),
+        }
+        for name, (argv, stdin) in reads.items():
+            op("create")  # a write through mdmem, then the read
+            after = syncs(argv, env, stdin)
+            settled = syncs(argv, env, stdin)
+            counts[name] = (after, settled)
+    shutil.rmtree(floor_dir, ignore_errors=True)
+    return {
+        **samples,
+        "turn": turn_times,
+        "edit": edit_times,
+        "seen": (seen, edits),
+        "syncs": counts,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,10000", help="comma-separated note counts")
+    parser.add_argument("--large", action="store_true", help="100,000 notes, fewer rounds")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--repeat", type=int, default=None, help="rounds per case")
+    parser.add_argument(
+        "--cache",
+        default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
+        help="where generated stores are kept between runs (shared with bench_scale.py)",
+    )
+    parser.add_argument("--label", default="current", help="names this code version's state")
+    parser.add_argument(
+        "--edits-only", action="store_true", help="only whether in-place hand edits are seen"
+    )
+    args = parser.parse_args()
+    if args.large:
+        args.sizes = "100000"
+    args.repeat = args.repeat or (3 if args.large else 5 if args.quick else 11)
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
+    os.makedirs(args.cache, exist_ok=True)
+    os.environ["MDMEM_STATE_DIR"] = os.path.join(args.cache, f"state-paths-{args.label}")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    import compileall
+
+    import mdmem
+
+    compileall.compile_dir(os.path.dirname(mdmem.__file__), quiet=1)
+    run = Launcher()
+    results = {size: bench_size(size, args, env, run) for size in sizes}
+
+    def med(xs: list[float]) -> float:
+        return Summary.of(xs).median
+
+    if args.edits_only:
+        for size, r in results.items():
+            seen, edits = r["seen"]
+            print(f"{size:,} notes: {seen} of {edits} in-place edits found by the next search")
+        return
+    rows = []
+    paths = [
+        ("hook user-prompt-submit", "hook", "pass"),
+        ("hook user-prompt-submit", "hook", "fts"),
+        ("mdmem index", "index", "pass"),
+        ("mdmem search", "search", "pass"),
+        ("mdmem recall", "recall", "pass"),
+        ("mdmem add", "add", "pass"),
+        ("mdmem stats", "stats", "pass"),
+        ("mdmem doctor", "doctor", "pass"),
+        ("single-op create", "create", "durable"),
+        ("single-op delete", "delete", "durable"),
+        ("turn: 3 creates, a correction, both stores", "turn", "durable"),
+        ("search after an in-place hand edit", "edit", "pass"),
+    ]
+    floors = {"pass": "`python -c pass`", "fts": "raw FTS5 query", "durable": "one durable write"}
+    for label, key, floor in paths:
+        row = [label, floors[floor]]
+        for size in sizes:
+            r = results[size]
+            t, f = med(r[key]), med(r[floor])
+            row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
+        rows.append(row)
+    rows.append(
+        [
+            "in-place hand edit found by the next search",
+            "every one",
+            *[f"{results[s]['seen'][0]} of {results[s]['seen'][1]}" for s in sizes],
+        ]
+    )
+    for name in ("pass", "fts", "durable"):
+        rows.append(
+            [f"floor: {floors[name]}", "", *[f"{fmt_ms(med(results[s][name]))} ms" for s in sizes]]
+        )
+    print("### The paths a user walks (median, and its ratio to the floor)\n")
+    print(table(["path", "floor", *[f"{s:,} notes" for s in sizes]], rows))
+    sync_rows = []
+    for name in results[sizes[0]]["syncs"]:
+        sync_rows.append([name, *["{} / {}".format(*results[s]["syncs"][name]) for s in sizes]])
+    if sync_rows:
+        print("\n### fsync + fdatasync per read (strace -f -c): right after a write / settled\n")
+        print(table(["read", *[f"{s:,} notes" for s in sizes]], sync_rows))
+    print("\n### Machine\n")
+    print(table(["", ""], machine_rows(args.cache)))
+
+
+if __name__ == "__main__":
+    main()
