@@ -284,7 +284,6 @@ class Store:
         catalog last recorded them: for a caller that checks each one it uses
         against the file anyway (dedupe inside a write).
         """
-        from mdmem.store.note import IndexEntry
 
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
@@ -297,16 +296,7 @@ class Store:
                 self._cat().rollback()
         source = rows if rows is not None else self._rows(offset, limit)
         for name, e in source:
-            yield IndexEntry(
-                filename=name,
-                type=str(e["type"]),
-                title=str(e["title"]),
-                summary=str(e["summary"]),
-                updated=e.get("updated"),  # type: ignore[arg-type]
-                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-                expires=e.get("expires"),  # type: ignore[arg-type]
-                superseded_by=superseded.get(name),
-            )
+            yield _index_entry(name, e, superseded)
 
     def query(
         self,
@@ -329,7 +319,6 @@ class Store:
         Raises:
             ValueError: an unknown ``order``, or a negative ``offset`` or ``limit``.
         """
-        from mdmem.store.note import IndexEntry
 
         if order not in _catalog.ORDERS or offset < 0 or limit < 0:
             raise ValueError(f"order {order!r}, offset {offset}, limit {limit}")
@@ -342,19 +331,7 @@ class Store:
             superseded = self._superseded(cat)
             if overlay:
                 cat.rollback()
-        return total, [
-            IndexEntry(
-                filename=name,
-                type=str(e["type"]),
-                title=str(e["title"]),
-                summary=str(e["summary"]),
-                updated=e.get("updated"),  # type: ignore[arg-type]
-                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-                expires=e.get("expires"),  # type: ignore[arg-type]
-                superseded_by=superseded.get(name),
-            )
-            for name, e in rows
-        ]
+        return total, [_index_entry(name, e, superseded) for name, e in rows]
 
     def order_keys(
         self,
@@ -1710,3 +1687,19 @@ def __getattr__(name: str) -> object:
 
         return getattr(results, name)
     raise AttributeError(f"module 'mdmem.store.store' has no attribute {name!r}")
+
+
+def _index_entry(name: str, e: Mapping[str, object], superseded: Mapping[str, str]) -> IndexEntry:
+    """A catalog row as the index entry the store hands out."""
+    from mdmem.store.note import IndexEntry
+
+    return IndexEntry(
+        filename=name,
+        type=str(e["type"]),
+        title=str(e["title"]),
+        summary=str(e["summary"]),
+        updated=e.get("updated"),  # type: ignore[arg-type]
+        supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
+        expires=e.get("expires"),  # type: ignore[arg-type]
+        superseded_by=superseded.get(name),
+    )
