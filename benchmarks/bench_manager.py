@@ -17,7 +17,7 @@ pointed at one too, no network: the fake API listens on 127.0.0.1):
    ``tool_result`` blocks, some long), the durable journal write included. The
    provider blocks until released, so the worker sits idle and does not compete
    with the caller. Baseline, call by call in the same loop: one
-   ``mdmem.store._fs.atomic_write`` (durable, private) of the same number of bytes as
+   ``mdmem.store.files.atomic_write`` (durable, private) of the same number of bytes as
    the journal record. Then where the time goes: each step timed alone, and
    ``cProfile``.
 2. A whole turn to disk with a zero-latency model: ``update_async`` then
@@ -56,7 +56,7 @@ from mdmem import Level, Manager, Store
 from mdmem.extract import prompt as prompt_
 from mdmem.extract import turn as turn_
 from mdmem.manager._journal import _dump as dump_turn
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import Note
 from mdmem.store.paths import INDEX_NAME, slugify
 
@@ -337,7 +337,7 @@ def count_syscalls() -> Iterator[dict[str, int]]:
     """Count ``os.fsync`` and ``os.replace`` calls in every thread while inside.
 
     An fsync is also counted under ``fsync by <caller>``: the function that
-    called ``_fs.atomic_write`` or ``_fs.fsync_dir``.
+    called ``files.atomic_write`` or ``files.fsync_dir``.
     """
     counts = {"fsync": 0, "replace": 0}
     real_fsync, real_replace = os.fsync, os.replace
@@ -371,13 +371,13 @@ class Writer:
     """Durable private atomic writes of ``payload`` to new files in ``folder``: the baseline."""
 
     def __init__(self, folder: str, payload: bytes) -> None:
-        _fs.ensure_dir(folder, private=True)
+        files.ensure_dir(folder, private=True)
         self.folder, self.payload, self.count = folder, payload, 0
 
     def __call__(self, *, durable: bool = True) -> None:
         self.count += 1
         path = os.path.join(self.folder, f"{self.count}.json")
-        _fs.atomic_write(path, self.payload, private=True, durable=durable)
+        files.atomic_write(path, self.payload, private=True, durable=durable)
 
 
 def journal_bytes(manager: Manager, turn: list[dict[str, Any]]) -> bytes:
@@ -586,7 +586,7 @@ def bench_parts(base: str, calls: int) -> str:
             "state-dir checks (ensure_state_dir, Journal.open)",
             cum("_catalog.py", "ensure_state_dir") + cum("_journal.py", "open"),
         ),
-        ("journal write (_fs.atomic_write)", cum("_fs.py", "atomic_write")),
+        ("journal write (files.atomic_write)", cum("files.py", "atomic_write")),
         ("  of which os.fsync", cum("~", "posix.fsync>", own=True)),
         ("  of which os.open (O_CREAT of the temp file)", cum("~", "posix.open>", own=True)),
         ("  of which os.replace", cum("~", "posix.replace>", own=True)),
@@ -760,7 +760,7 @@ def bench_turns(base: str, repeat: int) -> str:
             k = next(seq)
             start = time.perf_counter()
             for i, data in enumerate(blobs):
-                _fs.atomic_write(os.path.join(folder, f"{k}-{i}.md"), data)
+                files.atomic_write(os.path.join(folder, f"{k}-{i}.md"), data)
             return time.perf_counter() - start
 
         label_base = f"baseline: {len(blobs)} plain atomic writes (journal, notes, 2 MEMORY.md)"

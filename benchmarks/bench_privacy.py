@@ -25,8 +25,8 @@ import string
 import time
 from collections.abc import Callable
 
-from mdmem.extract.privacy import Redactor
 from mdmem.extract.turn import TurnLimits, from_messages
+from mdmem.privacy import Redactor
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:

@@ -13,7 +13,7 @@ version keeps its own derived state there (``--label``). Measured at each size,
 interleaved round by round with its floor:
 
 - single-op ``apply``: create, update, delete; floor: one durable note write
-  (``mdmem.store._fs.atomic_write``), and the fsyncs each operation made;
+  (``mdmem.store.files.atomic_write``), and the fsyncs each operation made;
 - a Manager turn with 3 creates and a zero-latency provider (``update_async``
   to its result), with its fsyncs;
 - ``mdmem index`` and ``mdmem list`` as processes on a settled store, against
@@ -43,7 +43,7 @@ from _util import Summary, fmt_ms, fmt_ratio, interleaved, machine_rows, table
 
 from mdmem import Manager, Store
 from mdmem._kinds import Level, NoteType
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import Note, render
 
 WORDS = [
@@ -132,7 +132,7 @@ def generate(cache: str, size: int) -> str:
     for i in range(size):
         note = make_note(rng, i, when)
         path = os.path.join(root, note.filename)
-        _fs.atomic_write(path, render(note).encode("utf-8"), durable=False)
+        files.atomic_write(path, render(note).encode("utf-8"), durable=False)
         os.utime(path, (past, past))
         if i % 10_000 == 0 and i:
             print(f"  generating {size}: {i}", file=sys.stderr, flush=True)
@@ -309,7 +309,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
     def floor() -> float:
         path = os.path.join(floor_dir, "probe.md")
         start = time.perf_counter()
-        _fs.atomic_write(path, data)
+        files.atomic_write(path, data)
         took = time.perf_counter() - start
         os.unlink(path)
         return took

@@ -12,7 +12,7 @@ What is measured (each store in its own fresh temporary directory):
 
 - creates: N notes written through ``Store.apply``, as one batch of N
   operations and as N calls of one operation, against plain atomic writes of
-  the very same bytes (``mdmem.store.note.render`` + ``mdmem.store._fs.atomic_write``);
+  the very same bytes (``mdmem.store.note.render`` + ``mdmem.store.files.atomic_write``);
 - ``load_index()`` at each size: cold (no ``.mdmem/`` derived state, every note
   parsed), warm (settled derived state: the fingerprint path, a stat pass and
   no YAML), warm without the fingerprint (the catalog path), and warm after a
@@ -50,7 +50,7 @@ from _util import (
 
 from mdmem._kinds import Level, NoteType
 from mdmem.store import _catalog
-from mdmem.store._fs import atomic_write
+from mdmem.store.files import atomic_write
 from mdmem.store.note import Note, index_line, render
 from mdmem.store.paths import INDEX_NAME, slugify, state_dir
 from mdmem.store.store import Store

@@ -174,7 +174,7 @@ def bench_stale(tmp: str, files: int, notes: int, repeat: int) -> str:
         return timed(lambda: prompt_index(store))
 
     def session_start_no_marks() -> float:
-        path = os.path.join(stale.state_dir(store.path), stale.MARKS)
+        path = store.state.stale_marks
         os.rename(path, path + ".off")
         try:
             return timed(lambda: prompt_index(store))

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from mdmem import Store
 
 # Property tests touch real files; keep them deterministic and bounded on a 2-core machine.
 settings.register_profile(
@@ -25,40 +30,34 @@ SRC = ROOT / "src"
 pytest_plugins = ["fake_anthropic", "fake_openai"]
 
 
+#: Every variable with one of these prefixes is cleared before each test: a developer's own
+#: settings (a state folder, a model, an API key, an XDG folder) must never reach a test.
+CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_")
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test touches the real home, the real user store or a real API."""
+    """No test touches the real home, the real state folder, the user store or a real API.
+
+    The environment is cleared by prefix (httpx's ``clean_environ``), then pointed into
+    ``tmp_path``: the home, the user store, mdmem's state folder and this process's
+    temporary folder (so state machines that make their own folders with ``tempfile``
+    stay inside too).
+    """
+    for name in list(os.environ):
+        if name.startswith(CLEARED_PREFIXES) or name in ("VISUAL", "EDITOR"):
+            monkeypatch.delenv(name)
+    # All under one folder (tests that list tmp_path leave "home" out): the state folder is
+    # where it would be by default for this home, but named, so nothing else can move it.
     home = tmp_path / "home"
-    home.mkdir()
+    scratch = home / "tmp"
+    scratch.mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
-    for name in (
-        "MDMEM_WORKSPACE",
-        "MDMEM_MODEL",
-        "MDMEM_PROVIDER",
-        "MDMEM_REDACT_PATTERNS",
-        "MDMEM_REVIEW",
-        "MDMEM_LOCK_TIMEOUT",
-        "MDMEM_QUIET",
-        "MDMEM_VERBOSE",
-        "MDMEM_STREAM",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "VISUAL",
-        "EDITOR",
-        "MDMEM_NESTED",
-        "MDMEM_DISABLE",
-        "MDMEM_SESSION_BUDGET",
-        "MDMEM_DAILY_TOKENS",
-        "MDMEM_TURN_TOKENS",
-        "MDMEM_OPENAI_BASE_URL",
-        "MDMEM_OPENAI_MODE",
-        "MDMEM_CLAUDE_TIMEOUT",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-    ):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
+    # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
+    # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
     monkeypatch.setenv("MDMEM_EMBED", "off")
@@ -88,7 +87,7 @@ PYTHON = sys.executable
 @pytest.fixture
 def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every full listing of a store (``_catalog.Scan``) from now on, by store path."""
-    from mdmem.store import _catalog
+    from mdmem.store import _catalog, catalog
 
     listed: list[str] = []
     real = _catalog.Scan
@@ -99,6 +98,7 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             super().__init__(path)
 
     monkeypatch.setattr(_catalog, "Scan", Counting)
+    monkeypatch.setattr(catalog, "Scan", Counting)  # the face the floors above use
     return listed
 
 
@@ -107,3 +107,11 @@ def state(root: Path | str) -> Path:
     from mdmem.store.paths import state_dir
 
     return Path(state_dir(str(root)))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """An empty project store at ``tmp_path/mem``; a test file may override it."""
+    from builders import new_store
+
+    return new_store(tmp_path / "mem")

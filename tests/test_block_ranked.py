@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mdmem._kinds import Level, NoteType
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.index import fitted, prompt_block
 from mdmem.store.marks import prompt_index, ranked_index
 from mdmem.store.note import Note, render
@@ -49,7 +49,7 @@ def write_store(root: Path, count: int, seed: int, level: Level = Level.PROJECT)
         if when is None:
             text = text.replace(f"updated: {base.isoformat()}\n", "")
         path = root / note.filename
-        _fs.atomic_write(str(path), text.encode(), durable=False)
+        files.atomic_write(str(path), text.encode(), durable=False)
         os.utime(path, (past, past))
     return Store(root, level)
 

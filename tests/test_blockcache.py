@@ -43,7 +43,7 @@ def served_from_cache(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         raise AssertionError("the cached block must be served without reading the stores")
 
     with monkeypatch.context() as m:
-        m.setattr("mdmem.cli._fastpath.prompt_index", boom)
+        m.setattr("mdmem.store.index.prompt_block", boom)  # what the cache would compute
         return index_text(str(workspace), None, "all", False)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import mdmem
 from conftest import PYTHON, ROOT, SRC, python_env
+from mdmem import Level, Store
 from mdmem.store.index import PREAMBLE
 
 PACKAGE = SRC / "mdmem"
@@ -50,6 +51,7 @@ FLOORS = {
     "mdmem._json": 0,
     "mdmem._kinds": 0,
     "mdmem._lines": 0,
+    "mdmem.privacy": 0,  # redaction: store and extract both use it, and it imports nothing
     "mdmem._install": 0,
     "mdmem.extract": 1,
     "mdmem.store": 2,
@@ -115,10 +117,20 @@ def test_every_module_has_a_floor() -> None:
         assert floor(name), name
 
 
+#: Imports up the floors, each with its reason.
+UPWARD = {
+    # Store.search is DESIGN.md's public API; the recall engine reads stores only
+    # through recall/view.py's protocol, so the edge makes no circle (see test_no_circles).
+    ("mdmem.store.store", "mdmem.recall.engine"),
+}
+
+
 @pytest.mark.parametrize("module", sorted(GRAPH))
 def test_no_import_against_the_floors(module: str) -> None:
     home, level = floor(module)
     for target in GRAPH[module]:
+        if (module, target) in UPWARD:
+            continue
         target_home, target_level = floor(target)
         assert target_level < level or target_home == home, (
             f"{module} (floor {home}) imports {target} (floor {target_home})"
@@ -160,12 +172,73 @@ def test_no_circles() -> None:
     assert circles == []
 
 
+#: Imports of another package's private module, each with its reason. ``python -m mdmem``
+#: enters the CLI's fast path before the CLI's face, so that `mdmem index` never loads typer.
+PRIVATE_EXCEPTIONS = {("mdmem.__main__", "mdmem.cli._fastpath")}
+
+
+def private_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Edges into a private module (``pkg._name``) from outside ``pkg``."""
+    found = []
+    for module, targets in graph.items():
+        for target in targets:
+            package, _, leaf = target.rpartition(".")
+            if not leaf.startswith("_") or leaf.startswith("__"):
+                continue
+            inside = module == package or module.startswith(package + ".")
+            if not inside and (module, target) not in PRIVATE_EXCEPTIONS:
+                found.append(f"{module} imports {target}, private to {package}")
+    return sorted(found)
+
+
+def test_private_modules_stay_private_to_their_package() -> None:
+    """No package reaches into another package's underscore module (httpx's rule)."""
+    assert private_violations(GRAPH) == []
+
+
+def test_the_private_rule_catches_a_violation() -> None:
+    graph = {"mdmem.recall.index": {"mdmem.store._catalog", "mdmem.store.catalog"}}
+    assert private_violations(graph) == [
+        "mdmem.recall.index imports mdmem.store._catalog, private to mdmem.store"
+    ]
+    assert private_violations({"mdmem.store.store": {"mdmem.store._catalog", "mdmem._kinds"}}) == []
+
+
+def dynamic_imports(relative: str) -> list[str]:
+    """Calls that import by a computed name (``importlib.import_module``, ``__import__``)."""
+    tree = ast.parse((PACKAGE / relative).read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("import_module", "__import__"):
+                found.append(f"{relative}:{node.lineno}")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "importlib"
+            and any(a.name == "import_module" for a in node.names)
+        ):
+            found.append(f"{relative}:{node.lineno}")
+    return found
+
+
+def test_every_edge_is_an_import_statement() -> None:
+    """No import by a computed name, which no reader of the imports (this file included) sees.
+
+    The one exception is the package face's lazy table (``mdmem/__init__.py``), whose
+    targets are written out in its ``_HOMES``.
+    """
+    hidden = [hit for m in MODULES if m != "__init__.py" for hit in dynamic_imports(m)]
+    assert hidden == []
+
+
 def test_floor_rules_catch_a_violation() -> None:
     """The checks above would fail on a store module importing the Manager."""
     _, store_floor = floor("mdmem.store.store")
     _, manager_floor = floor("mdmem.manager.manager")
     assert store_floor < manager_floor
-    assert "mdmem.extract.privacy" in GRAPH["mdmem.store.store"]
+    assert "mdmem.privacy" in GRAPH["mdmem.store.store"]
 
 
 def test_every_package_says_what_it_may_import() -> None:
@@ -348,3 +421,55 @@ def test_every_public_name_imports_in_a_fresh_process() -> None:
         [PYTHON, "-c", code], env=python_env(), capture_output=True, text=True, check=True
     )
     assert proc.stdout.strip() == "Store"
+
+
+#: Modules off the fast path that keep a startup trick, with the reason.
+TRICKS_ELSEWHERE = {
+    "mdmem.store.stale": "cached_marks runs on `mdmem index` once the tree has stale marks",
+    "mdmem.extract.providers": "SessionStart's footer asks choose() which provider extracts",
+}
+
+
+def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
+    """``TYPE_CHECKING = False`` (typing costs ~6 ms) only where the fast path goes.
+
+    The fast path is what ``mdmem index`` (run here through ``cli/_fastpath.py`` on a
+    workspace with a note), ``search`` / ``recall`` and the hooks load; elsewhere a
+    module imports typing.
+    """
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    Store(ws / ".PseudoClaude" / "memory", Level.PROJECT).apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "Build",
+                "content": "Run make.",
+            }
+        ]
+    )
+    # What the hooks import lazily too: the ledger (session start's budget line), the
+    # self-spawn helper (the handover hooks start the worker), the session records
+    # and the write lock's queue (the handover hooks write under the lock), the
+    # activity log (every hook appends to it) and the prompt hook.
+    probe = (
+        "import sys\n"
+        "from mdmem.cli._fastpath import try_fast\n"
+        "try_fast(['--workspace', sys.argv[1], 'index'])\n"
+        "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
+        "import mdmem.store.ledger, mdmem._spawn, mdmem.store.sessions, mdmem.store._queue\n"
+        "import mdmem.store.activity\n"
+        "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", probe, str(ws)], env=python_env(), capture_output=True, text=True, check=True
+    ).stdout
+    fast = set(out.split())
+    tricks = {
+        module_name(m)
+        for m in MODULES
+        if "\nTYPE_CHECKING = False" in (PACKAGE / m).read_text(encoding="utf-8")
+    }
+    assert tricks - fast - set(TRICKS_ELSEWHERE) == set()

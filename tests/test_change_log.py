@@ -19,22 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import create_op as create
 from conftest import state
 from mdmem import Level, Note, NoteType, Store
 from mdmem.recall import engine, search
 from mdmem.recall.index import Index, freshness_key
 from mdmem.store import _catalog, marks
 from mdmem.store.note import render
-
-
-def create(title: str, body: str = "") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": body or f"What {title} says.",
-    }
 
 
 def hand_write(root: Path, name: str, title: str, body: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import create_op
 from mdmem import Level, Store
 from mdmem.store.dedupe import THRESHOLD, candidate, find_duplicate, note_text, similarity
 
@@ -14,15 +15,14 @@ PAIRS = json.loads((Path(__file__).parent / "fixtures" / "dedupe_pairs.json").re
 NOTES = PAIRS["notes"]
 
 
-def op(note: dict[str, str], level: str | None = None) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": level or note["level"],
-        "type": note["type"],
-        "title": note["title"],
-        "summary": note["summary"],
-        "content": note["body"],
-    }
+def op(note: dict[str, str], level: str | None = None) -> dict[str, object]:
+    return create_op(
+        note["title"],
+        note["body"],
+        level=level or note["level"],
+        type=note["type"],
+        summary=note["summary"],
+    )
 
 
 def store_for(tmp_path: Path, level: str) -> Store:

@@ -182,6 +182,46 @@ def test_every_environment_variable_is_documented() -> None:
     )
 
 
+def _architecture_rows() -> dict[str, str]:
+    """The floors table of docs/architecture.md: package cell -> whole row."""
+    rows = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows[cells[1]] = line
+    return rows
+
+
+@pytest.mark.parametrize(
+    "package", ["store", "recall", "manager", "integrations", "ui", "cli", "extract"]
+)
+def test_the_architecture_names_every_module_of_each_package(package: str) -> None:
+    row = _architecture_rows()[f"`{package}/`"]
+    folder = ROOT / "src" / "mdmem" / package
+    missing = [
+        p.stem
+        for p in sorted(folder.glob("*.py"))
+        if p.stem != "__init__" and f"`{p.stem}`" not in row
+    ]
+    assert not missing, f"docs/architecture.md's row for {package}/ does not name {missing}"
+
+
+def test_the_architecture_floors_are_the_enforced_ones() -> None:
+    from test_boundaries import FLOORS
+
+    rows = _architecture_rows()
+    for cell, line in rows.items():
+        number = int(line.strip().strip("|").split("|")[0])
+        for name in re.findall(r"`([\w.]+?)(?:/|\.py)`", cell):
+            module = "mdmem." + name
+            assert FLOORS.get(module) == number, (
+                f"{cell}: {module} is on floor {FLOORS.get(module)}"
+            )
+    assert set(FLOORS) - {"mdmem.__main__"} == {
+        "mdmem." + n for cell in rows for n in re.findall(r"`([\w.]+?)(?:/|\.py)`", cell)
+    }
+
+
 def test_every_test_docs_security_names_exists() -> None:
     """Each promise in docs/security.md names the tests that keep it: they must exist."""
     text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")

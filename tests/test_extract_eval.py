@@ -200,8 +200,8 @@ def _offline_ops(case: ev.Case) -> list[dict[str, object]]:
     """The offline provider's answer to a case, the turn redacted as the worker does it."""
     from datetime import date
 
-    from mdmem.extract.privacy import Redactor
     from mdmem.extract.providers.base import ExtractionRequest, Message
+    from mdmem.privacy import Redactor
 
     redact = Redactor([]).redact
     lines = {

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import create_op
 from mdmem import Manager
 from mdmem.cli import app
 from mdmem.manager import feedback
@@ -25,14 +26,8 @@ class Scripted:
         return self.answers.pop(0)
 
 
-def create(title: str, content: str, kind: str = "project_knowledge") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": kind,
-        "title": title,
-        "content": content,
-    }
+def create(title: str, content: str, kind: str = "project_knowledge") -> dict[str, object]:
+    return create_op(title, content, type=kind)
 
 
 MISLEADING = create("Test command", "Run the tests with `make test`.")

@@ -11,6 +11,7 @@ import anyio
 from mcp import Client
 from typer.testing import CliRunner
 
+from builders import create_op
 from mdmem import Level, Manager, Store
 from mdmem.cli import app
 from mdmem.extract.providers.base import ExtractionRequest
@@ -21,14 +22,8 @@ from mdmem.store import history
 NAME = "project_knowledge_build.md"
 
 
-def create(title: str = "Build", content: str = "Run make.") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-    }
+def create(title: str = "Build", content: str = "Run make.") -> dict[str, object]:
+    return create_op(title, content)
 
 
 def update(content: str, name: str = NAME) -> dict[str, str]:
@@ -182,7 +177,7 @@ def test_save_rename_and_an_interrupted_batch_are_recorded(workspace: Path) -> N
         writes={"a.md": b"---\ntype: project_knowledge\ntitle: A\n---\nA.\n"},
         before={"a.md": None},
     )
-    journal = Path(_txn.state_dir(store.path)) / _txn.TXN
+    journal = Path(store.state.txn)
     journal.write_text(
         json.dumps(
             {"writes": {"a.md": plan.writes["a.md"].decode()}, "deletes": {}, "before": plan.before}

@@ -25,7 +25,7 @@ from mdmem.cli import app
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, NoteExists, StoreError
 from mdmem.extract.providers.offline import OfflineProvider
 from mdmem.manager.doctor import examine
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import parse, render
 
 pytestmark = pytest.mark.timeout(20)
@@ -210,13 +210,13 @@ def test_the_safe_reader_refuses_links_fifos_and_large_files(tmp_path: Path) -> 
     (tmp_path / "big").write_bytes(b"x" * 101)
     (tmp_path / "link").symlink_to(tmp_path / "big")
     os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(_fs.TooLarge):
-        _fs.read_bytes(str(tmp_path / "big"), 100)
-    with pytest.raises(_fs.NotRegularFile):
-        _fs.read_bytes(str(tmp_path / "link"), 1000)
-    with pytest.raises(_fs.NotRegularFile):
-        _fs.read_bytes(str(tmp_path / "fifo"), 1000)
-    assert _fs.read_bytes(str(tmp_path / "big"), 101) == b"x" * 101
+    with pytest.raises(files.TooLarge):
+        files.read_bytes(str(tmp_path / "big"), 100)
+    with pytest.raises(files.NotRegularFile):
+        files.read_bytes(str(tmp_path / "link"), 1000)
+    with pytest.raises(files.NotRegularFile):
+        files.read_bytes(str(tmp_path / "fifo"), 1000)
+    assert files.read_bytes(str(tmp_path / "big"), 101) == b"x" * 101
 
 
 # -- a swap between the scan and the open --------------------------------------------------
@@ -229,7 +229,7 @@ def test_a_note_swapped_between_scan_and_open_leaks_nothing(
     outside = tmp_path / "outside.md"
     outside.write_text(f"---\ntype: project_knowledge\ntitle: {SECRET_TITLE}\n---\nx\n")
     (store.root / "victim.md").write_text(good(2))
-    real = _fs.read_bytes
+    real = files.read_bytes
 
     def swapping(path: str, limit: int) -> bytes:
         if path.endswith("victim.md") and not os.path.islink(path):
@@ -240,12 +240,12 @@ def test_a_note_swapped_between_scan_and_open_leaks_nothing(
                 os.mkfifo(path)
         return real(path, limit)
 
-    monkeypatch.setattr(_fs, "read_bytes", swapping)
+    monkeypatch.setattr(files, "read_bytes", swapping)
     index = store.load_index()
     assert SECRET_TITLE not in index
     assert "Good 1" in index
     assert SECRET_TITLE not in (store.root / "MEMORY.md").read_text()
-    monkeypatch.setattr(_fs, "read_bytes", real)
+    monkeypatch.setattr(files, "read_bytes", real)
     with pytest.raises(InvalidPath):
         store.read("victim.md")
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import create_op as _create
 from mdmem.store import _index_file
+from mdmem.store._index_file import IndexRecord
 
 NAMES = st.builds(
     lambda i, accent: f"project_knowledge_n{i:03d}{'é' if accent else ''}.md",
@@ -46,16 +48,6 @@ def test_splice_refuses_what_mdmem_did_not_write(tmp_path: Path) -> None:
     path.write_bytes(b"- a (a.md)\n- no newline at the end (b.md)")
     assert _index_file.splice(str(path), {"a.md": "- A (a.md)"}, private=False) is None
     assert path.read_bytes() == b"- a (a.md)\n- no newline at the end (b.md)"
-
-
-def _create(title: str) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": f"What {title} says.",
-    }
 
 
 def _fresh_ctime_after_a_stat(folder: Path) -> bool:
@@ -105,14 +97,14 @@ def test_memory_md_is_stamped_so_the_next_write_goes_by_its_stat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from mdmem import Level, Store
-    from mdmem.store import _catalog, _fs
+    from mdmem.store import _catalog, files
 
     store = Store(tmp_path / "mem", Level.PROJECT)
     store.apply([_create(f"Note {i}") for i in range(5)])
     index = store.root / "MEMORY.md"
     st = index.stat()
-    assert st.st_ctime_ns - st.st_mtime_ns >= _fs.STAMP_NS
-    assert _fs.stamped(st)
+    assert st.st_ctime_ns - st.st_mtime_ns >= files.STAMP_NS
+    assert files.stamped(st)
 
     real_hash = _catalog.content_hash
 
@@ -141,9 +133,9 @@ def test_memory_md_is_swapped_in_not_renamed_over(
     """The new file takes the name by exchange; the old one is unlinked, never left."""
     import os
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
-    if _fs._renameat2() is None:
+    if files._renameat2() is None:
         pytest.skip("no renameat2 here: MEMORY.md is renamed over (tested below)")
 
     def no_rename_over(*args: object) -> None:
@@ -169,7 +161,7 @@ def test_memory_md_is_swapped_in_not_renamed_over(
 
 
 def test_swap_in_falls_back_to_a_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     tmp_path = tmp_path / "store"
     tmp_path.mkdir()
@@ -177,13 +169,13 @@ def test_swap_in_falls_back_to_a_rename(tmp_path: Path, monkeypatch: pytest.Monk
     target.write_bytes(b"not ours")
     path = tmp_path / "MEMORY.md"
     path.symlink_to(target)  # a name, not followed: the link itself is replaced
-    _fs.atomic_write(str(path), b"- a (a.md)\n", derived=True)
+    files.atomic_write(str(path), b"- a (a.md)\n", derived=True)
     assert not path.is_symlink() and path.read_bytes() == b"- a (a.md)\n"
     assert target.read_bytes() == b"not ours"
     # Without renameat2 (another kernel or libc): os.replace, the same result.
-    monkeypatch.setattr(_fs, "_EXCHANGE", [None])
-    _fs.atomic_write(str(path), b"- b (b.md)\n", derived=True)
-    assert path.read_bytes() == b"- b (b.md)\n" and _fs.stamped(path.stat())
+    monkeypatch.setattr(files, "_EXCHANGE", [None])
+    files.atomic_write(str(path), b"- b (b.md)\n", derived=True)
+    assert path.read_bytes() == b"- b (b.md)\n" and files.stamped(path.stat())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md", "elsewhere"]
 
 
@@ -274,7 +266,7 @@ def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
 ) -> None:
     import os
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     path = tmp_path / "state.json"
     path.write_bytes(b"old")
@@ -287,17 +279,37 @@ def test_a_state_file_is_swapped_in_once_renameat2_is_loaded(
 
     monkeypatch.setattr(os, "replace", counting)
     # Not loaded in this process (a one-shot hook): renamed over, no ctypes import.
-    monkeypatch.setattr(_fs, "_EXCHANGE", [])
-    _fs.atomic_write(str(path), b"one", durable=False)
-    assert renames == [str(path)] and _fs._EXCHANGE == []
+    monkeypatch.setattr(files, "_EXCHANGE", [])
+    files.atomic_write(str(path), b"one", durable=False)
+    assert renames == [str(path)] and files._EXCHANGE == []
     # Loaded (MEMORY.md was written): exchanged, where the kernel can.
-    _fs._renameat2()
+    files._renameat2()
     renames.clear()
-    _fs.atomic_write(str(path), b"two", durable=False)
-    assert renames == ([] if _fs._EXCHANGE[0] is not None else [str(path)])
+    files.atomic_write(str(path), b"two", durable=False)
+    assert renames == ([] if files._EXCHANGE[0] is not None else [str(path)])
     assert path.read_bytes() == b"two"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["state.json"]
     # A durable write is always renamed (its bytes were fsynced before).
     renames.clear()
-    _fs.atomic_write(str(path), b"three")
+    files.atomic_write(str(path), b"three")
     assert renames == [str(path)] and path.read_bytes() == b"three"
+
+
+@given(
+    st.tuples(*(st.integers(0, 2**63) for _ in range(4))),
+    st.one_of(st.just("-"), st.text("0123456789abcdef", min_size=1, max_size=32)),
+    st.integers(0, 10**9),
+    st.integers(0, 2**63),
+)
+def test_the_index_record_round_trips(
+    stat: tuple[int, int, int, int], digest: str, lines: int, when: int
+) -> None:
+    record = IndexRecord(stat, digest, lines, when)
+    assert IndexRecord.parse(record.format()) == record
+    assert record.same_stat(stat) and not record.same_stat(None)
+    assert record.stat_proves(stat) == (max(stat[0], stat[3]) < when)
+
+
+@pytest.mark.parametrize("text", [None, "", "1 2 3 4 h 5", "1 2 3 4 h 5 6 7", "1 2 x 4 h 5 6"])
+def test_a_record_that_is_not_one_parses_as_none(text: str | None) -> None:
+    assert IndexRecord.parse(text) is None

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from builders import create_op as _op
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
@@ -38,16 +39,9 @@ TURN = [
 ]
 
 
-def create_op(title: str, level: str = "project", **extra: str) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": level,
-        "type": "project_knowledge" if level == "project" else "user_preference",
-        "title": title,
-        "summary": f"About {title}.",
-        "content": f"{title}: the details.",
-        **extra,
-    }
+def create_op(title: str, level: str = "project", **extra: str) -> dict[str, object]:
+    fields = {"content": f"{title}: the details.", "summary": f"About {title}.", **extra}
+    return _op(title, level=level, **fields)
 
 
 class ScriptedProvider:

@@ -14,7 +14,7 @@ from mdmem._kinds import NoteType
 from mdmem.extract import prompt
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.extract.turn import estimate_tokens
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import Note, render
 
 NOTES = 2_000
@@ -53,7 +53,7 @@ def make_store(workspace: Path) -> Path:
             created=when,
             updated=when,
         )
-        _fs.atomic_write(str(root / note.filename), render(note).encode(), durable=False)
+        files.atomic_write(str(root / note.filename), render(note).encode(), durable=False)
         os.utime(root / note.filename, (past, past))
     target = Note(
         filename=TARGET,
@@ -64,7 +64,7 @@ def make_store(workspace: Path) -> Path:
         created=when,
         updated=when,
     )
-    _fs.atomic_write(str(root / TARGET), render(target).encode(), durable=False)
+    files.atomic_write(str(root / TARGET), render(target).encode(), durable=False)
     os.utime(root / TARGET, (past, past))
     return root
 

@@ -214,7 +214,7 @@ def test_edit_keeps_the_examples_local_dev_url(tmp_path: Path) -> None:
     ],
 )
 def test_only_local_dev_defaults_stay_in_urls(url: str, kept: bool) -> None:
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     assert (redact(url) == url) is kept, redact(url)
 

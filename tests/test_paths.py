@@ -268,7 +268,10 @@ def test_discover_workspace(tmp_path: Path) -> None:
     assert discover_workspace(str(repo / "a" / "b")) == str(repo / "a")
     lonely = tmp_path / "lonely"
     lonely.mkdir()
-    assert discover_workspace(str(lonely), user_store=str(tmp_path / "u" / "m")) == str(lonely)
+    found = discover_workspace(
+        str(lonely), user_store=str(tmp_path / "u" / "m"), ceiling=str(tmp_path)
+    )
+    assert found == str(lonely)
     assert project_root(str(repo)) == str(repo / ".PseudoClaude" / "memory")
 
 
@@ -285,4 +288,14 @@ def test_home_user_store_is_not_a_workspace(tmp_path: Path) -> None:
     user_store.mkdir(parents=True)
     project = home / "code" / "proj"
     project.mkdir(parents=True)
-    assert discover_workspace(str(project), user_store=str(user_store)) == str(project)
+    found = discover_workspace(str(project), user_store=str(user_store), ceiling=str(tmp_path))
+    assert found == str(project)
+
+
+def test_the_ceiling_hides_every_marker_above_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    start = repo / "vendored" / "pkg"
+    start.mkdir(parents=True)
+    assert discover_workspace(str(start)) == str(repo)
+    assert discover_workspace(str(start), ceiling=str(repo / "vendored")) == str(start)

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from mdmem.extract import privacy
-from mdmem.extract.privacy import KINDS, Redactor, extra_patterns_from_env, redact
+from mdmem import privacy
+from mdmem.privacy import KINDS, Redactor, extra_patterns_from_env, redact
 
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 B64URL = ALNUM + "-_"

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mdmem import Level, Manager, ProviderError, Store
-from mdmem.extract import privacy
-from mdmem.extract.privacy import KINDS, Redactor, redact
+from builders import create_op
+from mdmem import Level, Manager, ProviderError, Store, privacy
+from mdmem.privacy import KINDS, Redactor, redact
 from mdmem.store.note import Note, NoteType
 
 KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABFAKEFAKEFAKE"
@@ -142,9 +142,8 @@ class Failing:
         raise ProviderError(f"cannot read {self.raw}", raw=self.raw, retryable=False)
 
 
-def create(title: str = "Plain", summary: str = "", content: str = "Body.") -> dict[str, str]:
-    op = {"action": "create", "level": "project", "type": "project_knowledge", "title": title}
-    return {**op, "summary": summary, "content": content}
+def create(title: str = "Plain", summary: str = "", content: str = "Body.") -> dict[str, object]:
+    return create_op(title, content, summary=summary)
 
 
 # Each path writes ``text`` (one secret) to disk the way mdmem does.
@@ -201,7 +200,7 @@ def rescued(ws: Path, text: str) -> None:
 
 def log_line(ws: Path, text: str) -> None:
     from mdmem.integrations.claude_code import log_to_file
-    from mdmem.store._catalog import ensure_state_dir
+    from mdmem.store.state import ensure_state_dir
 
     with Manager(ws, provider=Failing("x")):
         folder = ensure_state_dir(str(ws / ".PseudoClaude" / "memory"))
@@ -404,7 +403,7 @@ def test_a_private_block_around_a_long_tool_output_is_gone() -> None:
 
 
 def test_a_logged_traceback_is_redacted(tmp_path: Path) -> None:
-    from mdmem.extract.privacy import install_log_filter
+    from mdmem.privacy import install_log_filter
 
     install_log_filter()
     path = tmp_path / "log.txt"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mdmem import Level, Store
-from mdmem.extract.privacy import redact
+from mdmem.privacy import redact
 
 ALPHABET = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!@#$%^&*_+-="
 # A secret starts with a letter or digit: "$X", "%(x)s" and "${x}" name one, not hold one.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import create_op
 from conftest import SRC
 from mdmem import Manager
 from mdmem.cli import app
@@ -64,14 +65,8 @@ def repo(tmp_path: Path) -> Path:
     return ws
 
 
-def create(title: str, content: str = "Run `make test` before pushing.") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-    }
+def create(title: str, content: str = "Run `make test` before pushing.") -> dict[str, object]:
+    return create_op(title, content)
 
 
 def turn(text: str) -> list[dict[str, str]]:

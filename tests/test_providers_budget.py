@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import create_op
 from conftest import state
 from fake_anthropic import FakeAnthropic
 from mdmem import Manager
@@ -20,14 +21,7 @@ DAY = 86_400.0
 
 
 def op(title: str) -> dict[str, object]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "summary": f"{title}.",
-        "content": f"{title}: details.",
-    }
+    return create_op(title, f"{title}: details.", summary=f"{title}.")
 
 
 def answer(title: str, **usage: int) -> object:

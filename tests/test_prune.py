@@ -8,6 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from builders import create_op
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.manager.prune import ledger_last_use, prune
@@ -16,14 +17,7 @@ DAY = 86_400.0
 
 
 def create(title: str, **extra: object) -> dict[str, object]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": f"{title}: the details of this note.",
-        **extra,
-    }
+    return create_op(title, f"{title}: the details of this note.", **extra)
 
 
 def store_in(workspace: Path) -> Store:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import create_op as _op
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, Store
@@ -25,15 +26,8 @@ TURN = [
 ]
 
 
-def create_op(title: str, level: str = "project") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": level,
-        "type": "project_knowledge" if level == "project" else "user_preference",
-        "title": title,
-        "summary": f"About {title}.",
-        "content": f"{title}: the details.",
-    }
+def create_op(title: str, level: str = "project") -> dict[str, object]:
+    return _op(title, f"{title}: the details.", level=level, summary=f"About {title}.")
 
 
 class Scripted:

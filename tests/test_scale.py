@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from builders import create_op
 from conftest import state
 from mdmem import Level, Store
 from mdmem.recall import index as recall_index
@@ -210,13 +211,7 @@ test_derived_state = DerivedState.TestCase
 
 
 def _create(title: str) -> dict[str, object]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": "x",
-    }
+    return create_op(title, "x")
 
 
 @pytest.fixture(scope="module")

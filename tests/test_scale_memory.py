@@ -110,14 +110,14 @@ def test_a_reindex_rebuilds_memory_md_in_chunks(
     expected = (root / "MEMORY.md").read_bytes()
     (root / "MEMORY.md").write_text("# typed by hand\n", encoding="utf-8")
     written: list[object] = []
-    real = store_module._fs.atomic_write
+    real = store_module.files.atomic_write
 
     def atomic_write(path: str, data: object, **kw: bool) -> None:
         if path.endswith("MEMORY.md"):
             written.append(data)
         real(path, data, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_module._fs, "atomic_write", atomic_write)
+    monkeypatch.setattr(store_module.files, "atomic_write", atomic_write)
     report = store.reindex()
     assert report.changed and report.notes == 320
     assert (root / "MEMORY.md").read_bytes() == expected

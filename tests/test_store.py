@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import create_op
 from conftest import PYTHON, python_env, state
 from mdmem import Level, LockTimeout, NoteExists, NoteNotFound, Operation, Store
 from mdmem.store.note import parse
@@ -19,20 +20,8 @@ T0 = datetime(2026, 11, 29, 10, 12, tzinfo=timezone.utc)
 T1 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
 
 
-def create(title: str, content: str = "body", **kw: str) -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-        **kw,
-    }
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store(tmp_path / "mem", Level.PROJECT)
+def create(title: str, content: str = "body", **kw: str) -> dict[str, object]:
+    return create_op(title, content, **kw)
 
 
 def names(store: Store) -> list[str]:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from builders import create_op as create
 from mdmem import Level, Manager, Store
 from mdmem.cli import app
 from mdmem.errors import InvalidOperation
@@ -21,17 +22,6 @@ from mdmem.store.marks import dated_index, prompt_index
 from mdmem.store.operations import Create, Operation, validate
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
-
-
-def create(title: str, content: str, **extra: object) -> dict[str, object]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-        **extra,
-    }
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.recall import engine, search
 from mdmem.recall.index import Index
-from mdmem.store import _catalog, _fs
+from mdmem.store import _catalog, files
 from mdmem.store.index import prompt_block
 from mdmem.store.note import render
 from mdmem.store.paths import is_plain_name
@@ -34,7 +34,7 @@ TURN = [
 def write(root: Path, name: str, title: str, body: str) -> None:
     root.mkdir(parents=True, exist_ok=True)
     note = Note(name, NoteType.PROJECT_KNOWLEDGE, title, "", body, None, None)
-    _fs.atomic_write(str(root / name), render(note).encode("utf-8"), durable=False)
+    files.atomic_write(str(root / name), render(note).encode("utf-8"), durable=False)
 
 
 class ThreeCreates:

@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from html import unescape
 from pathlib import Path
 from urllib.parse import quote
@@ -20,6 +19,7 @@ from mdmem import Level, NoteType, Store
 from mdmem.errors import InvalidOperation
 from mdmem.store.index import merge
 from mdmem.store.workspace import resolve
+from mdmem.ui import features
 from mdmem.ui.app import create_app
 from mdmem.ui.guard import CSP, Settings
 from mdmem.ui.model import Stores, digest
@@ -695,7 +695,7 @@ class Plain(Store):
 def test_history_and_review_are_hidden_without_their_api(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "mdmem.manager.review", None)
+    monkeypatch.setitem(features._MODULES, "mdmem.manager.review", None)
     ws, _, user = resolve(str(workspace), None)
     project = Plain(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     page = Page(Stores(ws, project, user), settings())
@@ -737,7 +737,7 @@ class Versioned(Store):
 def test_history_and_review_appear_with_their_api(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "mdmem.manager.review", None)  # the store's own methods
+    monkeypatch.setitem(features._MODULES, "mdmem.manager.review", None)  # the store's own methods
     ws, _, user = resolve(str(workspace), None)
     project = Versioned(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     project.restored, project.decided = [], []

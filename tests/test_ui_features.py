@@ -2,13 +2,12 @@
 
 History, review, stale and disputed marks appear on the page only when this
 mdmem has them; here they are stood in for by a store subclass or by modules
-put in ``sys.modules`` under the names the page looks up.
+put in ``features._MODULES`` under the names the page looks up.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +134,7 @@ def review(monkeypatch: pytest.MonkeyPatch) -> Review:
             ),
         ]
     )
-    monkeypatch.setitem(sys.modules, "mdmem.manager.review", fake.module())
+    monkeypatch.setitem(features._MODULES, "mdmem.manager.review", fake.module())
     return fake
 
 
@@ -202,7 +201,7 @@ def test_stale_and_disputed_marks_from_their_modules(
     disputes.disputed = lambda store: {  # type: ignore[attr-defined]
         name: {"at": "2026-12-01", "count": 1, "reason": "the user said <no>"}
     }
-    monkeypatch.setitem(sys.modules, "mdmem.recall.disputes", disputes)
+    monkeypatch.setitem(features._MODULES, "mdmem.recall.disputes", disputes)
     html = page.get("/").text
     assert "stale: path gone: src/old.py" in html
     # A short marker in the list; the correction's words in full on the note's page.
@@ -216,7 +215,7 @@ def test_without_the_modules_nothing_is_offered(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for module in ("mdmem.manager.review", "mdmem.recall.disputes"):
-        monkeypatch.setitem(sys.modules, module, None)  # as if this mdmem had none of them
+        monkeypatch.setitem(features._MODULES, module, None)  # as if this mdmem had none of them
     _, project, _ = resolve(str(workspace), None)
     create(project, "Build")
     assert not features.has_review(project)

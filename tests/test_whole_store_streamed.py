@@ -21,7 +21,7 @@ from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
 from mdmem.manager.doctor import examine
 from mdmem.manager.stats import Rows, collect, json_chunks, split_lines
-from mdmem.store import _fs, ledger, stale
+from mdmem.store import files, ledger, stale
 from mdmem.store.index import merge
 from test_scale_memory import fill
 
@@ -273,12 +273,12 @@ def test_stale_rows_cold_warm_cut_and_unwritable_agree(
     assert stale.check(store, str(repo)) == expected  # a crash's cut: the rest checked again
     (state(store.path) / stale.CACHE).write_text(json.dumps({"version": 3, "notes": {}}))
     assert stale.check(store, str(repo)) == expected  # an older cache is not trusted
-    real = _fs.atomic_write
+    real = files.atomic_write
 
     def refuse(path: str, *args: object, **kwargs: object) -> None:
         if path.endswith(stale.ROWS):
             raise PermissionError(path)
         real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_fs, "atomic_write", refuse)
+    monkeypatch.setattr(files, "atomic_write", refuse)
     assert stale.check(store, str(repo), use_cache=False) == expected

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import create_op
 from mdmem import Level, Store
 from mdmem.store import history
 from mdmem.store.dedupe import Candidate, Duplicate, Index, candidate, near_among
@@ -36,14 +37,10 @@ def test_near_among_keeps_what_the_index_keeps(titles: list[str], query: str) ->
     assert near_among(query, reversed(found)) == index.near(query)
 
 
-def _create(title: str, content: str = "Run the whole suite before a release.") -> dict[str, str]:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": "project_knowledge",
-        "title": title,
-        "content": content,
-    }
+def _create(
+    title: str, content: str = "Run the whole suite before a release."
+) -> dict[str, object]:
+    return create_op(title, content)
 
 
 def test_a_text_that_redaction_changed_is_redacted_again(tmp_path: Path) -> None:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from mdmem.store.blockcache import cached
-from mdmem.store.index import fitted
-from mdmem.store.marks import prompt_index
+from mdmem.store.index import cached_block
 from mdmem.store.workspace import refusal, resolve
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
@@ -32,13 +30,7 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
     """The text ``mdmem index`` prints (without the final newline)."""
     ws, project, user = resolve(workspace, user_dir)
-
-    def compute() -> str:
-        project_index = prompt_index(project) if level in ("all", "project") else ""
-        user_index = prompt_index(user) if level in ("all", "user") else ""
-        return fitted(project_index, user_index, project, user)
-
-    block = cached(f"index-{level}", project.path, user.path, compute)
+    block = cached_block(project, user, level=level)
     if not as_json:
         return block
     import json
@@ -262,4 +254,17 @@ def try_fast(argv: list[str]) -> int | None:
     say_refusal(opts["workspace"], opts["user_dir"])
     if text:
         sys.stdout.write(text + "\n")
+    return 0
+
+
+def embedder_child(args: list[str]) -> int:
+    """A background embedder process (``recall/embedder.py`` starts it): ``[ROOT, LEVEL]``.
+
+    Here rather than in ``recall/``, because it makes the store: recall reads
+    stores only through a protocol and never imports the store class.
+    """
+    from mdmem.recall.embedder import background
+    from mdmem.store.store import Store
+
+    background(Store(args[0], args[1]))
     return 0

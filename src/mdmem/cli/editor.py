@@ -123,7 +123,7 @@ def note_template(level: Level, kind: NoteType, title: str | None, summary: str 
 
 def tell_redacted(*texts: str) -> None:
     """Say on stderr, in one line, what redaction takes out of a person's own text."""
-    from mdmem.extract.privacy import kinds_found
+    from mdmem.privacy import kinds_found
 
     kinds = sorted({kind for text in texts for kind in kinds_found(text)})
     if kinds:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from mdmem._lines import clean_inline
 
 if TYPE_CHECKING:
-    from mdmem.extract.privacy import Redactor
+    from mdmem.privacy import Redactor
 
 __all__ = [
     "EDIT_TOOLS",
@@ -139,7 +139,7 @@ def observe(
         TypeError: a message is not a mapping or an object (it has no role).
     """
     if redactor is None:
-        from mdmem.extract.privacy import Redactor
+        from mdmem.privacy import Redactor
 
         redactor = Redactor()
     # Every text that may be kept, in order, with what it is: private blocks are

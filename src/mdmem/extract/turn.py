@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from mdmem.extract.providers.base import Message
 
 if TYPE_CHECKING:
-    from mdmem.extract.privacy import Redactor
+    from mdmem.privacy import Redactor
 
 __all__ = [
     "TurnLimits",

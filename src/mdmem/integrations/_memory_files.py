@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidNote, InvalidPath
-from mdmem.store import _fs
-from mdmem.store._planner import first_sentence
-from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, parse
+from mdmem.store import files
+from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, parse
 from mdmem.store.paths import INDEX_NAME, check_name, is_candidate_name, note_path, slugify
 from mdmem.store.store import MAX_NOTE_BYTES
 
@@ -213,10 +212,10 @@ def read(found: Target) -> str:
     except FileNotFoundError:
         raise not_found(found) from None
     try:
-        data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+        data = files.read_bytes(path, MAX_NOTE_BYTES)
     except FileNotFoundError:
         raise not_found(found) from None
-    except _fs.NotRegularFile:  # swapped for a link or a FIFO since the check
+    except files.NotRegularFile:  # swapped for a link or a FIFO since the check
         raise Refused(f"{found.path} is not a regular file and cannot be shown") from None
     except ValueError:  # read_bytes' "over the limit"
         raise Refused(f"{found.path} is larger than {MAX_NOTE_BYTES} bytes") from None

@@ -14,8 +14,8 @@ import json
 import os
 import re
 
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
+from mdmem.store.state import StateDir
 
 __all__ = ["MAX_SEEN", "names_in", "read_seen", "remember_session_start", "seen_path", "write_seen"]
 
@@ -29,7 +29,7 @@ _NOTE_NAME = re.compile(r"\(([^()/\\\s;]+\.md)[;)]")
 def seen_path(root: str, session: object) -> str | None:
     if not isinstance(session, str) or not _SESSION.match(session):
         return None
-    return os.path.join(state_dir(root), _SEEN_DIR, f"{session}.json")
+    return os.path.join(StateDir.of(root).path, _SEEN_DIR, f"{session}.json")
 
 
 def read_seen(path: str | None) -> tuple[list[str], list[str]] | None:
@@ -53,10 +53,10 @@ def write_seen(root: str, path: str | None, start: list[str], recalled: list[str
     if path is None:
         return
     try:
-        _catalog.ensure_state_dir(root)
+        StateDir.of(root).ensure()
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         payload = json.dumps({"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False)
-        _fs.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
+        files.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
     except OSError:
         pass  # remembering is a nicety; the next prompt may repeat a note, nothing worse
 

@@ -47,8 +47,8 @@ def record(
     fresh: Sequence[TranscriptMessage],
 ) -> None:
     """Add the ``fresh`` messages to the session's record (SessionEnd also closes it)."""
-    from mdmem.extract.privacy import Redactor, extra_patterns_from_env
     from mdmem.manager import sessions
+    from mdmem.privacy import Redactor, extra_patterns_from_env
 
     sid = _session_id(payload)
     if not sid or not fresh:

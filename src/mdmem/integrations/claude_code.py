@@ -27,7 +27,7 @@ import re
 import sys
 
 from mdmem import _json
-from mdmem.store import _fs
+from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
 if TYPE_CHECKING:
@@ -431,7 +431,7 @@ class Ledger:
     def load(self) -> list[str]:
         """The uuids, oldest first; none when the file is missing or unreadable."""
         try:
-            data = _fs.read_bytes(self.path, 200 * self.keep)
+            data = files.read_bytes(self.path, 200 * self.keep)
         except (OSError, ValueError):
             return []
         return [u for u in data.decode("utf-8", "replace").split("\n") if _UUID.match(u)]
@@ -441,10 +441,10 @@ class Ledger:
         clean = [u for u in uuids if _UUID.match(u)]
         if not clean:
             return
-        _fs.ensure_dir(os.path.dirname(self.path), private=True)
+        files.ensure_dir(os.path.dirname(self.path), private=True)
         if len(known) + len(clean) >= 2 * self.keep:
             kept = (known + clean)[-self.keep :]
-            _fs.atomic_write(self.path, ("\n".join(kept) + "\n").encode(), private=True)
+            files.atomic_write(self.path, ("\n".join(kept) + "\n").encode(), private=True)
             return
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as f:
@@ -472,7 +472,7 @@ class Cursors:
 
     def _load(self) -> dict[str, list[object]]:
         try:
-            data = _json.loads(_fs.read_bytes(self.path, 200 * self.keep + 1024))
+            data = _json.loads(files.read_bytes(self.path, 200 * self.keep + 1024))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -491,8 +491,8 @@ class Cursors:
         data[self.key(transcript)] = [*cursor.as_list(), int(time.time())]
         if len(data) > self.keep:  # the least recently saved go (dicts keep insertion order)
             data = dict(list(data.items())[-self.keep :])
-        _fs.ensure_dir(os.path.dirname(self.path), private=True)
-        _fs.atomic_write(self.path, json.dumps(data).encode(), private=True)
+        files.ensure_dir(os.path.dirname(self.path), private=True)
+        files.atomic_write(self.path, json.dumps(data).encode(), private=True)
 
 
 def read_hook_input(stream: TextIO | None = None) -> dict[str, object]:
@@ -602,9 +602,7 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
 
 def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tuple[str, str]:
     from mdmem.integrations.session_control import session_budget
-    from mdmem.store.blockcache import cached
-    from mdmem.store.index import merge
-    from mdmem.store.marks import prompt_index
+    from mdmem.store.index import cached_block
     from mdmem.store.waiting import pending_line
 
     # MDMEM_SESSION_BUDGET, in characters: the block with its footer and waiting line.
@@ -617,13 +615,7 @@ def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tu
         room -= len(waiting) + 1
     if room <= 0:
         return "", ""
-    block = cached(
-        f"session-start-{room}",
-        project.path,
-        user.path,
-        lambda: merge(prompt_index(project), prompt_index(user), max_bytes=min(room, 25_600)),
-    )
-    return block, waiting
+    return cached_block(project, user, budget=room), waiting
 
 
 def extraction_line(user_store: str, now: float | None = None) -> str:
@@ -693,20 +685,19 @@ def hand_over(
     Raises:
         OSError, ValueError: the transcript or the journal cannot be used.
     """
-    from mdmem.store.paths import state_dir
     from mdmem.store.workspace import resolve
 
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         raise ValueError("the hook input has no transcript_path (not Claude Code's hook JSON?)")
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
-    cursors = Cursors(state_dir(project.path))
+    cursors = Cursors(project.state.path)
     cursor = cursors.get(transcript)
     # Only what was appended since the last handover: a long session's hook reads its tail.
     messages, after = read_new(transcript, cursor)
     # Without the lock first: SessionEnd right after a Stop usually has nothing
     # new, and then needs neither the Manager nor the lock (nor their imports).
-    if not new_messages(messages, set(Ledger(state_dir(project.path)).load())):
+    if not new_messages(messages, set(Ledger(project.state.path).load())):
         if after != cursor and os.path.isdir(os.path.dirname(cursors.path)):
             with contextlib.suppress(OSError):
                 cursors.put(transcript, after)  # all before it is handed over already
@@ -718,10 +709,9 @@ def hand_over(
                 start_worker(ws, user.path)
         return None
     from mdmem.manager.manager import Manager
-    from mdmem.store._catalog import ensure_state_dir
 
     manager = Manager(ws, user_dir=user.path, resume=False, discover=False)
-    ledger_dir = ensure_state_dir(manager.project.path)
+    ledger_dir = manager.project.state.ensure()
     ledger = Ledger(ledger_dir)
     # Under the store lock: two hooks at once (Stop then SessionEnd) must not
     # both hand over the same messages.
@@ -766,11 +756,10 @@ def handover_hook(
     try:
         if workspace and not os.path.isdir(os.path.expanduser(workspace)):
             raise ValueError(f"--workspace {workspace} is not a directory")
-        from mdmem.store._catalog import ensure_state_dir
         from mdmem.store.workspace import resolve
 
         _, project, _ = resolve(workspace, user_dir, start=workspace_of(payload))
-        log_to_file(ensure_state_dir(project.path))
+        log_to_file(project.state.ensure())
         if session_control.paused(payload.get("session_id")):
             # Paused: what the session says now is never to be remembered, not even
             # after /mdmem:resume, so its messages are marked as seen, not journaled.
@@ -789,13 +778,11 @@ def _pass_over(payload: dict[str, object], project: Store) -> None:
     Raises:
         OSError, ValueError: the transcript or the ledger cannot be used.
     """
-    from mdmem.store._catalog import ensure_state_dir
-
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return
     messages = read_transcript(transcript)
-    ledger = Ledger(ensure_state_dir(project.path))
+    ledger = Ledger(project.state.ensure())
     with project.lock():
         known = ledger.load()
         fresh = new_messages(messages, set(known))
@@ -809,10 +796,10 @@ def start_worker(workspace: str, user_dir: str) -> None:
     private state folder, never in the session's (a cloned repository's) directory.
     """
     from mdmem import _spawn
-    from mdmem.store._catalog import ensure_state_dir
     from mdmem.store.paths import project_root
+    from mdmem.store.state import StateDir
 
-    log_dir = ensure_state_dir(project_root(workspace))
+    log_dir = StateDir.of(project_root(workspace)).ensure()
     log = os.path.join(log_dir, "worker.log")
     _rotate(log)
     with open(log, "ab") as out:
@@ -847,7 +834,7 @@ def log_to_file(state_dir: str) -> None:
             return text if len(text) <= _MAX_LOG_RECORD else text[:_MAX_LOG_RECORD] + "..."
 
     with contextlib.suppress(OSError):
-        _fs.ensure_dir(state_dir)
+        files.ensure_dir(state_dir)
         path = os.path.join(state_dir, "hooks.log")
         _rotate(path)
         handler = logging.FileHandler(path, encoding="utf-8")

@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mdmem._kinds import Level, NoteType
-from mdmem.store import _fs
+from mdmem.store import files
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mdmem.store.store import Store
 
@@ -71,7 +71,7 @@ def _read(path: str) -> str | None:
     try:
         if not os.path.isfile(path) or os.path.islink(path):
             return None
-        return _fs.read_bytes(path, _MAX_FILE).decode("utf-8")
+        return files.read_bytes(path, _MAX_FILE).decode("utf-8")
     except (OSError, ValueError):
         return None
 
@@ -177,7 +177,7 @@ def candidates(
     """What an import would do: each auto-memory note (and CLAUDE.md section), with its outcome."""
     from dataclasses import replace
 
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     found = _auto_memories(auto_memory_dir(workspace, claude_dir))
     if claude_md:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mdmem import _json
 from mdmem._install import INSTALL_HINT
-from mdmem.store import _fs
+from mdmem.store import files
 
 __all__ = [
     "HOOKS",
@@ -130,7 +130,7 @@ def _load(path: str) -> dict[str, object]:
     from mdmem.errors import InvalidSettings
 
     try:
-        data = _fs.read_bytes(path, 2 * 1024 * 1024)
+        data = files.read_bytes(path, 2 * 1024 * 1024)
     except FileNotFoundError:
         return {}
     except ValueError:
@@ -148,8 +148,8 @@ def _load(path: str) -> dict[str, object]:
 
 
 def _dump(path: str, settings: dict[str, object]) -> None:
-    _fs.ensure_dir(os.path.dirname(path))
-    _fs.atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode())
+    files.ensure_dir(os.path.dirname(path))
+    files.atomic_write(path, (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode())
 
 
 def _is_ours(hook: object) -> bool:
@@ -296,13 +296,13 @@ def ensure_ignored(path: str, workspace: str) -> str | None:
         pass
     gitignore = os.path.join(workspace, ".gitignore")
     try:
-        text = _fs.read_bytes(gitignore, 1024 * 1024).decode("utf-8", "replace")
+        text = files.read_bytes(gitignore, 1024 * 1024).decode("utf-8", "replace")
     except FileNotFoundError:
         text = ""
     if f"/{rel}" in text.split("\n") or rel in text.split("\n"):
         return None
     sep = "" if not text or text.endswith("\n") else "\n"
-    _fs.atomic_write(gitignore, (text + sep + f"/{rel}\n").encode())
+    files.atomic_write(gitignore, (text + sep + f"/{rel}\n").encode())
     return gitignore
 
 

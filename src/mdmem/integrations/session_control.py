@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.paths import state_base
 
 __all__ = [
@@ -78,8 +78,8 @@ def pause(session: str) -> bool:
     path = _checked(session)
     if os.path.lexists(path):
         return False
-    _fs.ensure_dir(os.path.dirname(path), private=True)
-    _fs.atomic_write(path, b"", private=True)
+    files.ensure_dir(os.path.dirname(path), private=True)
+    files.atomic_write(path, b"", private=True)
     return True
 
 

@@ -23,7 +23,7 @@ import json
 import os
 import time
 
-from mdmem.store import _fs
+from mdmem.store import files
 
 __all__ = ["Journal", "new_turn_id"]
 
@@ -57,7 +57,7 @@ class Journal:
         if self._fd is not None:
             return
         for sub in (OWNERS, PENDING, FAILED, self.owner):
-            _fs.ensure_dir(os.path.join(self.root, sub), private=True)
+            files.ensure_dir(os.path.join(self.root, sub), private=True)
         final = os.path.join(self.root, OWNERS, f"{self.owner}.lock")
         # Lock under a temporary name, then rename: nobody can ever see the lock
         # file unlocked and take us for dead.
@@ -93,7 +93,7 @@ class Journal:
         :meth:`sync` makes it survive a power loss too.
         """
         turn_id = str(turn["id"])
-        _fs.atomic_write(self._path(turn_id), _dump(turn), private=True, durable=durable)
+        files.atomic_write(self._path(turn_id), _dump(turn), private=True, durable=durable)
         return turn_id
 
     def sync(self, turn_id: str) -> None:
@@ -106,11 +106,11 @@ class Journal:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fs.fsync_dir(self.mine)
+        files.fsync_dir(self.mine)
 
     def save(self, turn: dict[str, object], *, durable: bool = True) -> None:
         """Record progress on a claimed turn (its answer, attempts, errors)."""
-        _fs.atomic_write(self._path(str(turn["id"])), _dump(turn), private=True, durable=durable)
+        files.atomic_write(self._path(str(turn["id"])), _dump(turn), private=True, durable=durable)
 
     def load(self, turn_id: str) -> dict[str, object]:
         """Read a claimed turn.
@@ -133,7 +133,7 @@ class Journal:
         """Move a turn aside, with its errors, for a person to look at; return where."""
         turn_id = str(turn["id"])
         target = os.path.join(self.root, FAILED, f"{turn_id}.json")
-        _fs.atomic_write(target, _dump(turn), private=True)
+        files.atomic_write(target, _dump(turn), private=True)
         self.remove(turn_id)
         return target
 
@@ -190,16 +190,16 @@ class Journal:
 def put_pending(root: str, turn: dict[str, object]) -> str:
     """Leave a turn for any Manager to claim (as a hook does, before a worker starts)."""
     folder = os.path.join(root, PENDING)
-    _fs.ensure_dir(folder, private=True)
+    files.ensure_dir(folder, private=True)
     path = os.path.join(folder, f"{turn['id']}.json")
-    _fs.atomic_write(path, _dump(turn), private=True)
+    files.atomic_write(path, _dump(turn), private=True)
     return path
 
 
 def set_aside(root: str, path: str) -> str:
     """Move the turn file at ``path`` into the journal's ``damaged/`` folder; return where."""
     folder = os.path.join(root, DAMAGED)
-    _fs.ensure_dir(folder, private=True)
+    files.ensure_dir(folder, private=True)
     target = os.path.join(folder, os.path.basename(path))
     os.replace(path, target)
     return target

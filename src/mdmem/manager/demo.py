@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from importlib import resources
 
-from mdmem.extract.privacy import Redactor
 from mdmem.extract.providers.offline import OfflineProvider
 from mdmem.manager.manager import Manager, TurnResult
+from mdmem.privacy import Redactor
 from mdmem.store.paths import project_root
 
 __all__ = ["DemoResult", "example_files", "remove", "run"]

@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
-from mdmem.store import _fs
+from mdmem.store import files
+from mdmem.store import state as layout
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
@@ -37,7 +38,6 @@ from mdmem.store.paths import (
     note_path,
     printable_name,
     slugify,
-    state_dir,
 )
 
 if TYPE_CHECKING:
@@ -58,11 +58,11 @@ __all__ = [
     "worker_findings",
 ]
 
-RESCUED_DIR = "rescued"
+RESCUED_DIR = layout.RESCUED
 _LOCKS = ("lock", "turn.lock")
-_TXN = "txn.json"
+_TXN = layout.TXN
 _TRASH = "trash"
-# What _fs.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
+# What files.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
 _TEMP = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
 _TEMP_GRACE_SECONDS = 600
 
@@ -141,13 +141,13 @@ def _describe(pid: int) -> str:
 
 def _held(store: Store, name: str) -> list[str] | None:
     """Who holds one of the store's locks: descriptions, [] when free, None when unknown."""
-    path = os.path.join(state_dir(store.path), name)
+    path = store.state / name
     pids = lock_holders(path)
     if pids is not None:
         return [_describe(p) for p in pids]
     if not os.path.exists(path):
         return []
-    if name == "lock" and os.path.exists(os.path.join(state_dir(store.path), _TXN)):
+    if name == "lock" and os.path.exists(store.state.txn):
         return None  # taking it would finish the batch: that is a repair, not a look
     probe = store.lock(timeout=0) if name == "lock" else store.turn_lock(0)
     try:
@@ -174,7 +174,7 @@ def _find_locks(store: Store) -> list[Finding]:
             found.append(
                 Finding(
                     "locks",
-                    os.path.join(state_dir(store.path), name),
+                    store.state / name,
                     f"held by {', '.join(holders)}. It is released the moment that process "
                     "exits (an flock lock is never stale, and the file itself is no lock: "
                     "leave it); if that process hangs, stop it",
@@ -185,7 +185,7 @@ def _find_locks(store: Store) -> list[Finding]:
 
 
 def _find_batch(store: Store) -> list[Finding]:
-    subject = os.path.join(state_dir(store.path), _TXN)
+    subject = store.state.txn
     if not os.path.exists(subject):
         return []
     holders = _held(store, "lock")
@@ -221,7 +221,7 @@ def _alive(pid: int) -> bool:
 def _find_temp_files(store: Store) -> list[Finding]:
     found: list[Finding] = []
     now = time.time()
-    state = state_dir(store.path)
+    state = store.state.path
     for folder in (store.path, state, os.path.join(state, RESCUED_DIR)):
         try:
             entries = os.scandir(folder)  # streamed: a DirEntry per note would be 70 MB at 100k
@@ -364,7 +364,7 @@ def _is_utf8(data: bytes) -> bool:
 def _find_index(store: Store) -> list[Finding]:
     """MEMORY.md against the notes: the two sorted sequences side by side, nothing held whole."""
     try:
-        data = _fs.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES)
+        data = files.read_bytes(os.path.join(store.path, INDEX_NAME), MAX_INDEX_BYTES)
     except FileNotFoundError:
         data = b""
     except (OSError, ValueError) as exc:  # a symlink, a FIFO, a device, too large
@@ -426,7 +426,7 @@ def _repair_index(store: Store, findings: list[Finding]) -> list[str]:
 
 def _permission_targets(store: Store) -> list[tuple[str, int]]:
     """Every path of a private store, and the mode it must have."""
-    state = state_dir(store.path)
+    state = store.state.path
     targets = [(store.path, 0o700)]
     if os.path.isdir(state):
         targets.append((state, 0o700))
@@ -500,7 +500,7 @@ def _chmod_nofollow(path: str, mode: int) -> bool:
 
 
 def _find_rescued(store: Store) -> list[Finding]:
-    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
+    folder = store.state.rescued
     try:
         names = sorted(n for n in os.listdir(folder) if not _TEMP.match(n))
     except FileNotFoundError:
@@ -640,7 +640,7 @@ def _find_driver(store: Store) -> list[Finding]:
     if store.level is not Level.PROJECT:
         return []
     try:
-        text = _fs.read_bytes(os.path.join(store.path, ".gitattributes"), 64 * 1024)
+        text = files.read_bytes(os.path.join(store.path, ".gitattributes"), 64 * 1024)
     except (OSError, ValueError):
         return []
     if ATTRIBUTES_LINE not in text.decode("utf-8", "replace").splitlines():
@@ -660,21 +660,21 @@ def _repair_driver(store: Store, findings: list[Finding]) -> list[str]:
 
 def _find_catalog(store: Store) -> list[Finding]:
     """A damaged catalog: derived from the notes, so every command rebuilds it; reported here."""
-    from mdmem.store import _catalog
+    from mdmem.store import catalog
 
-    problem = _catalog.check(store.path)
+    problem = catalog.check(store.path)
     if problem is None:
         return []
-    subject = os.path.join(state_dir(store.path), _catalog.CATALOG)
+    subject = store.state.catalog
     message = f"the catalog is damaged ({problem}); --fix rebuilds it from the notes"
     return [Finding("catalog", subject, message, fixable=True)]
 
 
 def _repair_catalog(store: Store, findings: list[Finding]) -> list[str]:
-    from mdmem.store import _catalog
+    from mdmem.store import catalog
 
     with store.lock():
-        _catalog.Catalog(store.path, private=store.private).reset()
+        catalog.reset(store.path, private=store.private)
         store.reindex()
     return ["rebuilt the catalog from the notes"]
 
@@ -682,15 +682,15 @@ def _repair_catalog(store: Store, findings: list[Finding]) -> list[str]:
 def _find_damaged_turns(store: Store) -> list[Finding]:
     from mdmem.manager._journal import damaged
 
-    root = os.path.join(state_dir(store.path), "turns")
+    root = store.state.turns
     message = "a turn file that could not be read, set aside; read it, then delete it"
     return [Finding("pending-turns", path, message, problem=False) for path in damaged(root)]
 
 
 def _count_files(folder: str) -> int:
     count = 0
-    for _, _, files in os.walk(folder):
-        count += sum(1 for name in files if not name.endswith((".lock", ".tmp")))
+    for _, _, names in os.walk(folder):
+        count += sum(1 for name in names if not name.endswith((".lock", ".tmp")))
     return count
 
 
@@ -701,7 +701,7 @@ def _find_earlier_states(store: Store) -> list[Finding]:
     """State an earlier clone at this path left (its trash, waiting turns, history): offered,
     never used. A new clone at an old clone's path gets a state of its own
     (:func:`mdmem.store.paths.state_dir`); this says the old one exists and how to take it."""
-    from mdmem.store.paths import earlier_states, state_dir
+    from mdmem.store.paths import earlier_states
 
     found = []
     for folder in earlier_states(store.path):
@@ -711,7 +711,7 @@ def _find_earlier_states(store: Store) -> list[Finding]:
             f"state of an earlier clone at this path exists: {folder} ({content}); it is not used,"
             " and restore or doctor --fix never write from it. If it was this repository:"
             " `mdmem restore --from-old-state` lists its trash and takes a note back (or stop"
-            f" mdmem and move the folder in place of {state_dir(store.path)}); else delete it"
+            f" mdmem and move the folder in place of {store.state.path}); else delete it"
         )
         found.append(Finding("earlier-clone", os.path.basename(folder), message, problem=False))
     return found
@@ -748,7 +748,7 @@ def _find_turns(store: Store) -> list[Finding]:
     """Turns accepted for extraction that are not on their way to disk."""
     from mdmem.manager._journal import FAILED, PENDING, listing, owner_alive
 
-    root = os.path.join(state_dir(store.path), "turns")
+    root = store.state.turns
     findings: list[Finding] = []
     for place, ids in listing(root).items():
         for turn_id in ids:
@@ -804,9 +804,9 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
     """Put stuck and failed turns back in ``pending/``; a worker then processes them."""
     import json
 
-    root = os.path.join(state_dir(store.path), "turns")
+    root = store.state.turns
     pending = os.path.join(root, "pending")
-    _fs.ensure_dir(pending, private=True)
+    files.ensure_dir(pending, private=True)
     done: list[str] = []
     for finding in findings:
         source = os.path.join(store.path, finding.subject)
@@ -826,7 +826,7 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
                     done.append(f"set aside the damaged {set_aside(root, source)}")
                     continue
                 record["attempts"] = 0  # a fresh start; the old errors stay in the record
-                _fs.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
+                files.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
                 os.unlink(source)
             else:
                 os.rename(source, target)
@@ -916,13 +916,13 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
 def rescue(store: Store, label: str, text: str) -> str:
     """Keep text a person typed in the store's state (``rescued/``), named after ``label``;
     return the path. The text is redacted like every write."""
-    from mdmem.extract.privacy import redact as default_redact
+    from mdmem.privacy import redact as default_redact
 
     redact = getattr(store, "_redact", None) or default_redact
     if redact(label) != label:
         label = slugify(redact(label.removesuffix(".md"))) + ".md"
-    folder = os.path.join(state_dir(store.path), RESCUED_DIR)
-    _fs.ensure_dir(folder, private=True)
+    folder = store.state.rescued
+    files.ensure_dir(folder, private=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(folder, f"{stamp}~{label}")
     n = 1
@@ -930,5 +930,5 @@ def rescue(store: Store, label: str, text: str) -> str:
         n += 1
         path = os.path.join(folder, f"{stamp}-{n}~{label}")
     # Kept, but not its secrets: the rescued text is on disk too.
-    _fs.atomic_write(path, redact(text).encode("utf-8"), private=True)
+    files.atomic_write(path, redact(text).encode("utf-8"), private=True)
     return path

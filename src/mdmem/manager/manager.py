@@ -45,21 +45,22 @@ from mdmem._kinds import Level
 from mdmem.errors import InvalidOperation, MdmemError, ProviderError, StoreError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
-from mdmem.extract.privacy import (
+from mdmem.extract.providers.base import Message
+from mdmem.manager import feedback, provenance
+from mdmem.manager import review as review_
+from mdmem.manager._journal import Journal, new_turn_id, put_pending
+from mdmem.privacy import (
     Redactor,
     extra_patterns_from_env,
     install_log_filter,
     redact_data,
 )
-from mdmem.extract.providers.base import Message
-from mdmem.manager import feedback, provenance
-from mdmem.manager import review as review_
-from mdmem.manager._journal import Journal, new_turn_id, put_pending
-from mdmem.store import _catalog, ledger
-from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, prompt_block
+from mdmem.store import ledger
+from mdmem.store import state as layout
+from mdmem.store.index import PROJECT_HEADING, USER_HEADING, cached_block, line_filename
 from mdmem.store.marks import dated_index
 from mdmem.store.operations import Operation, parse_answer
-from mdmem.store.paths import discover_workspace, project_root, state_dir, user_root
+from mdmem.store.paths import discover_workspace, project_root, user_root
 from mdmem.store.results import ApplyResult, Hit, Rejected
 from mdmem.store.store import Store, prepare_writes
 
@@ -75,7 +76,7 @@ log = logging.getLogger("mdmem")
 
 #: A model answer is capped: a runaway answer must not flood the stores.
 MAX_OPERATIONS = 100
-JOURNAL_DIR = "turns"
+JOURNAL_DIR = layout.TURNS
 #: Tokens a budget check allows for the model's answer, on top of the prompt's estimate.
 OUTPUT_ALLOWANCE = 1_000
 #: A turn held by the daily budget is looked at again at least this often (seconds).
@@ -243,7 +244,7 @@ class Manager:
             turn_tokens if turn_tokens is not None else budget_from_env("MDMEM_TURN_TOKENS")
         )
         self.clock: Callable[[], float] = clock or time.time
-        self._journal = Journal(os.path.join(state_dir(self.project.path), JOURNAL_DIR))
+        self._journal = Journal(self.project.state.turns)
         self._cond = threading.Condition()
         self._queue: deque[tuple[str, Future[TurnResult] | None]] = deque()
         self._retry_at: dict[str, float] = {}
@@ -278,15 +279,7 @@ class Manager:
         neither store changed since it was last computed, this is a few
         ``lstat`` calls; when it was recomputed, the next session start reads it.
         """
-        from mdmem.store.blockcache import cached
-
-        block = cached(
-            "index-all",
-            self.project.path,
-            self.user.path,
-            lambda: prompt_block(self.project, self.user),
-        )
-        return self._set_index(block)
+        return self._set_index(cached_block(self.project, self.user))
 
     def _set_index(self, block: str) -> str:
         with self._cond:
@@ -414,7 +407,7 @@ class Manager:
         record = self._record(messages, session)
         if record is None:
             return None
-        _catalog.ensure_state_dir(self.project.path, private=False)
+        self.project.state.ensure()
         put_pending(self._journal.root, record)
         return str(record["id"])
 
@@ -490,7 +483,7 @@ class Manager:
     # -- the worker --------------------------------------------------------------------
 
     def _open_journal(self) -> None:
-        _catalog.ensure_state_dir(self.project.path, private=False)
+        self.project.state.ensure()
         self._journal.open()
 
     def _resume(self) -> None:
@@ -605,11 +598,11 @@ class Manager:
         created is checked with the next code change (it was written from
         this code).
         """
-        from mdmem.store.marks import STALE_MARKS, tree_key
+        from mdmem.store.marks import tree_key
 
         if self.project.unavailable is not None:
             return False
-        path = os.path.join(state_dir(self.project.path), STALE_MARKS)
+        path = self.project.state.stale_marks
         try:
             with open(path, encoding="utf-8") as f:
                 lines = f.read(1 << 20).splitlines()

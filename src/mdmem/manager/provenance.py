@@ -24,8 +24,9 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
+from mdmem.store import state as layout
+from mdmem.store.state import StateDir
 
 __all__ = [
     "FIELDS",
@@ -44,7 +45,7 @@ FIELDS = ("turn", "at", "model", "git", "session")
 KEEP_DAYS = 30
 KEEP_TURNS = 500
 EXCERPT_BYTES = 4_000
-_DIR = "provenance"
+_DIR = layout.PROVENANCE
 _SEP = " · "
 _MAX_READ = 64 * 1024
 
@@ -154,7 +155,7 @@ def _read_small(path: str) -> str:
 
 
 def _folder(store_path: str) -> str:
-    return os.path.join(state_dir(store_path), _DIR)
+    return StateDir.of(store_path).provenance
 
 
 def record_turn(
@@ -166,9 +167,9 @@ def record_turn(
     private: bool,
 ) -> None:
     """Keep the redacted excerpt of a turn and what it did to which notes, then prune old turns."""
-    _catalog.ensure_state_dir(store_path, private=private)
+    StateDir.of(store_path).ensure()
     folder = _folder(store_path)
-    _fs.ensure_dir(folder, private=True)
+    files.ensure_dir(folder, private=True)
     data = excerpt.encode("utf-8", "replace")
     if len(data) > EXCERPT_BYTES:
         excerpt = data[:EXCERPT_BYTES].decode("utf-8", "ignore") + " […]"
@@ -181,7 +182,7 @@ def record_turn(
     record = {**source.as_dict(), "excerpt": excerpt, "notes": entries}
     path = os.path.join(folder, f"{_safe(source.turn)}.json")
     payload = json.dumps(record, ensure_ascii=False).encode("utf-8")
-    _fs.atomic_write(path, payload, private=True, durable=False)
+    files.atomic_write(path, payload, private=True, durable=False)
     _prune(folder)
 
 

@@ -77,10 +77,10 @@ def prune(
         LockTimeout: the store is locked by someone else.
     """
     moment = time.time() if now is None else now
-    from mdmem.store import _catalog
+    from mdmem.store import catalog
 
     store.entries()  # bring the catalog up to date first
-    entries, _ = _catalog.load(store.path)
+    entries, _ = catalog.load(store.path)
     out: list[Pruned] = []
     for name, why in sorted(hidden(entries, moment).items()):
         if why.startswith("expired"):

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING
 
 from mdmem import _json
 from mdmem.errors import InvalidOperation, InvalidPath, MdmemError, NoteNotFound
-from mdmem.store import _catalog, _fs, waiting
+from mdmem.store import files, waiting
 from mdmem.store.operations import Operation, validate
-from mdmem.store.paths import control_problem, state_dir
+from mdmem.store.paths import control_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -181,7 +181,7 @@ class Proposal:
 
 
 def _folder(store: Store, *sub: str) -> str:
-    return os.path.join(state_dir(store.path), _DIR, *sub)
+    return os.path.join(store.state.path, _DIR, *sub)
 
 
 def pending_count(store: Store) -> int:
@@ -212,14 +212,14 @@ def propose(
     Operations are validated as :meth:`Store.apply` would and redacted (by
     ``redact``, a ``str -> str`` function, else the default filter).
     """
-    from mdmem.extract.privacy import redact as default_redact
-    from mdmem.extract.privacy import redact_data
+    from mdmem.privacy import redact as default_redact
+    from mdmem.privacy import redact_data
     from mdmem.store.results import ApplyResult, Rejected
 
     fn = redact if callable(redact) else default_redact
-    _catalog.ensure_state_dir(store.path, private=store.private)
+    store.state.ensure()
     folder = _folder(store)
-    _fs.ensure_dir(folder, private=True)
+    files.ensure_dir(folder, private=True)
     ids: list[str] = []
     rejected: list[Rejected] = []
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -238,7 +238,7 @@ def propose(
             continue
         record = Proposal(pid, store.level.value, dict(op.to_dict()), now, turn, source, excerpt)
         payload = json.dumps(record.as_dict(), ensure_ascii=False).encode("utf-8")
-        _fs.atomic_write(os.path.join(folder, f"{pid}.json"), payload, private=True)
+        files.atomic_write(os.path.join(folder, f"{pid}.json"), payload, private=True)
         ids.append(pid)
     return ids, ApplyResult((), tuple(rejected))
 
@@ -300,7 +300,7 @@ def _claim(store: Store, pid: str) -> tuple[Proposal, str]:
     if not pid or not all(c in "0123456789abcdef" for c in pid):
         raise ProposalGone(pid)
     claimed = _folder(store, _CLAIMED)
-    _fs.ensure_dir(claimed, private=True)
+    files.ensure_dir(claimed, private=True)
     target = os.path.join(claimed, f"{pid}.{os.getpid()}.json")
     try:
         os.rename(_folder(store, f"{pid}.json"), target)
@@ -315,7 +315,7 @@ def _claim(store: Store, pid: str) -> tuple[Proposal, str]:
 
 def _finish(store: Store, claimed: str, pid: str, decision: str) -> None:
     done = _folder(store, _DONE)
-    _fs.ensure_dir(done, private=True)
+    files.ensure_dir(done, private=True)
     try:
         with open(claimed, "rb") as f:
             data = json.loads(f.read(_MAX_PROPOSAL))
@@ -323,7 +323,7 @@ def _finish(store: Store, claimed: str, pid: str, decision: str) -> None:
         data = {}
     data["decision"] = decision
     data["decided"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _fs.atomic_write(
+    files.atomic_write(
         os.path.join(done, f"{pid}.json"),
         json.dumps(data, ensure_ascii=False).encode(),
         private=True,

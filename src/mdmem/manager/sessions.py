@@ -24,8 +24,8 @@ from mdmem.store import sessions as records
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mdmem.extract.privacy import Redactor
     from mdmem.extract.providers.base import ExtractionRequest, Provider
+    from mdmem.privacy import Redactor
     from mdmem.store.store import Store
 
 __all__ = ["Host", "end", "git_branch", "note_written", "record", "summarise"]
@@ -38,15 +38,15 @@ LOCK_TIMEOUT = 5.0
 
 def git_branch(workspace: str) -> str:
     """The branch checked out in ``workspace`` (from ``.git/HEAD``), or ``""``."""
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     git = os.path.join(workspace, ".git")
-    head = _fs.read_text(os.path.join(git, "HEAD"), 4096)
+    head = files.read_text(os.path.join(git, "HEAD"), 4096)
     if head is None and os.path.isfile(git):  # a worktree: ".git" names the real folder
-        pointer = _fs.read_text(git, 4096) or ""
+        pointer = files.read_text(git, 4096) or ""
         if pointer.startswith("gitdir: "):
             real = os.path.join(workspace, pointer[8:].strip())
-            head = _fs.read_text(os.path.join(real, "HEAD"), 4096)
+            head = files.read_text(os.path.join(real, "HEAD"), 4096)
     head = (head or "").strip()
     if head.startswith("ref: refs/heads/"):
         return head[len("ref: refs/heads/") :][:200]

@@ -132,13 +132,13 @@ def _index_lines(store: Store) -> tuple[str, int | None]:
     The store must be settled (the catalog pass before does it); otherwise, or
     when the file is not a plain UTF-8 file, :meth:`Store.load_index` decides.
     """
-    from mdmem.store import _catalog
+    from mdmem.store import catalog
     from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
 
     if store.unavailable is not None or not os.path.isdir(store.path):
         return "", None
-    fp = _catalog.read_fingerprint(store.path)
-    if fp is None or _catalog.Scan(store.path).fingerprint() != fp.full:
+    fp = catalog.read_fingerprint(store.path)
+    if fp is None or catalog.Scan(store.path).fingerprint() != fp.full:
         return store.load_index(), None
     section = _Section("", {}, _ROOM)
     try:

@@ -22,14 +22,13 @@ import contextlib
 import json
 import os
 
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = [
     "FEEDBACK_FILE",
@@ -56,7 +55,7 @@ _cache: dict[
 
 
 def _path(store: Store) -> str:
-    return os.path.join(state_dir(store.path), FEEDBACK_FILE)
+    return store.state / FEEDBACK_FILE
 
 
 def disputed(store: Store) -> dict[str, dict[str, object]]:
@@ -120,13 +119,13 @@ def _save(
     marks: dict[str, dict[str, object]],
     gone: dict[str, dict[str, object]] | None = None,
 ) -> None:
-    _catalog.ensure_state_dir(store.path, private=store.private)
+    store.state.ensure()
     record: dict[str, object] = {"disputed": _bounded(marks)}
     gone = dismissed(store) if gone is None else gone
     if gone:
         record["dismissed"] = _bounded(gone)
     data = json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8")
-    _fs.atomic_write(_path(store), data, private=True)
+    files.atomic_write(_path(store), data, private=True)
     _cache.pop(_path(store), None)
 
 

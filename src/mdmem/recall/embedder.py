@@ -40,14 +40,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mdmem import _spawn
-from mdmem.store import _catalog
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from mdmem.recall import semantic
     from mdmem.recall.index import Index
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = [
     "CHUNK",
@@ -73,8 +72,10 @@ INLINE = 16
 #: A process starts at most one background embedder per store in this many seconds.
 RETRY_SECONDS = 60.0
 
-#: What a background embedder process runs (``_child([ROOT, LEVEL])``), see :mod:`mdmem._spawn`.
-_ENTRY = "mdmem.recall.embedder:_child"
+#: What a background embedder process runs (``_child([ROOT, LEVEL])``, see :mod:`mdmem._spawn`):
+#: in the command line's fast path, which makes the store, so that recall never imports
+#: the store class (see view.py).
+_ENTRY = "mdmem.cli._fastpath:embedder_child"
 
 _REQUESTED: dict[str, float] = {}
 _CHILDREN: list[subprocess.Popen[bytes]] = []
@@ -102,7 +103,7 @@ def background_enabled() -> bool:
 
 @contextlib.contextmanager
 def _locked(store: Store, wait: bool) -> Iterator[bool]:
-    folder = _catalog.ensure_state_dir(store.path)
+    folder = store.state.ensure()
     fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -332,7 +333,7 @@ def request(store: Store) -> bool:
     if busy(store):
         return False
     try:
-        folder = _catalog.ensure_state_dir(store.path)
+        folder = store.state.ensure()
         # This installed mdmem, isolated, in the state folder (see mdmem._spawn).
         child = _spawn.start([store.path, store.level.value], cwd=folder, entry=_ENTRY)
     except OSError:
@@ -341,16 +342,8 @@ def request(store: Store) -> bool:
     return True
 
 
-def _child(args: list[str]) -> int:
-    """A background embedder process: ``[ROOT, LEVEL]``."""
-    background(args[0], args[1])
-    return 0
-
-
-def background(root: str, level: str) -> EmbedReport:
+def background(store: Store) -> EmbedReport:
     """What a background embedder process runs (see :data:`_ENTRY`): at low priority, no wait."""
-    from mdmem.store.store import Store
-
     with contextlib.suppress(OSError):
         os.nice(10)  # a background job: the person's own work comes first
-    return embed(Store(root, level), wait=False)
+    return embed(store, wait=False)

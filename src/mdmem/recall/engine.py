@@ -43,7 +43,7 @@ TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search`
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = [
     "CANDIDATES",

@@ -42,17 +42,17 @@ import time
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
-from mdmem.store import _catalog, _fs
-from mdmem.store.marks import MARKS, STALE_MARKS
-from mdmem.store.paths import INDEX_NAME, state_dir
+from mdmem.store import catalog, files
+from mdmem.store.paths import INDEX_NAME
+from mdmem.store.state import FINGERPRINT, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from datetime import datetime
 
+    from mdmem.recall.view import StoreView as Store
     from mdmem.store.note import Note
-    from mdmem.store.store import Store
 
 __all__ = ["FILE", "MAX_AGE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
 
@@ -130,7 +130,7 @@ _COLUMNS = "n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expi
 
 
 def changed_notes(
-    store: Store, indexed: dict[str, str], scan: _catalog.Scan | None = None
+    store: Store, indexed: dict[str, str], scan: catalog.Scan | None = None
 ) -> tuple[dict[str, str], list[str]]:
     """Which notes must be (re-)indexed, and which indexed notes are gone.
 
@@ -157,22 +157,22 @@ def _lstat(path: str) -> str:
     return f"{st.st_mtime_ns} {st.st_size} {st.st_ino} {st.st_ctime_ns}"
 
 
-def freshness_key(root: str) -> str:
+def freshness_key(root: str, state: StateDir | None = None) -> str:
     """What a settled store's index may be trusted on: a few ``lstat``, no listing.
 
     The store's directory (any create, delete or rename of a note changes it),
     MEMORY.md, the marks files, and the catalog's database, log and
     fingerprint (any write or refresh through mdmem changes one of them).
     """
-    state = state_dir(root)
+    folder = state or StateDir.of(root)
     paths = [
         root,
         os.path.join(root, INDEX_NAME),
-        os.path.join(state, MARKS),
-        os.path.join(state, STALE_MARKS),
-        os.path.join(state, _catalog.CATALOG),
-        os.path.join(state, _catalog.CATALOG + "-wal"),
-        os.path.join(state, _catalog.FINGERPRINT),
+        folder.marks,
+        folder.stale_marks,
+        folder.catalog,
+        folder.catalog + "-wal",
+        folder / FINGERPRINT,
     ]
     return "|".join(_lstat(p) for p in paths)
 
@@ -224,7 +224,7 @@ class Index:
     @property
     def path(self) -> str:
         """Where the index file lives (it may not exist yet); ``:memory:`` for one in memory."""
-        return self._path or os.path.join(state_dir(self.store.path), FILE)
+        return self._path or self.store.state / FILE
 
     # -- the connection ------------------------------------------------------------
 
@@ -236,19 +236,19 @@ class Index:
             if self.path == ":memory:":
                 db = self._open(":memory:")
             elif os.path.isdir(self.store.path):
-                _catalog.ensure_state_dir(self.store.path)
+                self.store.state.ensure()
                 db = self._open(self.path)
         if db is None:  # a state folder that cannot be written: recall still works
             db = self._open(":memory:")
         elif self.path != ":memory:":
-            self._ident = _fs.identity(self.path)
+            self._ident = files.identity(self.path)
         self._db = db
         return db
 
     def _reopen_if_gone(self) -> None:
         """Start again from what is on disk when the file was deleted or replaced under the
         open connection (the state folder is derived: anyone may delete it at any moment)."""
-        gone = self._ident is not None and _fs.identity(self.path) != self._ident
+        gone = self._ident is not None and files.identity(self.path) != self._ident
         if self._db is not None and gone:
             self.close()
             self._forget()
@@ -257,7 +257,7 @@ class Index:
     def _open(path: str) -> sqlite3.Connection:
         for attempt in (1, 2):
             if path != ":memory:":
-                _fs.owner_only(path)
+                files.owner_only(path)
             db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
             try:
                 # Derived state, rebuilt from the notes: commits make no fsync. WAL checksums
@@ -328,7 +328,7 @@ class Index:
                 db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
             return 0
         if not full and progress is None:
-            key = freshness_key(root)
+            key = freshness_key(root, self.store.state)
             if self._trusted(key):
                 return self._sweep()
             caught = self._catch_up(db, key)
@@ -339,8 +339,8 @@ class Index:
         position = self.store.log_position()
         # The file-system clock before the listing: only a directory older than this
         # can vouch for the listing later (a change within the same tick could not).
-        before = _catalog.fs_now(root, private=self.store.private)
-        scan = _catalog.Scan(root)
+        before = catalog.fs_now(root, private=self.store.private)
+        scan = catalog.Scan(root)
         fingerprint = scan.fingerprint()
         if fingerprint == self._meta("fingerprint"):
             self._trust(db, scan, before, position)
@@ -371,14 +371,14 @@ class Index:
             self._trust(db, scan, before, position)
         return len(notes)
 
-    def _stamp(self, db: sqlite3.Connection, scan: _catalog.Scan, fingerprint: str) -> bool:
+    def _stamp(self, db: sqlite3.Connection, scan: catalog.Scan, fingerprint: str) -> bool:
         """Record, inside the caller's transaction, the fingerprint the index now matches.
 
         Only a settled store may be recognised by its fingerprint later: the
         store's own fingerprint says it is (see _catalog's racy-stat rule).
         Returns whether it was settled (then each note's stat is recorded too).
         """
-        saved = _catalog.read_fingerprint(self.store.path)
+        saved = catalog.read_fingerprint(self.store.path)
         settled = saved is not None and saved.full == fingerprint
         db.execute(
             "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
@@ -437,7 +437,7 @@ class Index:
     def _trust(
         self,
         db: sqlite3.Connection,
-        scan: _catalog.Scan,
+        scan: catalog.Scan,
         before: int,
         position: tuple[str, int] | None,
     ) -> None:
@@ -449,7 +449,7 @@ class Index:
         With the key goes the change log's ``position`` before the listing, so
         that a later sync can catch up from there (:meth:`_catch_up`).
         """
-        key = freshness_key(self.store.path)
+        key = freshness_key(self.store.path, self.store.state)
         parts = key.split("|")
         listed = scan.dir_stat
         if (
@@ -465,7 +465,7 @@ class Index:
         with contextlib.suppress(sqlite3.Error):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{now!r}\n{key}",))
             if position is not None and position[0]:
-                listed_key = _catalog.key_of(scan.dir_stat, scan.index_stat)
+                listed_key = catalog.key_of(scan.dir_stat, scan.index_stat)
                 db.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('log', ?)",
                     (f"{position[0]} {position[1]} {now!r} {listed_key}",),
@@ -552,7 +552,7 @@ class Index:
         return result
 
     @staticmethod
-    def _record_stats(db: sqlite3.Connection, scan: _catalog.Scan) -> None:
+    def _record_stats(db: sqlite3.Connection, scan: catalog.Scan) -> None:
         """Record each note's stat as the (settled) listing saw it; only the differences.
 
         The listing goes to a temporary table a row at a time and SQLite works
@@ -628,7 +628,7 @@ class Index:
         for name, indexed_sha, seen in suspects:
             try:
                 text = self.store.read_text(name)
-                sha = _catalog.content_hash(text.encode("utf-8"))
+                sha = catalog.content_hash(text.encode("utf-8"))
                 if seen is not None:
                     stats.append((name, seen))
                 if sha == indexed_sha:
@@ -670,7 +670,7 @@ class Index:
         total: int,
         gone: list[str],
         indexed: dict[str, str],
-        listed: tuple[str, _catalog.Scan, int, tuple[str, int] | None],
+        listed: tuple[str, catalog.Scan, int, tuple[str, int] | None],
         progress: Callable[[int, int], None] | None,
     ) -> int:
         """Index many notes: read a chunk, insert it with one statement per table, repeat.

@@ -46,7 +46,7 @@ from mdmem.recall.text import terms
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from mdmem.store.store import Store
+    from mdmem.recall.view import StoreView as Store
 
 __all__ = [
     "BATCH",

@@ -36,8 +36,8 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
+from mdmem.store.state import StateDir
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -151,6 +151,7 @@ class Vectors:
 
     def __init__(self, root: str, path: str | None = None) -> None:
         self.root = root
+        self.state = StateDir.of(root)
         self._path = path
         self._db: sqlite3.Connection | None = None
         self._ident: tuple[int, int] | None = None
@@ -158,7 +159,7 @@ class Vectors:
     @property
     def path(self) -> str:
         """Where the cache lives (it may not exist yet)."""
-        return self._path or os.path.join(state_dir(self.root), FILE)
+        return self._path or self.state / FILE
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
@@ -168,9 +169,9 @@ class Vectors:
             if self._path == ":memory:":
                 db = self._open(":memory:")
             elif os.path.isdir(self.root):
-                _catalog.ensure_state_dir(self.root)
+                self.state.ensure()
                 db = self._open(self.path)
-                self._ident = _fs.identity(self.path)
+                self._ident = files.identity(self.path)
         if db is None:
             db = self._open(":memory:")
         self._db = db
@@ -180,7 +181,7 @@ class Vectors:
     def _open(path: str) -> sqlite3.Connection:
         for attempt in (1, 2):
             if path != ":memory:":
-                _fs.owner_only(path)
+                files.owner_only(path)
             db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
             try:
                 if path != ":memory:":
@@ -218,7 +219,7 @@ class Vectors:
 
     def replaced(self) -> bool:
         """Whether the file on disk is no longer the one this object has open."""
-        return self._ident is not None and _fs.identity(self.path) != self._ident
+        return self._ident is not None and files.identity(self.path) != self._ident
 
     def version(self) -> int:
         """A number that changes whenever another connection commits (SQLite's data_version)."""

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from mdmem.recall.glossary import expand
 from mdmem.recall.text import terms
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store import sessions as records
-from mdmem.store.paths import state_dir
+from mdmem.store.state import StateDir
 
 __all__ = ["FILE", "SessionHit", "search_sessions"]
 
@@ -86,9 +86,9 @@ def _open(path: str) -> sqlite3.Connection:
 
 
 def _connect(store_path: str) -> sqlite3.Connection:
-    folder = state_dir(store_path)
+    folder = StateDir.of(store_path).path
     try:
-        _fs.ensure_dir(folder, private=True)
+        files.ensure_dir(folder, private=True)
         path = os.path.join(folder, FILE)
         # Owner-only from the start: it holds what the records say (sqlite would use 0644).
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))

@@ -41,8 +41,8 @@ try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough h
 except ImportError:  # pragma: no cover - interpreters without the _blake2 module
     from hashlib import blake2b as _blake2b
 
-from mdmem.errors import InvalidPath
-from mdmem.store import _fs
+from mdmem.errors import InvalidPath, MdmemError
+from mdmem.store import files
 from mdmem.store.paths import (
     INDEX_NAME,
     check_name,
@@ -50,23 +50,25 @@ from mdmem.store.paths import (
     is_plain_name,
     note_path,
     printable_name,
-    state_base,
-    state_dir,
 )
+from mdmem.store.state import CATALOG, CLOCK, FINGERPRINT, StateDir, ensure_state_dir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     import io
     import sqlite3
-    from collections.abc import Collection, Iterable, Iterator
+    from collections.abc import Callable, Collection, Iterable, Iterator
+    from typing import Any, TypeVar
+
+    _C = TypeVar("_C")
 
 __all__ = [
     "Catalog",
+    "CatalogError",
     "Entry",
     "Fingerprint",
     "Scan",
     "content_hash",
-    "ensure_state_dir",
     "fs_now",
     "is_busy",
     "is_damage",
@@ -80,9 +82,6 @@ __all__ = [
 ]
 
 _VERSION = 7  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes
-CATALOG = "catalog.sqlite"
-FINGERPRINT = "fingerprint"
-CLOCK = "clock"
 #: The most note names the fingerprint lists for the block's quick check.
 HEAD_NAMES = 2_000
 
@@ -348,8 +347,7 @@ class Fingerprint:
 
 
 def _state(root: str) -> str:
-    """``paths.state_dir(root)`` (remembered there)."""
-    return state_dir(root)
+    return StateDir.of(root).path
 
 
 def _fp_path(root: str) -> str:
@@ -373,7 +371,7 @@ def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> No
                 os.unlink(_fp_path(root))
         else:
             # 0600 whatever the level: the state tree is the user's own.
-            _fs.atomic_write(_fp_path(root), fp.dump(), private=True, durable=False)
+            files.atomic_write(_fp_path(root), fp.dump(), private=True, durable=False)
     except OSError:
         pass
 
@@ -384,10 +382,10 @@ def open_regular(path: str) -> io.BufferedReader:
     Raises:
         OSError: absent, a link, a FIFO, a device or a directory.
     """
-    fd = os.open(path, _fs.READ_FLAGS)
+    fd = os.open(path, files.READ_FLAGS)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _fs.NotRegularFile(22, "not a regular file", path)
+            raise files.NotRegularFile(22, "not a regular file", path)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -527,7 +525,13 @@ _COLUMNS = (
 
 
 def is_damage(exc: BaseException) -> bool:
-    """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt)."""
+    """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt).
+
+    For this module's own code, where SQLite is called; above it, a catalog call
+    raises :class:`CatalogError` and nothing else of SQLite's.
+    """
+    if isinstance(exc, CatalogError):
+        return True
     import sys
 
     sqlite3 = sys.modules.get("sqlite3")
@@ -576,6 +580,8 @@ def is_busy(exc: BaseException) -> bool:
     make SQLite map a different -shm file, and a later truncation of it is a
     SIGBUS), only worked around for this call.
     """
+    if isinstance(exc, CatalogError):
+        return exc.busy
     import sys
 
     sqlite3 = sys.modules.get("sqlite3")
@@ -644,6 +650,73 @@ class _ValidNames:
         return row is not None
 
 
+class CatalogError(MdmemError):
+    """The one error a catalog call raises for SQLite's (internal to ``store/``).
+
+    An ``MdmemError``, so that one that gets past the store (it catches them all
+    where it can rebuild or fall back) is shown as one line, not a traceback.
+
+    The file is damaged or unusable (the store rebuilds it from the notes), or,
+    when :attr:`busy`, another connection holds it right now (the store answers
+    from a catalog in memory this once, and never throws a live one away). The
+    SQLite error is its ``__cause__``.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"the catalog: {cause}")
+        self.busy = is_busy(cause)
+
+
+class _Translated:
+    """Where SQLite's errors become :class:`CatalogError`: every public method of
+    :class:`Catalog` runs inside it (httpx's ``map_httpcore_exceptions``), so the
+    store catches one named error instead of asking each exception what it is."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None and not isinstance(exc, CatalogError) and is_damage(exc):
+            raise CatalogError(exc) from exc
+
+
+translated = _Translated()
+_CO_GENERATOR = 0x20  # inspect.CO_GENERATOR, without importing inspect on the fast path
+
+
+def _at_the_edge(cls: type[_C]) -> type[_C]:
+    """Run every public method of ``cls`` (generators too) inside :data:`translated`."""
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        if method.__code__.co_flags & _CO_GENERATOR:
+
+            def generator(*args: Any, **kwargs: Any) -> Any:
+                with translated:
+                    yield from method(*args, **kwargs)
+
+            wrapped = generator
+        else:
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                with translated:
+                    return method(*args, **kwargs)
+
+            wrapped = call
+        wrapped.__name__ = method.__name__
+        wrapped.__qualname__ = method.__qualname__
+        wrapped.__doc__ = method.__doc__
+        wrapped.__wrapped__ = method  # type: ignore[attr-defined]
+        return wrapped
+
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and callable(value) and hasattr(value, "__code__"):
+            setattr(cls, name, wrap(value))
+    return cls
+
+
+@_at_the_edge
 class Catalog:
     """The store's rows, in SQLite; opened on first use, rebuilt when damaged.
 
@@ -1215,37 +1288,6 @@ def iter_listing(root: str) -> Iterator[tuple[str, str | None, str]]:
         raise
     finally:
         cat.close()
-
-
-def ensure_state_dir(root: str, *, private: bool = True) -> str:
-    """Create the store's state folder (see :func:`mdmem.store.paths.state_dir`) and return it.
-
-    The whole state tree is the user's own, ``0700`` whatever the store's level:
-    it holds turns, trash and logs of private conversations. ``private`` is kept
-    for the callers' sake and no longer changes anything.
-    """
-    state = _state(root)
-    if not os.path.isdir(state):
-        base = state_base()
-        # Every folder made here is 0700, ~/.local/state included (as XDG asks), whatever
-        # the umask: os.makedirs would make the parents 0777 under umask 000.
-        missing = [base, os.path.dirname(state), state]
-        above = os.path.dirname(base)
-        while above and not os.path.isdir(above) and os.path.dirname(above) != above:
-            missing.insert(0, above)
-            above = os.path.dirname(above)
-        for folder in missing:
-            try:
-                os.mkdir(folder, 0o700)
-            except FileExistsError:
-                continue
-            os.chmod(folder, 0o700)  # exact, even under a umask that takes the owner's bits
-    st = os.lstat(state)
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(f"{state} is not a directory")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(state, 0o700)
-    return state
 
 
 def content_hash(data: bytes) -> str:

@@ -33,10 +33,10 @@ from __future__ import annotations
 import functools
 import math
 from array import array
+from typing import TYPE_CHECKING
 
 from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterable

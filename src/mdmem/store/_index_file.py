@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["PATCH_LIMIT", "chunks", "digest", "join", "name_of", "patch", "splice"]
+__all__ = ["PATCH_LIMIT", "IndexRecord", "chunks", "digest", "join", "name_of", "patch", "splice"]
 
 #: Past this many changed lines, rebuilding from the catalog is as cheap as patching.
 PATCH_LIMIT = 1_000
@@ -168,9 +168,9 @@ def splice(
     was rewritten (not when no line actually changes), or None when the file
     does not look like what mdmem writes (the caller rebuilds it).
     """
-    from mdmem.store import _fs
+    from mdmem.store import files
 
-    fd = os.open(path, _fs.READ_FLAGS)
+    fd = os.open(path, files.READ_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -202,7 +202,72 @@ def splice(
         if not changed:
             return 0, False
         parts.append((pos, size))
-        _fs.atomic_write_parts(path, fd, parts, private=private)
+        files.atomic_write_parts(path, fd, parts, private=private)
         return delta, True
     finally:
         os.close(fd)
+
+
+class IndexRecord:
+    """What the catalog keeps of MEMORY.md as mdmem last wrote it (its ``index`` meta).
+
+    ``stat`` is the file's (mtime_ns, size, inode, ctime_ns) after the write,
+    ``digest`` its content hash (``-`` when only the stat vouches for it),
+    ``lines`` its line count, and ``trusted_before``: while the file's times are
+    below it, its stat alone proves its bytes (git's racy-clean rule). Stored as
+    one line of seven space-separated fields (:meth:`format`, :meth:`parse`).
+    Immutable; a plain slotted class, since this module is on the ``mdmem index``
+    path and ``dataclasses`` costs milliseconds to import.
+    """
+
+    __slots__ = ("digest", "lines", "stat", "trusted_before")
+
+    stat: tuple[int, int, int, int]
+    digest: str
+    lines: int
+    trusted_before: int
+
+    def __init__(
+        self, stat: tuple[int, int, int, int], digest: str, lines: int, trusted_before: int
+    ) -> None:
+        object.__setattr__(self, "stat", stat)
+        object.__setattr__(self, "digest", digest)
+        object.__setattr__(self, "lines", lines)
+        object.__setattr__(self, "trusted_before", trusted_before)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"IndexRecord is immutable: {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, IndexRecord) and self.format() == other.format()
+
+    def __hash__(self) -> int:
+        return hash(self.format())
+
+    def __repr__(self) -> str:
+        return f"IndexRecord({self.format()!r})"
+
+    @classmethod
+    def parse(cls, text: str | None) -> IndexRecord | None:
+        """The record :meth:`format` wrote; None for none, or for anything else."""
+        parts = (text or "").split(" ")
+        if len(parts) != 7:
+            return None
+        try:
+            m, s, n, c, lines, when = (int(parts[i]) for i in (0, 1, 2, 3, 5, 6))
+        except ValueError:
+            return None
+        return cls((m, s, n, c), parts[4], lines, when)
+
+    def format(self) -> str:
+        """The one line the catalog stores."""
+        stat_text = " ".join(map(str, self.stat))
+        return f"{stat_text} {self.digest} {self.lines} {self.trusted_before}"
+
+    def same_stat(self, st: tuple[int, int, int, int] | None) -> bool:
+        """Whether MEMORY.md's stat now is the one recorded."""
+        return st is not None and tuple(st) == self.stat
+
+    def stat_proves(self, st: tuple[int, int, int, int] | None) -> bool:
+        """Whether that stat alone proves the bytes are the ones recorded."""
+        return st is not None and self.same_stat(st) and max(st[0], st[3]) < self.trusted_before

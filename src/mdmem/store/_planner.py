@@ -7,7 +7,6 @@ updated by the second. The plan is carried out by :mod:`mdmem.store._txn`.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,9 +20,9 @@ from mdmem.store.dedupe import (
     find_duplicate,
     near_among,
 )
-from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, render
+from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, render
 from mdmem.store.operations import Create, Delete, Operation, Update, validate
-from mdmem.store.paths import note_path, slugify, state_dir
+from mdmem.store.paths import note_path, slugify
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
 
     from mdmem._kinds import Level
     from mdmem.store.operations import ValidOperation
+    from mdmem.store.state import StateDir
 
 __all__ = ["Planner", "StoreView"]
 
@@ -43,6 +43,7 @@ class StoreView(Protocol):
     def path(self) -> str: ...
 
     level: Level
+    state: StateDir
 
     def read(self, filename: str) -> Note:
         """The note ``filename``, parsed."""
@@ -55,19 +56,6 @@ class StoreView(Protocol):
 
 _MAX_SUFFIX = 999
 _TEXT_FIELDS = ("title", "summary", "slug", "content")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
-
-
-def first_sentence(text: str, limit: int = 160) -> str:
-    """The first sentence of a note's body, as a one-line summary (headings are skipped)."""
-    lines = [ln for ln in text.strip().splitlines() if not ln.lstrip().startswith("#")]
-    paragraph = "\n".join(lines).strip().split("\n\n", 1)[0]
-    if not paragraph:  # nothing but headings
-        paragraph = text.strip().split("\n", 1)[0]
-    line = clean_inline(paragraph.lstrip("#>-* "))
-    match = _SENTENCE_END.search(line)
-    sentence = line[: match.start()].strip() if match else line
-    return clean_inline(sentence or line, limit)
 
 
 class Planner:
@@ -89,7 +77,7 @@ class Planner:
         self.applied: list[Applied] = []
         self.rejected: list[Rejected] = []
         if redact is None:
-            from mdmem.extract.privacy import redact as default_redact
+            from mdmem.privacy import redact as default_redact
 
             redact = default_redact
         self._redact = _remembering(redact)
@@ -393,7 +381,7 @@ class Planner:
 
     def _trash_name(self, name: str) -> str:
         stamp = self.now.strftime("%Y%m%dT%H%M%SZ")
-        folder = os.path.join(state_dir(self.store.path), _txn.TRASH_DIR)
+        folder = self.store.state.trash
         planned = set(self.plan.deletes.values())
         candidate, n = f"{stamp}~{name}", 1
         while candidate in planned or os.path.lexists(os.path.join(folder, candidate)):
@@ -423,7 +411,7 @@ def _remembering(redact: Callable[[str], str]) -> Callable[[str], str]:
 
 def _hash_or_none(path: str) -> str | None:
     from mdmem.store._catalog import content_hash
-    from mdmem.store._fs import read_bytes
+    from mdmem.store.files import read_bytes
 
     try:
         return content_hash(read_bytes(path, 1024 * 1024))

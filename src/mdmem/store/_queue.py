@@ -26,7 +26,7 @@ import fcntl
 import os
 import time
 
-from mdmem.store import _fs
+from mdmem.store import files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class _Ticket:
     """This process's place in the queue: a file it holds an flock on while it waits."""
 
     def __init__(self, folder: str) -> None:
-        _fs.ensure_dir(folder, private=True)
+        files.ensure_dir(folder, private=True)
         self.folder = folder
         self.name = f"{time.time_ns():020d}.{os.getpid()}.{os.urandom(3).hex()}{_SUFFIX}"
         self.path = os.path.join(folder, self.name)

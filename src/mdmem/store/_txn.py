@@ -8,7 +8,7 @@ is neither the old nor the new one) is left alone: redoing a batch must never
 overwrite a hand edit.
 
 A write of a note that did not exist when the batch was planned is a
-*create*, made with ``_fs.create_new``: if a file of that name appeared
+*create*, made with ``files.create_new``: if a file of that name appeared
 meanwhile (a person, git), the create is dropped and that file kept.
 """
 
@@ -18,19 +18,21 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidPath
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import check_name, state_dir
+from mdmem.store import _catalog, files
+from mdmem.store import state as layout
+from mdmem.store.paths import check_name
+from mdmem.store.state import StateDir
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from mdmem.store.note import Note
 
 __all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
 
-TXN = "txn.json"
-TRASH_DIR = "trash"
+TXN = layout.TXN
+TRASH_DIR = layout.TRASH
 
 
 @dataclass
@@ -60,7 +62,7 @@ _HASH_LIMIT = 1024 * 1024
 
 def _hash_of(path: str) -> str | None:
     try:
-        return _catalog.content_hash(_fs.read_bytes(path, _HASH_LIMIT))
+        return _catalog.content_hash(files.read_bytes(path, _HASH_LIMIT))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
@@ -71,10 +73,10 @@ def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = F
     """Write one note; a ``create`` is exclusive: False when it found the name taken."""
     path = os.path.join(root, name)
     if not create:
-        _fs.atomic_write(path, data, private=private)
+        files.atomic_write(path, data, private=private)
         return True
     try:
-        _fs.create_new(path, data, private=private)
+        files.create_new(path, data, private=private)
     except FileExistsError:
         return False
     return True
@@ -99,8 +101,8 @@ def _create_elsewhere(root: str, name: str, data: bytes, private: bool) -> str |
 
 
 def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
-    trash = os.path.join(state_dir(root), TRASH_DIR)
-    _fs.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
+    trash = StateDir.of(root).trash
+    files.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
     os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
 
 
@@ -112,7 +114,7 @@ def _read_or_none(path: str) -> bytes | None:
     into memory: it goes to the trash whole, by a rename, so nothing is lost.
     """
     try:
-        return _fs.read_bytes(path, _HASH_LIMIT)
+        return files.read_bytes(path, _HASH_LIMIT)
     except (OSError, ValueError):  # absent, not a regular file, too large
         return None
 
@@ -143,7 +145,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
     from mdmem.store import history
 
     before = _remember(root, plan)
-    journal = os.path.join(state_dir(root), TXN)
+    journal = StateDir.of(root).txn
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
         payload = {
@@ -151,12 +153,12 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
             "deletes": plan.deletes,
             "before": plan.before,
         }
-        _fs.atomic_write(
+        files.atomic_write(
             journal, json.dumps(payload, ensure_ascii=False).encode("utf-8"), private=private
         )
         # The journal must be on disk (its name too) before any note changes: after a
         # power cut, a batch half on disk is finished from it, not left half done.
-        _fs.fsync_dir(state_dir(root))
+        files.fsync_dir(StateDir.of(root).path)
     lost: list[str] = []
     for name, data in list(plan.writes.items()):
         create = name in plan.before and plan.before[name] is None
@@ -179,9 +181,9 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         _trash(root, name, trash_name, private)
     if plan.deletes:
         # A deleted note must be in the trash before it is durably gone from the store.
-        _fs.fsync_dir(os.path.join(state_dir(root), TRASH_DIR))
+        files.fsync_dir(StateDir.of(root).trash)
     # One fsync of the directory makes every rename of the batch durable.
-    _fs.fsync_dir(root)
+    files.fsync_dir(root)
     if journaled:
         with contextlib.suppress(FileNotFoundError):  # the state folder was removed meanwhile
             os.unlink(journal)
@@ -197,7 +199,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
 
 def recover(root: str, *, private: bool) -> list[str]:
     """Finish a batch a dead process left half done; return what was skipped and why."""
-    journal = os.path.join(state_dir(root), TXN)
+    journal = StateDir.of(root).txn
     try:
         with open(journal, encoding="utf-8") as f:
             payload = json.load(f)
@@ -239,7 +241,7 @@ def recover(root: str, *, private: bool) -> list[str]:
             _trash(root, name, trash_name, private)
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; not deleted")
-    _fs.fsync_dir(root)
+    files.fsync_dir(root)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(journal)
     return skipped

@@ -12,7 +12,7 @@ event (field ``k``):
   ``in``/``out``: the model's tokens for the turn).
 
 It stays bounded and private: a prompt is cut to its first :data:`PROMPT_WORDS`
-words and redacted (:mod:`mdmem.extract.privacy`) before it is written; a
+words and redacted (:mod:`mdmem.privacy`) before it is written; a
 file stops growing at :data:`MAX_FILE_BYTES`; only the :data:`KEEP_SESSIONS`
 newest session files are kept. Recording never raises: it is information,
 never a reason to fail the hook it describes.
@@ -26,7 +26,8 @@ import os
 import re
 import time
 
-from mdmem.store.paths import state_base, state_dir
+from mdmem.store.paths import state_base
+from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ _MAX_EVENT = 16 * 1024
 
 def folder(root: str) -> str:
     """The activity folder of the project store at ``root`` (in its state folder)."""
-    return os.path.join(state_dir(root), _DIR)
+    return os.path.join(StateDir.of(root).path, _DIR)
 
 
 def _path(root: str, session: object) -> str | None:
@@ -74,7 +75,7 @@ def tokens(text: str) -> int:
 
 def first_words(prompt: str, count: int = PROMPT_WORDS) -> str:
     """The first ``count`` words of a prompt (at most 120 characters), secrets redacted."""
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     words = redact(prompt[:2_000]).split()
     text = " ".join(words[:count])
@@ -103,7 +104,7 @@ def record(
         new = not os.path.exists(path)
         if not new and os.path.getsize(path) + len(data) > MAX_FILE_BYTES:
             return  # bounded: a very long session keeps its first events
-        from mdmem.store._catalog import ensure_state_dir
+        from mdmem.store.state import ensure_state_dir
 
         ensure_state_dir(root)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -217,7 +218,7 @@ def workspaces() -> list[tuple[str, float]]:
 
 def remember(workspace: str, now: float | None = None) -> None:
     """Note that ``workspace`` was used (at most once a minute is written); never raises."""
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     moment = time.time() if now is None else now
     known = dict(workspaces())
@@ -228,4 +229,4 @@ def remember(workspace: str, now: float | None = None) -> None:
     with contextlib.suppress(OSError, ValueError):
         os.makedirs(state_base(), mode=0o700, exist_ok=True)
         data = json.dumps(kept, ensure_ascii=False, indent=0).encode("utf-8", "surrogateescape")
-        _fs.atomic_write(_known_path(), data, private=True, durable=False)
+        files.atomic_write(_known_path(), data, private=True, durable=False)

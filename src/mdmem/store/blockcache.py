@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 
 from mdmem.store.marks import MARKS, STALE_MARKS
-from mdmem.store.paths import INDEX_NAME, state_dir
+from mdmem.store.paths import INDEX_NAME
+from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _key(purpose: str, roots: tuple[str, str]) -> list[object]:
         if not root:
             key.append(None)
             continue
-        state = state_dir(root)
+        state = StateDir.of(root).path
         key.append(
             [
                 root,
@@ -72,7 +73,7 @@ def _next_expiry(roots: tuple[str, str], now: float) -> float:
         if not root:
             continue
         try:
-            with open(os.path.join(state_dir(root), MARKS), encoding="utf-8") as f:
+            with open(StateDir.of(root).marks, encoding="utf-8") as f:
                 text = f.read(_MAX_BYTES)
         except (OSError, UnicodeDecodeError):
             continue
@@ -107,8 +108,8 @@ def _shown(block: str, roots: tuple[str, str]) -> list[list[object]]:
 def _home(roots: tuple[str, str]) -> str | None:
     """Where the cache file lives: the first store whose state folder already exists."""
     for root in roots:
-        if root and os.path.isdir(state_dir(root)):
-            return state_dir(root)
+        if root and os.path.isdir(StateDir.of(root).path):
+            return StateDir.of(root).path
     return None
 
 
@@ -169,7 +170,7 @@ def cached(
         return block
     import json
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     record = {
         "key": after,
@@ -180,7 +181,7 @@ def cached(
     try:
         data = json.dumps(record, ensure_ascii=False).encode("utf-8")
         target = os.path.join(home, f"block-{safe}.json")
-        _fs.atomic_write(target, data, private=True, durable=False)
+        files.atomic_write(target, data, private=True, durable=False)
     except OSError:
         pass
     return block

@@ -11,14 +11,14 @@ from where :meth:`Store.restore <mdmem.store.store.Store.restore>` brings it bac
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from mdmem.errors import NoteNotFound, StoreError
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store._txn import TRASH_DIR
-from mdmem.store.paths import check_name, earlier_states, state_dir
+from mdmem.store.paths import check_name, earlier_states
 from mdmem.store.results import TrashItem
 
-TYPE_CHECKING = False  # not typing's: kept off the fast path like the store's modules
 if TYPE_CHECKING:
     from mdmem.store.store import Store
 
@@ -58,8 +58,8 @@ def take(store: Store, filename: str) -> str:
     found = [item for item in trash(root) if item.filename == filename]
     if not found:
         raise NoteNotFound(filename, "the trash of an earlier clone at this path")
-    mine = os.path.join(state_dir(root), TRASH_DIR)
-    _fs.ensure_dir(mine, private=True)
+    mine = store.state.trash
+    files.ensure_dir(mine, private=True)
     target = os.path.join(mine, os.path.basename(found[0].path))
     os.rename(found[0].path, target)  # sibling folders of one state tree: one file system
     return target

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from mdmem.errors import InvalidOperation, NoteNotFound
-from mdmem.store import _catalog, _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import _catalog, files
+from mdmem.store import state as layout
+from mdmem.store.state import StateDir
 
 __all__ = [
     "HISTORY_DIR",
@@ -44,7 +45,7 @@ __all__ = [
     "record_if_unknown",
 ]
 
-HISTORY_DIR = "history"
+HISTORY_DIR = layout.HISTORY
 MAX_VERSIONS = 20
 MAX_AGE_DAYS = 90
 KEEP_NEWEST = 3
@@ -78,7 +79,7 @@ class Version:
 
 
 def _folder(root: str, name: str) -> str:
-    return os.path.join(state_dir(root), HISTORY_DIR, name)
+    return os.path.join(StateDir.of(root).history, name)
 
 
 def _numbers(folder: str) -> list[int]:
@@ -155,8 +156,8 @@ def record(
             last = _load(folder, numbers[-1])
             if last is not None and last.get("sha") == sha and last.get("action") == action:
                 return None
-        _catalog.ensure_state_dir(root)
-        _fs.ensure_dir(folder, private=True)
+        StateDir.of(root).ensure()
+        files.ensure_dir(folder, private=True)
         moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         payload: dict[str, object] = {
             "action": action,

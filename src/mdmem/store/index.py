@@ -43,6 +43,7 @@ __all__ = [
     "PREAMBLE",
     "PROJECT_HEADING",
     "USER_HEADING",
+    "cached_block",
     "fitted",
     "line_filename",
     "merge",
@@ -326,3 +327,36 @@ def prompt_block(project: Store | None, user: Store | None, *, hint: str = "cli"
         updated=(times[0], times[1]),
         totals=(parts[0][1], parts[1][1]),
     )
+
+
+def cached_block(
+    project: Store, user: Store, *, budget: int | None = None, level: str = "all"
+) -> str:
+    """The prompt block of a workspace's two stores: the one entry point.
+
+    The Manager (``Manager.index``), ``mdmem index`` and the SessionStart hook
+    all ask here. Without ``budget`` it is :func:`prompt_block`: at most
+    :data:`MAX_LINES` lines and :data:`MAX_BYTES` bytes, ranked by date when not
+    all fit; ``level`` (``project`` or ``user``) leaves the other store out.
+    With ``budget`` (bytes: SessionStart's room in the context) the stores'
+    lines are cut to it in MEMORY.md's order, at most :data:`MAX_BYTES`.
+    Through the block cache (``store/blockcache.py``): while neither store
+    changed, this is a few ``lstat`` calls.
+    """
+    from mdmem.store.blockcache import cached
+
+    if budget is not None:
+        from mdmem.store.marks import prompt_index
+
+        room = min(budget, MAX_BYTES)
+        return cached(
+            f"session-start-{budget}",
+            project.path,
+            user.path,
+            lambda: merge(prompt_index(project), prompt_index(user), max_bytes=room),
+        )
+    shown = (
+        project if level in ("all", "project") else None,
+        user if level in ("all", "user") else None,
+    )
+    return cached(f"index-{level}", project.path, user.path, lambda: prompt_block(*shown))

@@ -33,8 +33,8 @@ import os
 import re
 import time
 
-from mdmem.store import _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
+from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # typing costs ~6 ms on the session-start path
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def folder(root: str) -> str:
     if found is None:
         if len(_folders) > 64:
             _folders.clear()
-        found = _folders[key] = os.path.join(state_dir(root), "usage")
+        found = _folders[key] = StateDir.of(root).usage
     return found
 
 
@@ -146,10 +146,10 @@ def _append(root: str, line: bytes, now: float | None) -> None:
         try:
             fd = os.open(path, flags, 0o600)
         except FileNotFoundError:
-            from mdmem.store._catalog import ensure_state_dir
+            from mdmem.store.state import StateDir
 
-            ensure_state_dir(root)
-            _fs.ensure_dir(base, private=True)
+            StateDir.of(root).ensure()
+            files.ensure_dir(base, private=True)
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
@@ -219,7 +219,7 @@ def _read_summary(base: str) -> dict[str, object]:
     """The summary; a damaged one is moved aside (one warning) and the ledger starts again."""
     path = os.path.join(base, _SUMMARY)
     try:
-        data: object = json.loads(_fs.read_bytes(path, 64 * COMPACT_BYTES))
+        data: object = json.loads(files.read_bytes(path, 64 * COMPACT_BYTES))
     except FileNotFoundError:
         return _empty()
     except (OSError, ValueError, RecursionError):
@@ -384,7 +384,7 @@ def compact(root: str, now: float | None = None) -> bool:
         summary["folded"] = max([folded, *(n for n, _ in rotated)])
         _bound(summary)
         data = json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        _fs.atomic_write(os.path.join(base, _SUMMARY), data, private=True, durable=False)
+        files.atomic_write(os.path.join(base, _SUMMARY), data, private=True, durable=False)
         for _, name in rotated:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(base, name))

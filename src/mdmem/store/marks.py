@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 import time
 
-from mdmem.store.paths import INDEX_NAME, state_dir
+from mdmem.store.paths import INDEX_NAME
+from mdmem.store.state import MARKS, STALE_MARKS, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -58,9 +59,6 @@ __all__ = [
 
 # The shortest MEMORY.md line there can be ("- [t] x (n.md)" and its newline), in bytes.
 _MIN_LINE = 16
-
-MARKS = "marks"
-STALE_MARKS = "stale.marks"
 
 
 def note_marks(note: Note) -> dict[str, object]:
@@ -123,14 +121,14 @@ def save(root: str, entries: Mapping[str, Mapping[str, object]]) -> None:
     """Write the ``marks`` file of a store from its catalog entries (removed when empty)."""
     import contextlib
 
-    from mdmem.store import _fs
+    from mdmem.store import files
 
     lines = [f"S\t{name}\t{by}" for name, by in sorted(superseded_by(entries).items())]
     for name, entry in sorted(entries.items()):
         ts = entry.get("expires_ts")
         if isinstance(ts, (int, float)) and entry.get("line"):
             lines.append(f"E\t{name}\t{ts!r}")
-    path = os.path.join(state_dir(root), MARKS)
+    path = StateDir.of(root).marks
     text = "".join(line + "\n" for line in lines)
     try:
         if not text:
@@ -140,17 +138,15 @@ def save(root: str, entries: Mapping[str, Mapping[str, object]]) -> None:
         with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
             if f.read() == text:
                 return
-        from mdmem.store._catalog import ensure_state_dir
-
-        ensure_state_dir(root)
-        _fs.atomic_write(path, text.encode("utf-8"), private=True, durable=False)
+        StateDir.of(root).ensure()
+        files.atomic_write(path, text.encode("utf-8"), private=True, durable=False)
     except OSError:
         pass
 
 
 def _read_marks(root: str, now: float) -> dict[str, str]:
     try:
-        with open(os.path.join(state_dir(root), MARKS), encoding="utf-8") as f:
+        with open(StateDir.of(root).marks, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError):
         return {}
@@ -228,7 +224,7 @@ def tree_key(workspace: str) -> str:
 def cached_marks(root: str) -> dict[str, str]:
     """Note -> short reason, from the last :func:`check`, if the tree is still as it was then."""
     try:
-        with open(os.path.join(state_dir(root), STALE_MARKS), encoding="utf-8") as f:
+        with open(StateDir.of(root).stale_marks, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError):
         return {}

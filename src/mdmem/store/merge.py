@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidPath, StoreError
-from mdmem.store import _fs
+from mdmem.store import files
 from mdmem.store.note import parse_index_line
 from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES, STATE_DIR, check_name
 
@@ -160,10 +160,10 @@ def _read(path: str) -> str:
     """A text file of the repository (MEMORY.md, .gitignore), read as hostile input.
 
     Raises:
-        OSError: it is a symlink, a FIFO or a device (``_fs.NotRegularFile``), or unreadable.
+        OSError: it is a symlink, a FIFO or a device (``files.NotRegularFile``), or unreadable.
         ValueError: larger than MEMORY.md may be.
     """
-    return _fs.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
+    return files.read_bytes(path, MAX_INDEX_BYTES).decode("utf-8", errors="replace")
 
 
 def merge_files(base: str, ours: str, theirs: str, path: str | None = None) -> None:
@@ -196,7 +196,7 @@ def merge_files(base: str, ours: str, theirs: str, path: str | None = None) -> N
         _text_merge(base, ours, theirs)
         shown = path or ours
         raise StoreError(shown, f"{problem}; not merged by mdmem, left to git as a conflict")
-    _fs.atomic_write(ours, merge_index(*texts).encode("utf-8"))
+    files.atomic_write(ours, merge_index(*texts).encode("utf-8"))
 
 
 def _text_merge(base: str, ours: str, theirs: str) -> None:
@@ -207,9 +207,9 @@ def _text_merge(base: str, ours: str, theirs: str) -> None:
     not a regular file), ``ours`` stays as it was.
     """
     try:
-        before = _fs.read_bytes(ours, MAX_INDEX_BYTES)
+        before = files.read_bytes(ours, MAX_INDEX_BYTES)
         for side in (base, theirs):
-            _fs.read_bytes(side, MAX_INDEX_BYTES)  # regular files only, bounded
+            files.read_bytes(side, MAX_INDEX_BYTES)  # regular files only, bounded
         done = subprocess.run(
             [
                 "git",
@@ -234,7 +234,7 @@ def _text_merge(base: str, ours: str, theirs: str) -> None:
     # 0: merged cleanly; 1..127: that many conflicts; otherwise an error (binary files).
     if not 0 <= done.returncode < 128 or (before and not done.stdout):
         return
-    _fs.atomic_write(ours, done.stdout)
+    files.atomic_write(ours, done.stdout)
 
 
 # -- mdmem init ----------------------------------------------------------------------
@@ -260,7 +260,7 @@ def _ensure_line(path: str, line: str, header: str, report: InitReport) -> None:
         new = f"{header}\n{line}\n"
     else:
         new = text + ("" if not text or text.endswith("\n") else "\n") + f"{line}\n"
-    _fs.atomic_write(path, new.encode("utf-8"))
+    files.atomic_write(path, new.encode("utf-8"))
     report.changes.append(f"{'wrote' if text is None else 'updated'} {path}")
 
 
@@ -410,11 +410,11 @@ def init_store(store: Store, workspace: str, driver_command: str | None = None) 
         raise StoreError(store.path, f"not used as a project store: {store.unavailable}")
     report = InitReport()
     if not os.path.isdir(store.path):
-        _fs.ensure_dir(store.path, private=store.private)
+        files.ensure_dir(store.path, private=store.private)
         report.changes.append(f"created {store.path}")
     index = os.path.join(store.path, INDEX_NAME)
     if not os.path.exists(index) and not store.load_index():
-        _fs.atomic_write(index, b"", private=store.private)
+        files.atomic_write(index, b"", private=store.private)
         report.changes.append(f"wrote {index}")
     _ensure_line(
         os.path.join(store.path, ".gitignore"),

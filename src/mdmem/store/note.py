@@ -32,6 +32,7 @@ __all__ = [
     "Note",
     "NoteType",
     "clean_inline",
+    "first_sentence",
     "format_time",
     "index_line",
     "parse",
@@ -351,3 +352,18 @@ def parse_index_line(line: str) -> IndexEntry | None:
         return None
     title, _, summary = match["text"].partition(" — ")
     return IndexEntry(filename=match["filename"], type=match["type"], title=title, summary=summary)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|(?<=[。！？])")
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """The first sentence of a note's body, as a one-line summary (headings are skipped)."""
+    lines = [ln for ln in text.strip().splitlines() if not ln.lstrip().startswith("#")]
+    paragraph = "\n".join(lines).strip().split("\n\n", 1)[0]
+    if not paragraph:  # nothing but headings
+        paragraph = text.strip().split("\n", 1)[0]
+    line = clean_inline(paragraph.lstrip("#>-* "))
+    match = _SENTENCE_END.search(line)
+    sentence = line[: match.start()].strip() if match else line
+    return clean_inline(sentence or line, limit)

@@ -188,7 +188,7 @@ def note_path(root: str, name: object, *, must_exist: bool = False) -> str:
     Beyond :func:`check_name`, an existing entry must be a regular file: a
     symlink is never a note (a repository could commit one that leads
     anywhere), nor is a FIFO, a device or a directory. Readers still open the
-    file with ``O_NOFOLLOW`` and check it again (``_fs.read_bytes``): this
+    file with ``O_NOFOLLOW`` and check it again (``files.read_bytes``): this
     check only gives the clear reason.
 
     Raises:
@@ -489,17 +489,24 @@ def project_root(workspace: str) -> str:
     return os.path.join(os.path.abspath(workspace), ".PseudoClaude", "memory")
 
 
-def discover_workspace(start: str = ".", *, user_store: str | None = None) -> str:
+def discover_workspace(
+    start: str = ".", *, user_store: str | None = None, ceiling: str | None = None
+) -> str:
     """The nearest ancestor of ``start`` holding ``.PseudoClaude/`` or ``.git``, else ``start``.
 
     A ``.PseudoClaude/`` that only holds the user store (as ``~/.PseudoClaude``
     does) does not make a workspace; otherwise every directory under the home
-    directory would share the user store as its project store.
+    directory would share the user store as its project store. The search stops
+    at ``ceiling`` when given (as git's ``GIT_CEILING_DIRECTORIES``): nothing
+    above it is looked at.
     """
     start = os.path.abspath(start)
     user_parent = os.path.realpath(os.path.dirname(user_store or user_root()))
+    top = os.path.abspath(ceiling) if ceiling else None
     current = start
     while True:
+        if top is not None and os.path.commonpath([current, top]) != top:
+            return start  # above the ceiling
         marker = os.path.join(current, ".PseudoClaude")
         if os.path.isdir(marker) and os.path.realpath(marker) != user_parent:
             return current

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from mdmem._lines import clean_inline
-from mdmem.store import _fs
-from mdmem.store.paths import state_dir
+from mdmem.store import files
+from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -401,7 +401,7 @@ def keep_days() -> float:
 
 
 def _private_folder(store_path: str) -> str:
-    return os.path.join(state_dir(store_path), FOLDER)
+    return os.path.join(StateDir.of(store_path).path, FOLDER)
 
 
 def _project_folder(store_path: str) -> str:
@@ -434,11 +434,11 @@ def _write_folder(store_path: str, *, create: bool = True) -> str:
         if os.path.lexists(folder) and not _real_dir(folder):
             raise OSError(f"{folder}: not a directory (a symlink is never followed)")
         if create:
-            _fs.ensure_dir(folder)
+            files.ensure_dir(folder)
         return folder
     folder = _private_folder(store_path)
     if create:
-        _fs.ensure_dir(folder, private=True)
+        files.ensure_dir(folder, private=True)
     return folder
 
 
@@ -460,7 +460,7 @@ def _names(folder: str) -> Iterator[str]:
 
 
 def _read(path: str) -> Session | None:
-    text = _fs.read_text(path, MAX_READ_BYTES)
+    text = files.read_text(path, MAX_READ_BYTES)
     return parse(text, path) if text is not None else None
 
 
@@ -475,21 +475,21 @@ def _find(store_path: str, sid: str) -> str | None:
 
 
 def _link_path(store_path: str, key: str) -> str:
-    return os.path.join(state_dir(store_path), LINKS, safe_id(key) or "none")
+    return os.path.join(StateDir.of(store_path).path, LINKS, safe_id(key) or "none")
 
 
 def resolve_id(store_path: str, session_id: str) -> str:
     """The id of the record that holds ``session_id`` (a resumed session's is the first's)."""
     sid = safe_id(session_id)
-    target = _fs.read_text(_link_path(store_path, sid), 200)
+    target = files.read_text(_link_path(store_path, sid), 200)
     target = safe_id(target.strip()) if target else ""
     return target or sid
 
 
 def _link(store_path: str, key: str, target: str) -> None:
     path = _link_path(store_path, key)
-    _fs.ensure_dir(os.path.dirname(path), private=True)
-    _fs.atomic_write(path, target.encode(), private=True, durable=False)
+    files.ensure_dir(os.path.dirname(path), private=True)
+    files.atomic_write(path, target.encode(), private=True, durable=False)
 
 
 def load(store_path: str, session_id: str) -> Session | None:
@@ -516,7 +516,7 @@ def save(store_path: str, session: Session) -> str:
         session.workspace = os.path.basename(session.workspace.rstrip(os.sep))
     path = os.path.join(folder, _file_name(session))
     private = mode() != "project"  # a shared record is committed: the store's usual mode
-    _fs.atomic_write(path, render(session).encode("utf-8"), private=private)
+    files.atomic_write(path, render(session).encode("utf-8"), private=private)
     if session.path and os.path.abspath(session.path) != os.path.abspath(path):
         with contextlib.suppress(OSError):
             os.unlink(session.path)
@@ -742,10 +742,10 @@ def expire(
         out.append(session)
         if dry_run:
             continue
-        trash = os.path.join(state_dir(store_path), TRASH)
-        _fs.ensure_dir(trash, private=True)
+        trash = os.path.join(StateDir.of(store_path).path, TRASH)
+        files.ensure_dir(trash, private=True)
         data = render(session).encode("utf-8")
-        _fs.atomic_write(os.path.join(trash, os.path.basename(session.path)), data, private=True)
+        files.atomic_write(os.path.join(trash, os.path.basename(session.path)), data, private=True)
         with contextlib.suppress(OSError):
             os.unlink(session.path)
     return out
@@ -758,7 +758,7 @@ def restore(store_path: str, session_id: str) -> Session:
         FileNotFoundError: no record of that id in the trash.
     """
     sid = resolve_id(store_path, session_id)
-    trash = os.path.join(state_dir(store_path), TRASH)
+    trash = os.path.join(StateDir.of(store_path).path, TRASH)
     for name in sorted(_names(trash)):
         if name.endswith(f"_{sid}.md"):
             session = _read(os.path.join(trash, name))

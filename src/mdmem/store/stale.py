@@ -37,7 +37,6 @@ from dataclasses import dataclass
 
 from mdmem.store.marks import STALE_MARKS as MARKS
 from mdmem.store.marks import cached_marks, tree_key
-from mdmem.store.paths import state_dir
 
 TYPE_CHECKING = False  # not typing's: cached_marks is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -47,11 +46,13 @@ if TYPE_CHECKING:
     from mdmem._kinds import Level
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.results import ApplyResult
+    from mdmem.store.state import StateDir
 
     class Store(Protocol):
         """What this module needs of a store (``Store`` is one; not imported: no cycle)."""
 
         level: Level
+        state: StateDir
 
         @property
         def path(self) -> str: ...
@@ -360,11 +361,11 @@ def check(
     and the new rows written as they come; only the distinct symbols named,
     and the stale notes, are kept.
     """
-    from mdmem.store import _catalog, _fs
+    from mdmem.store import _catalog, files
 
     if getattr(store, "unavailable", None) is not None:
         return []  # not used as a project store: nothing to check, nothing to cache
-    state = state_dir(store.path)
+    state = store.state.path
     key = tree_key(workspace)
     cache: dict[str, object] = {}
     if use_cache:
@@ -415,10 +416,10 @@ def check(
 
     rows_path = os.path.join(state, ROWS)
     with contextlib.suppress(OSError):
-        _catalog.ensure_state_dir(store.path)
+        store.state.ensure()
     kept: Iterable[tuple[str, list[object]]]
     try:
-        _fs.atomic_write(rows_path, rows(), private=True, durable=False)
+        files.atomic_write(rows_path, rows(), private=True, durable=False)
         kept = _read_rows(rows_path, key, workspace)
     except OSError:  # no state folder to write in: checked again, in memory
         named.clear()
@@ -470,7 +471,7 @@ def check(
             with contextlib.suppress(OSError), open(path, "rb") as existing:
                 if existing.read(len(data) + 1) == data:
                     continue
-            _fs.atomic_write(path, data, private=True, durable=False)
+            files.atomic_write(path, data, private=True, durable=False)
     return out
 
 

@@ -21,14 +21,14 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, _fs, _index_file
+from mdmem.store import _catalog, _index_file, files
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
     note_path,
     project_problem,
-    state_dir,
 )
+from mdmem.store.state import StateDir
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -89,6 +89,8 @@ class Store:
         self.unavailable: str | None = (
             project_problem(self._root, user_store) if self.level is Level.PROJECT else None
         )
+        #: mdmem's own folder for this store (catalog, journals, trash, history...): named once.
+        self.state = StateDir.of(self._root)
         self._root_fd = _local()  # this thread's flock on the store directory, and its depth
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
@@ -133,8 +135,8 @@ class Store:
                 # The lock is taken to write: the store itself must exist by then
                 # (but never through a refused store's symlink).
                 if self.unavailable is None:
-                    _fs.ensure_dir(self._root, private=self.private)
-                state = _catalog.ensure_state_dir(self._root, private=self.private)
+                    files.ensure_dir(self._root, private=self.private)
+                state = self.state.ensure()
                 lock = FileLock(os.path.join(state, name), mode=0o600)
                 self._locks[name] = lock
             return lock
@@ -203,12 +205,12 @@ class Store:
         fp = _catalog.read_fingerprint(self._root)
         index_path = os.path.join(self._root, INDEX_NAME)
         if fp is not None and scan.fingerprint() == fp.full:
-            text = _fs.read_text(index_path, MAX_INDEX_BYTES)
+            text = files.read_text(index_path, MAX_INDEX_BYTES)
             if text is not None or scan.index_stat is None:
                 return text or ""
         text, _ = self._sync(scan)
         if text is None:
-            text = _fs.read_text(index_path, MAX_INDEX_BYTES) or ""
+            text = files.read_text(index_path, MAX_INDEX_BYTES) or ""
         return text
 
     def index_head(
@@ -260,12 +262,10 @@ class Store:
             # Settled, and if the catalog is the one that saw it settle (it still
             # records this MEMORY.md), its rows are exactly the notes.
             try:
-                recorded = (self._cat().meta("index") or "").split(" ")
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
-                recorded = []
-            if " ".join(recorded[:4]) == " ".join(map(str, fp.index)):
+                recorded = _index_file.IndexRecord.parse(self._cat().meta("index"))
+            except _catalog.CatalogError:
+                recorded = None
+            if recorded is not None and recorded.same_stat(fp.index):
                 return False
         return self._sync(scan, keep=keep)[1]
 
@@ -284,7 +284,6 @@ class Store:
         catalog last recorded them: for a caller that checks each one it uses
         against the file anyway (dedupe inside a write).
         """
-        from mdmem.store.note import IndexEntry
 
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
@@ -297,16 +296,7 @@ class Store:
                 self._cat().rollback()
         source = rows if rows is not None else self._rows(offset, limit)
         for name, e in source:
-            yield IndexEntry(
-                filename=name,
-                type=str(e["type"]),
-                title=str(e["title"]),
-                summary=str(e["summary"]),
-                updated=e.get("updated"),  # type: ignore[arg-type]
-                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-                expires=e.get("expires"),  # type: ignore[arg-type]
-                superseded_by=superseded.get(name),
-            )
+            yield _index_entry(name, e, superseded)
 
     def query(
         self,
@@ -329,7 +319,6 @@ class Store:
         Raises:
             ValueError: an unknown ``order``, or a negative ``offset`` or ``limit``.
         """
-        from mdmem.store.note import IndexEntry
 
         if order not in _catalog.ORDERS or offset < 0 or limit < 0:
             raise ValueError(f"order {order!r}, offset {offset}, limit {limit}")
@@ -342,19 +331,7 @@ class Store:
             superseded = self._superseded(cat)
             if overlay:
                 cat.rollback()
-        return total, [
-            IndexEntry(
-                filename=name,
-                type=str(e["type"]),
-                title=str(e["title"]),
-                summary=str(e["summary"]),
-                updated=e.get("updated"),  # type: ignore[arg-type]
-                supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-                expires=e.get("expires"),  # type: ignore[arg-type]
-                superseded_by=superseded.get(name),
-            )
-            for name, e in rows
-        ]
+        return total, [_index_entry(name, e, superseded) for name, e in rows]
 
     def order_keys(
         self,
@@ -447,16 +424,13 @@ class Store:
             return []
         with self._catalog_guard:
             try:
-                cat = self._cat()
-                rows = cat.near(title, self.lock_timeout)
-                if rows is None:
-                    return None
-                superseded = self._superseded(cat)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
+                with _RollBack(self):
+                    cat = self._cat()
+                    rows = cat.near(title, self.lock_timeout)
+                    if rows is None:
+                        return None
+                    superseded = self._superseded(cat)
+            except _catalog.CatalogError:
                 return None
         return [row for row in rows if row[0] not in superseded]
 
@@ -571,9 +545,8 @@ class Store:
                 cat = self._cat()
                 if cat.meta("dir") == here:
                     return cat.taken(folded)
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the listing answers
             if self._listing is None or self._listing[0] != here:
                 self._listing = (here, {n.casefold() for n in os.listdir(self._root)})
             return folded in self._listing[1]
@@ -583,13 +556,12 @@ class Store:
 
         Superseded and expired notes are left out.
         """
-        # The one call up the floors: the recall engine sits above the store and
-        # is bound by name at call time, so the store never depends on it (see
-        # docs/architecture.md).
-        from importlib import import_module
+        # The one call up the floors (stated in tests/test_boundaries.py): the recall
+        # engine sits above the store and reads stores only through a protocol
+        # (recall/view.py), so this import makes no circle.
+        from mdmem.recall.engine import search
 
-        engine = import_module("mdmem.recall.engine")
-        hits: list[Hit] = engine.search([self], query, limit=limit)
+        hits: list[Hit] = search([self], query, limit=limit)
         return hits
 
     def exists(self, filename: str) -> bool:
@@ -606,12 +578,12 @@ class Store:
 
     def _decode(self, path: str, filename: str) -> str:
         try:
-            data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+            data = files.read_bytes(path, MAX_NOTE_BYTES)
         except ValueError as exc:
             raise InvalidNote(filename, f"too large: {exc}") from None
         except FileNotFoundError:
             raise NoteNotFound(filename, self._root) from None
-        except _fs.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
+        except files.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
             raise InvalidPath(filename, str(exc.strerror)) from None
         try:
             return data.decode("utf-8")
@@ -636,7 +608,7 @@ class Store:
         data = known.get(name)
         if data is None:
             try:
-                data = _fs.read_bytes(path, MAX_NOTE_BYTES)
+                data = files.read_bytes(path, MAX_NOTE_BYTES)
             except ValueError as exc:
                 return {"st": list(st), "error": f"too large: {exc}"}
             except OSError as exc:
@@ -700,13 +672,10 @@ class Store:
         with self._catalog_guard:
             args = (known or {}, at, full, locked, keep, progress, cache or {})
             try:
-                return self._sync_with(self._cat(), scan, *args)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
-                if _catalog.is_busy(exc):
+                with _RollBack(self):
+                    return self._sync_with(self._cat(), scan, *args)
+            except _catalog.CatalogError as exc:
+                if exc.busy:
                     # Held by another connection: answer from a private catalog
                     # in memory this once; never throw a live catalog away.
                     return self._sync_with(
@@ -717,13 +686,10 @@ class Store:
                 _log().warning("%s: the catalog was unusable (%s); rebuilding it", self._root, exc)
                 self._cat().reset()
             try:
-                return self._sync_with(self._cat(), scan, *args)
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
-            # The state folder cannot hold a catalog: answer from one in memory.
+                with _RollBack(self):
+                    return self._sync_with(self._cat(), scan, *args)
+            except _catalog.CatalogError:
+                pass  # the state folder cannot hold a catalog: answer from one in memory
             self._catalog = _catalog.Catalog(self._root, private=self.private, memory=True)
             return self._sync_with(self._catalog, scan, *args)
 
@@ -881,7 +847,7 @@ class Store:
         otherwise) and the key after MEMORY.md is written.
         """
         index_path = os.path.join(self._root, INDEX_NAME)
-        recorded = (cat.meta("index") or "").split(" ")
+        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
         current: bytes | None = None
         new: bytes | None = None
         ours = ""
@@ -891,9 +857,14 @@ class Store:
         spliced = None
         # A rebuild from the catalog (a first load, a reindex, many changes) goes a
         # chunk at a time: neither the old file nor the new one is held whole.
-        stream = rebuild or len(recorded) != 7 or len(changes) > _index_file.PATCH_LIMIT
+        stream = rebuild or recorded is None or len(changes) > _index_file.PATCH_LIMIT
         streamed: tuple[str, int, int] | None = None
-        if locked and not stream and self._index_stat_proves(recorded):
+        if (
+            locked
+            and recorded is not None
+            and not stream
+            and recorded.stat_proves(_index_stat(self._root))
+        ):
             # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
             # reading, rendering or hashing the rest (see _index_file.splice).
             before = _catalog.stat_of(self._root)
@@ -902,7 +873,8 @@ class Store:
             except OSError:
                 spliced = None
         if spliced is not None:
-            ours, lines, rewrote = "stat", int(recorded[5]) + spliced[0], spliced[1]
+            assert recorded is not None
+            ours, lines, rewrote = "stat", recorded.lines + spliced[0], spliced[1]
             if rewrote and scan is not None and before == scan.dir_stat:
                 complete, scan_dir = True, _catalog.stat_of(self._root)
             differs = False
@@ -912,16 +884,16 @@ class Store:
             differs = streamed[:2] != _file_digest(index_path)
         else:
             try:
-                current = _fs.read_bytes(index_path, MAX_INDEX_BYTES)
+                current = files.read_bytes(index_path, MAX_INDEX_BYTES)
             except (OSError, ValueError):  # absent, not a regular file, too large: replaced
                 current = None
             ours = self._index_is_ours(current, recorded) if current is not None else ""
             if ours:
-                assert current is not None
+                assert current is not None and recorded is not None
                 patched = _index_file.patch(current, changes)
                 if patched is not None:
                     new, delta = patched
-                    lines = int(recorded[5]) + delta
+                    lines = recorded.lines + delta
             if new is None:
                 new = _index_file.join(cat.lines())
             differs = new != (current or b"")
@@ -944,7 +916,7 @@ class Store:
                     return new.decode("utf-8"), False
             before = _catalog.stat_of(self._root)
             data = new if new is not None else _index_file.chunks(cat.lines())
-            _fs.atomic_write(index_path, data, private=self.private, derived=True)
+            files.atomic_write(index_path, data, private=self.private, derived=True)
             rewrote = True
             if scan is not None and before == scan.dir_stat:
                 # Only our own MEMORY.md moved the directory since the scan.
@@ -961,8 +933,8 @@ class Store:
             # What mdmem wrote: its stat, hash, line count, and a time after which its stat
             # alone proves it (see _index_is_ours).
             when = now
-            if rewrote and index_stat is not None and _fs.stamped(index_stat):
-                # Stamped as it was written: its stat proves it from now on (_fs.stamped).
+            if rewrote and index_stat is not None and files.stamped(index_stat):
+                # Stamped as it was written: its stat proves it from now on (files.stamped).
                 when = max(index_stat[0], index_stat[3]) + 1
             elif rewrote and index_stat is not None and not cat.memory:
                 # Read after the file was renamed and its stat taken: once the clock is
@@ -978,8 +950,8 @@ class Store:
                 digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
             else:
                 digest = _hash_file(index_path) or "-"
-            stat_text = " ".join(map(str, index_stat or (0, 0, 0, 0)))
-            cat.set_meta("index", f"{stat_text} {digest} {lines} {when}")
+            record = _index_file.IndexRecord(index_stat or (0, 0, 0, 0), digest, lines, when)
+            cat.set_meta("index", record.format())
         # What the directory looked like when the rows were last complete: while it
         # is unchanged, the rows know every name (see name_taken).
         directory = scan.dir_stat if scan is not None else None
@@ -1053,9 +1025,7 @@ class Store:
         with self._catalog_guard:
             try:
                 return self._cat().position()
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
                 return None
 
     def changes_since(
@@ -1076,9 +1046,7 @@ class Store:
         with self._catalog_guard:
             try:
                 found = self._cat().changes_after(position, key, now_key)
-            except Exception as exc:
-                if not _catalog.is_damage(exc):
-                    raise
+            except _catalog.CatalogError:
                 return None
         return None if found is None else (found[0], now_key, found[1])
 
@@ -1113,22 +1081,10 @@ class Store:
                 now_key = _catalog.store_key(self._root)
                 if cat.changes_after(position, settled[3], now_key) is None:
                     return None
-                recorded = (cat.meta("index") or "").split(" ")
-                return int(recorded[5]) if len(recorded) == 7 else None
-            except Exception as exc:
-                if not _catalog.is_damage(exc) and not isinstance(exc, ValueError):
-                    raise
+                recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                return None if recorded is None else recorded.lines
+            except (_catalog.CatalogError, ValueError):
                 return None
-
-    def _index_stat_proves(self, recorded: list[str]) -> bool:
-        """Whether MEMORY.md's stat alone proves it is what mdmem last wrote (the racy-clean
-        rule of _index_is_ours, without reading the file)."""
-        st = _index_stat(self._root)
-        return (
-            st is not None
-            and " ".join(map(str, st)) == " ".join(recorded[:4])
-            and max(st[0], st[3]) < int(recorded[6])
-        )
 
     def _redo(
         self,
@@ -1164,20 +1120,21 @@ class Store:
                     break
         return head
 
-    def _index_is_ours(self, current: bytes, recorded: list[str]) -> str:
+    def _index_is_ours(self, current: bytes, recorded: _index_file.IndexRecord | None) -> str:
         """How MEMORY.md is known to be exactly what mdmem last wrote: "stat", "hash" or "".
 
         Its stat proves it when older than the time recorded (the racy-clean rule
         again); otherwise its bytes are hashed, and once they match, the time of
         this pass is recorded so that the next write can go by the stat.
         """
+        if recorded is None:
+            return ""
         st = _index_stat(self._root)
-        same = st is not None and " ".join(map(str, st)) == " ".join(recorded[:4])
-        if same and st is not None and max(st[0], st[3]) < int(recorded[6]):
+        if recorded.stat_proves(st):
             return "stat"
-        if same and self._written is not None and self._written == (st, current):
+        if recorded.same_stat(st) and self._written is not None and self._written == (st, current):
             return "bytes"  # what this process wrote, byte for byte
-        return "hash" if recorded[4] == _catalog.content_hash(current) else ""
+        return "hash" if recorded.digest == _catalog.content_hash(current) else ""
 
     def _dir_known(self) -> bool:
         """Whether the catalog's rows know every name in the directory as it is now."""
@@ -1185,10 +1142,8 @@ class Store:
             st = os.lstat(self._root)
             with self._catalog_guard:
                 return self._cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
-        except Exception as exc:
-            if isinstance(exc, OSError) or _catalog.is_damage(exc):
-                return False
-            raise
+        except (OSError, _catalog.CatalogError):
+            return False
 
     def _record(self, plan: _txn.Plan, at: int, complete: bool, before: str | None) -> None:
         """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
@@ -1200,43 +1155,41 @@ class Store:
         """
         with self._catalog_guard:
             try:
-                cat = self._cat()
-                if cat.meta("index") is not None and cat.begin(self.lock_timeout):
-                    changes: dict[str, str | None] = {}
-                    for name, data in plan.writes.items():
-                        st = os.stat(os.path.join(self._root, name))
-                        prev = cat.get(name)
-                        entry = self._entry(
-                            name,
-                            (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
-                            prev,
-                            {name: data},
-                            plan.notes.get(name),
-                        )
-                        entry["at"] = at
-                        cat.put(name, entry)
-                        changes[name] = entry.get("line")  # type: ignore[assignment]
-                    cat.remove(list(plan.deletes))
-                    changes.update(dict.fromkeys(plan.deletes))
-                    recorded = (cat.meta("index") or "").split(" ")
-                    if len(recorded) == 7 and _index_stat(self._root) is not None:
-                        self._write_index(
-                            cat,
-                            None,
-                            changes,
-                            at,
-                            locked=True,
-                            complete=complete,
-                            touched=set(changes) if before is not None else None,
-                            key_before=before,
-                        )
-                        return
-                    cat.rollback()
-            except Exception as exc:
-                with _suppress():
-                    self._cat().rollback()
-                if not _catalog.is_damage(exc):
-                    raise
+                with _RollBack(self):
+                    cat = self._cat()
+                    if cat.meta("index") is not None and cat.begin(self.lock_timeout):
+                        changes: dict[str, str | None] = {}
+                        for name, data in plan.writes.items():
+                            st = os.stat(os.path.join(self._root, name))
+                            prev = cat.get(name)
+                            entry = self._entry(
+                                name,
+                                (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
+                                prev,
+                                {name: data},
+                                plan.notes.get(name),
+                            )
+                            entry["at"] = at
+                            cat.put(name, entry)
+                            changes[name] = entry.get("line")  # type: ignore[assignment]
+                        cat.remove(list(plan.deletes))
+                        changes.update(dict.fromkeys(plan.deletes))
+                        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                        if recorded is not None and _index_stat(self._root) is not None:
+                            self._write_index(
+                                cat,
+                                None,
+                                changes,
+                                at,
+                                locked=True,
+                                complete=complete,
+                                touched=set(changes) if before is not None else None,
+                                key_before=before,
+                            )
+                            return
+                        cat.rollback()
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the full refresh below rebuilds it
         self._sync(_catalog.Scan(self._root), known=plan.writes, at=at, locked=True)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
@@ -1416,7 +1369,7 @@ class Store:
                 raise NoteExists(new, self._root)
             from mdmem.store import history
 
-            data = _fs.read_bytes(source_path, MAX_NOTE_BYTES)
+            data = files.read_bytes(source_path, MAX_NOTE_BYTES)
             history.record_if_unknown(self._root, old, data)
             # The same directory, and the note's bytes do not change. A link, not a
             # rename: a note that appears at ``new`` meanwhile is never replaced.
@@ -1428,7 +1381,7 @@ class Store:
                 except FileExistsError:
                     raise NoteExists(new, self._root) from None
                 os.unlink(source_path)
-            _fs.fsync_dir(self._root)
+            files.fsync_dir(self._root)
             history.record(self._root, new, data, source=source, action="rename")
             self._sync(_catalog.Scan(self._root), locked=True)
         return new
@@ -1437,10 +1390,9 @@ class Store:
 
     def trash(self) -> list[TrashItem]:
         """Deleted notes that can still be restored, newest first."""
-        from mdmem.store import _txn
         from mdmem.store.results import TrashItem
 
-        folder = os.path.join(state_dir(self._root), _txn.TRASH_DIR)
+        folder = self.state.trash
         try:
             names = os.listdir(folder)
         except FileNotFoundError:
@@ -1461,25 +1413,24 @@ class Store:
             NoteExists: a note of that name exists again; move it away first.
             LockTimeout: the store is locked by someone else.
         """
-        from mdmem.store import _txn
 
         self._writable()
         path = note_path(self._root, filename)
         with self.lock():
             candidates = [item for item in self.trash() if item.filename == filename]
             if not candidates:
-                raise NoteNotFound(filename, os.path.join(state_dir(self._root), _txn.TRASH_DIR))
+                raise NoteNotFound(filename, self.state.trash)
             if os.path.lexists(path):
                 raise NoteExists(filename, self._root)
             # An exclusive create, not a rename: a note that appears meanwhile is never
             # replaced (and the trash may be on another file system than the store).
-            data = _fs.read_bytes(candidates[0].path, 64 * MAX_NOTE_BYTES)
+            data = files.read_bytes(candidates[0].path, 64 * MAX_NOTE_BYTES)
             try:
-                _fs.create_new(path, data, private=self.private)
+                files.create_new(path, data, private=self.private)
             except FileExistsError:
                 raise NoteExists(filename, self._root) from None
             os.unlink(candidates[0].path)
-            _fs.fsync_dir(self._root)
+            files.fsync_dir(self._root)
             from mdmem.store import history
 
             history.record(self._root, filename, data, source="api", action="restore")
@@ -1587,14 +1538,14 @@ class _Held:
             except Timeout:
                 raise LockTimeout(store.path, self._timeout) from None
             except FileNotFoundError:  # the state folder was removed: make it again
-                _catalog.ensure_state_dir(store.path, private=store.private)
+                store.state.ensure()
                 continue
             if _same_file(self._lock):
                 return
             # The lock file was removed (with its folder) between its open and our
             # flock: the lock we hold guards nothing. Take the one at the path now.
             self._lock.release()
-            _catalog.ensure_state_dir(store.path, private=store.private)
+            store.state.ensure()
         raise LockTimeout(store.path, self._timeout)
 
     def __exit__(
@@ -1633,14 +1584,14 @@ def prepare_writes() -> None:
 
 
 def _default_redact() -> Callable[[str], str]:
-    from mdmem.extract.privacy import redact
+    from mdmem.privacy import redact
 
     return redact
 
 
 def _redact_extra(extra: Mapping[str, object], redact: Callable[[str], str]) -> dict[str, object]:
     """A person's own front-matter keys, with secrets taken out of their names and values."""
-    from mdmem.extract.privacy import redact_data
+    from mdmem.privacy import redact_data
 
     clean = redact_data(dict(extra), redact)
     assert isinstance(clean, dict)
@@ -1653,6 +1604,28 @@ _ABSENT = object()
 _CACHE_ENTRIES = 5_000
 # Rows written to the catalog per statement while a pass reads many notes.
 _BATCH = 500
+
+
+class _RollBack:
+    """Roll the catalog's open transaction back on any error, then let the error go on.
+
+    Whatever the error (a damaged catalog, or MEMORY.md that cannot be written), no
+    transaction may stay open for the next call; only a ``CatalogError`` is then
+    caught by the caller.
+    """
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            with _suppress():
+                self._store._cat().rollback()
 
 
 def _suppress() -> contextlib.AbstractContextManager[None]:
@@ -1671,7 +1644,7 @@ def _index_stat(root: str) -> _catalog.Stat | None:
 
 def _hash_file(path: str) -> str | None:
     try:
-        return _catalog.content_hash(_fs.read_bytes(path, MAX_INDEX_BYTES))
+        return _catalog.content_hash(files.read_bytes(path, MAX_INDEX_BYTES))
     except (OSError, ValueError):
         return None
 
@@ -1697,12 +1670,12 @@ def _count_lines(path: str) -> int:
 
 
 def _read_text(path: str, limit: int = MAX_NOTE_BYTES) -> str | None:
-    return _fs.read_text(path, limit)
+    return files.read_text(path, limit)
 
 
 def _read_bytes_or_none(path: str) -> bytes | None:
     try:
-        return _fs.read_bytes(path, MAX_NOTE_BYTES)
+        return files.read_bytes(path, MAX_NOTE_BYTES)
     except FileNotFoundError:
         return None
 
@@ -1714,3 +1687,19 @@ def __getattr__(name: str) -> object:
 
         return getattr(results, name)
     raise AttributeError(f"module 'mdmem.store.store' has no attribute {name!r}")
+
+
+def _index_entry(name: str, e: Mapping[str, object], superseded: Mapping[str, str]) -> IndexEntry:
+    """A catalog row as the index entry the store hands out."""
+    from mdmem.store.note import IndexEntry
+
+    return IndexEntry(
+        filename=name,
+        type=str(e["type"]),
+        title=str(e["title"]),
+        summary=str(e["summary"]),
+        updated=e.get("updated"),  # type: ignore[arg-type]
+        supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
+        expires=e.get("expires"),  # type: ignore[arg-type]
+        superseded_by=superseded.get(name),
+    )

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import os
 
-from mdmem.store.paths import state_dir
+from mdmem.store import state as layout
+from mdmem.store.state import StateDir
 
 __all__ = ["PROPOSALS_DIR", "pending_count", "pending_line"]
 
-PROPOSALS_DIR = "proposals"
+PROPOSALS_DIR = layout.PROPOSALS
 
 
 def pending_count(store_path: str) -> int:
     """How many proposals wait in the store at ``store_path``."""
     try:
-        folder = os.path.join(state_dir(store_path), PROPOSALS_DIR)
+        folder = StateDir.of(store_path).proposals
         return sum(1 for n in os.listdir(folder) if n.endswith(".json"))
     except OSError:
         return 0

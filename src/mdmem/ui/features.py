@@ -1,8 +1,8 @@
 """Features the page shows only where this mdmem has them: history, review, more markers.
 
-Each is looked up when it is used, by name (``getattr`` on the store, or on an
-optional module of a lower floor), so the page needs no change the day a
-feature arrives, and shows no empty section before:
+Each is looked up when it is used, by name (``getattr`` on the store, or on a
+module of a lower floor, imported here like any other), so the page shows no
+empty section for a feature a store does not have:
 
 - a note's versions: ``store.history(name)`` and ``store.restore_version(name,
   version)`` (else ``store.restore(name, version=...)``);
@@ -12,20 +12,22 @@ feature arrives, and shows no empty section before:
 - stale notes: ``mdmem.store.marks.cached_marks(root)`` (always there), name -> reason;
 - disputed notes: ``mdmem.recall.disputes.disputed(store)``, name -> details;
 - any other marker: ``store.markers()``, name -> {marker: words};
-- search: the recall engine, ``mdmem.recall.search(stores, query, ...)``, else
-  the keyword search of ``mdmem.recall.search``.
+- search: the recall engine, ``mdmem.recall.search(stores, query, ...)``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import threading
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from mdmem import recall
 from mdmem.errors import InvalidOperation, MdmemError, NoteNotFound
+from mdmem.manager import review
+from mdmem.recall import disputes, engine, semantic
+from mdmem.store import history
 from mdmem.store import marks as store_marks
 
 if TYPE_CHECKING:
@@ -60,13 +62,21 @@ __all__ = [
 _REVIEW = "mdmem.manager.review"
 
 
+#: The lower floors' modules the page's features come from, by name (imported above, so
+#: every reader of the imports sees these edges).
+_MODULES: dict[str, object] = {
+    "mdmem.manager.review": review,
+    "mdmem.recall": recall,
+    "mdmem.recall.disputes": disputes,
+    "mdmem.recall.engine": engine,
+    "mdmem.recall.semantic": semantic,
+    "mdmem.store.history": history,
+}
+
+
 def _optional(module: str, name: str) -> Callable[..., object] | None:
-    """``module.name`` if that module exists in this mdmem and has it, else None."""
-    try:
-        found = importlib.import_module(module)
-    except ImportError:
-        return None
-    value = getattr(found, name, None)
+    """``module.name`` if this mdmem has it, else None (a test may take a module away)."""
+    value = getattr(_MODULES.get(module), name, None)
     return value if callable(value) else None
 
 
@@ -122,32 +132,18 @@ def search(
 ) -> list[Hit]:
     """The notes of ``stores`` that best match ``query``, best first.
 
-    With the recall engine (``mdmem.recall.search(stores, query, limit=, types=)``)
-    where this mdmem has it, else the keyword search of
-    ``mdmem.recall.search.search(query, notes, limit=)``.
+    Through the recall engine (``mdmem.recall.search(stores, query, limit=, types=)``).
     """
-    engine = _optional("mdmem.recall", "search")
-    if engine is not None:
-        types = [note_type] if note_type else None
-        extra: dict[str, object] = {}
-        if not semantic_ready() and "semantic" in inspect.signature(engine).parameters:
-            # Loading the embedding model takes seconds: this search goes without it,
-            # and the model loads afterwards, for the next ones.
-            extra["semantic"] = False
-        found = engine(list(stores), query, limit=limit, types=types, **extra)
-        if extra:
-            warm_up()
-        return list(found) if isinstance(found, list) else []
-    keyword = _optional("mdmem.recall.search", "search")
-    if keyword is None:
-        return []
-    pairs = [
-        (store.level, note)
-        for store in stores
-        for note in store.notes()
-        if not note_type or note.type.value == note_type
-    ]
-    found = keyword(query, pairs, limit=limit)
+    search: Callable[..., object] = recall.search
+    types = [note_type] if note_type else None
+    extra: dict[str, object] = {}
+    if not semantic_ready() and "semantic" in inspect.signature(search).parameters:
+        # Loading the embedding model takes seconds: this search goes without it,
+        # and the model loads afterwards, for the next ones.
+        extra["semantic"] = False
+    found = search(list(stores), query, limit=limit, types=types, **extra)
+    if extra:
+        warm_up()
     return list(found) if isinstance(found, list) else []
 
 

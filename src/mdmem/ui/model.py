@@ -530,13 +530,12 @@ def version(stores: Stores) -> str:
     import os
 
     from mdmem.recall.disputes import FEEDBACK_FILE
-    from mdmem.store import _catalog, activity
-    from mdmem.store.paths import state_dir
+    from mdmem.store import activity, catalog
 
     parts: list[str] = []
     for store in stores.both():
-        parts.append(_catalog.store_key(store.path))
-        base = state_dir(store.path)
+        parts.append(catalog.store_key(store.path))
+        base = store.state.path
         for path in (os.path.join(base, FEEDBACK_FILE), os.path.join(base, "review")):
             try:
                 st = os.stat(path)

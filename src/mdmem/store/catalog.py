@@ -1,0 +1,50 @@
+"""The catalog's face for the floors above ``store/``: what they may use of it.
+
+The catalog itself (``store/_catalog.py``: the SQLite rows of every note, the
+settled fingerprint, the change log) is private to ``store/``; the search index
+(``recall/``), ``mdmem stats`` and ``mdmem prune`` read a store's listing and
+fingerprint through these names, and ``mdmem doctor`` checks and resets the
+catalog (:func:`reset`, the one write), as httpx's ``__init__`` hands on its
+private modules' names.
+"""
+
+from __future__ import annotations
+
+from mdmem.store import _catalog
+from mdmem.store._catalog import (
+    Entry,
+    Fingerprint,
+    Scan,
+    Stat,
+    check,
+    content_hash,
+    fs_now,
+    key_of,
+    load,
+    read_fingerprint,
+    store_key,
+)
+
+__all__ = [
+    "Entry",
+    "Fingerprint",
+    "Scan",
+    "Stat",
+    "check",
+    "content_hash",
+    "fs_now",
+    "key_of",
+    "load",
+    "read_fingerprint",
+    "reset",
+    "store_key",
+]
+
+
+def reset(root: str, *, private: bool) -> None:
+    """Throw the catalog of the store at ``root`` away; the next read rebuilds it from the notes."""
+    cat = _catalog.Catalog(root, private=private)
+    try:
+        cat.reset()
+    finally:
+        cat.close()
