@@ -53,15 +53,21 @@ def test_four_processes_fifty_notes_each(tmp_path: Path) -> None:
 
 LOOPER = textwrap.dedent(
     """
-    import sys
+    import os, sys
     from mdmem import Store, Level
     store = Store(sys.argv[1], Level.PROJECT, lock_timeout=60)
     i = 0
     while True:
-        store.apply([{"action": "create", "level": "project", "type": "project_knowledge",
-                      "title": f"N {sys.argv[2]} {i} {j}", "content": "x" * 2000} for j in range(5)]
-                    + [{"action": "delete", "level": "project",
-                        "filename": f"project_knowledge_n-{sys.argv[2]}-{i - 1}-0.md"}])
+        # Each body its own (2000 characters of random hex): "N 0 1 0" and "N 0 0 1" are the
+        # same words, and with one body for all, dedupe rightly made the second an update of
+        # the first, so a round that got past its first batch counted 3 notes, not 4 or 5.
+        ops = [{"action": "create", "level": "project", "type": "project_knowledge",
+                "title": f"N {sys.argv[2]} {i} {j}", "content": os.urandom(1000).hex()}
+               for j in range(5)]
+        old = f"project_knowledge_n-{sys.argv[2]}-{i - 1}-0.md"
+        result = store.apply(ops + [{"action": "delete", "level": "project", "filename": old}])
+        # Five new notes per batch, or the count below tests dedupe, not atomicity.
+        assert [a.action for a in result.applied].count("create") == 5, result
         i += 1
     """
 )
@@ -75,6 +81,8 @@ def test_kill_dash_nine_at_random_moments_never_corrupts(tmp_path: Path) -> None
     for round_ in range(12):
         proc = subprocess.Popen([PYTHON, "-c", LOOPER, str(root), str(round_)], env=python_env())
         time.sleep(0.35 + rng.random() * 0.4)
+        # Still looping: a writer that failed (its assertion above) must fail the test.
+        assert proc.poll() is None, f"round {round_}: the writer exited with {proc.returncode}"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         store = Store(root, Level.PROJECT)
