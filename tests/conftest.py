@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from builders import Page
     from mdmem import Store
 
 # Property tests touch real files; keep them deterministic and bounded on a 2-core machine.
@@ -24,8 +25,17 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mdmem"))
 
-ROOT = Path(__file__).resolve().parent.parent
+#: Where things are, for test files in any folder below ``tests/`` (never ``__file__`` there).
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 SRC = ROOT / "src"
+#: Shared test data: recorded transcripts and model answers, labelled pairs, golden files.
+FIXTURES = TESTS / "fixtures"
+DATA = TESTS / "data"
+GOLDEN = TESTS / "golden"
+CLAUDE_CODE_FIXTURES = FIXTURES / "claude_code"
+#: The example store shipped beside the code (``mdmem demo`` and the tutorial use it).
+EXAMPLE = ROOT / ".PseudoClaude.example"
 
 pytest_plugins = ["fake_anthropic", "fake_openai"]
 
@@ -115,3 +125,14 @@ def store(tmp_path: Path) -> Store:
     from builders import new_store
 
     return new_store(tmp_path / "mem")
+
+
+@pytest.fixture
+def page(workspace: Path) -> Page:
+    """A logged-in client of the web page over ``workspace``'s stores (``builders.Page``)."""
+    from builders import Page, ui_settings
+    from mdmem.store.workspace import resolve
+    from mdmem.ui.model import Stores
+
+    ws, project, user = resolve(str(workspace), None)
+    return Page(Stores(ws, project, user), ui_settings())

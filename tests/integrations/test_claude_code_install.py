@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, SRC, python_env
+from conftest import CLAUDE_CODE_FIXTURES, PYTHON, SRC, python_env
 from mdmem import Level, NoteType, Store, _spawn
 from mdmem.integrations.claude_code_import import project_key
 from mdmem.integrations.claude_code_settings import HOOKS, check, install, installed_commands
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES = CLAUDE_CODE_FIXTURES
 
 
 def mdmem(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:

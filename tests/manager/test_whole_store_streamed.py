@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import fill
 from conftest import state
 from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
@@ -23,7 +24,6 @@ from mdmem.manager.doctor import examine
 from mdmem.manager.stats import Rows, collect, json_chunks, split_lines
 from mdmem.store import files, ledger, stale
 from mdmem.store.index import merge
-from test_scale_memory import fill
 
 T0 = 1_767_225_600.0  # 2026-01-01
 

@@ -8,16 +8,15 @@ import re
 import stat
 from pathlib import Path
 
-import pytest
-
+from builders import Page, text_of
+from builders import add_note as create
 from mdmem import Manager
 from mdmem.extract.providers.base import Usage
 from mdmem.integrations import prompt_recall
 from mdmem.integrations.claude_code import session_start
 from mdmem.store import activity
 from mdmem.store.workspace import resolve
-from mdmem.ui.model import Stores, version
-from test_ui import Page, create, settings, text_of
+from mdmem.ui.model import version
 
 SESSION = "sess-1234abcd"
 
@@ -40,12 +39,6 @@ class Priced:
             "content": "Run `docker compose up -d db` before `make integration`.",
         }
         return [op]
-
-
-@pytest.fixture
-def page(workspace: Path) -> Page:
-    ws, project, user = resolve(str(workspace), None)
-    return Page(Stores(ws, project, user), settings())
 
 
 def _session(page: Page, workspace: Path) -> None:

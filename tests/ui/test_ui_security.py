@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from builders import BASE, TOKEN, ui_settings
+from builders import add_note as create
 from conftest import PYTHON, python_env
 from mdmem.store.workspace import resolve
 from mdmem.ui.app import create_app
 from mdmem.ui.guard import Tokens
 from mdmem.ui.model import Stores
 from mdmem.ui.server import Server
-from test_ui import BASE, TOKEN, create
-from test_ui import settings as ui_settings
 
 
 def test_the_server_listens_on_a_loopback_address_of_its_own(workspace: Path) -> None:

@@ -14,6 +14,10 @@ import httpx2
 import pytest
 from starlette.testclient import TestClient
 
+from builders import BASE, TOKEN, Page, form_value, text_of
+from builders import UI_PORT as PORT
+from builders import add_note as create
+from builders import ui_settings as settings
 from conftest import PYTHON, python_env
 from mdmem import Level, NoteType, Store
 from mdmem.errors import InvalidOperation
@@ -21,23 +25,9 @@ from mdmem.store.index import merge
 from mdmem.store.workspace import resolve
 from mdmem.ui import features
 from mdmem.ui.app import create_app
-from mdmem.ui.guard import CSP, Settings
+from mdmem.ui.guard import CSP
 from mdmem.ui.model import Stores, digest
 from mdmem.ui.server import Server, check_host, is_loopback
-
-PORT = 8765
-BASE = f"http://127.0.0.1:{PORT}"
-TOKEN = "the-token-of-this-run"
-
-
-def create(store: Store, title: str, body: str = "Some body.", **fields: object) -> str:
-    op = {"action": "create", "level": store.level.value, "title": title, "content": body}
-    op.setdefault(
-        "type", "project_knowledge" if store.level is Level.PROJECT else "user_preference"
-    )
-    result = store.apply([{**op, **fields}])
-    assert not result.rejected, result.rejected
-    return result.applied[0].filename
 
 
 def write(store: Store, title: str, body: str = "Some body.", **extra: object) -> str:
@@ -48,64 +38,6 @@ def write(store: Store, title: str, body: str = "Some body.", **extra: object) -
     name = f"project_knowledge_{slugify(title)}.md"
     store.save(Note(name, NoteType.PROJECT_KNOWLEDGE, title, body=body, extra=extra))
     return name
-
-
-class Page:
-    """A logged-in client of the app, and the stores it serves."""
-
-    def __init__(self, stores: Stores, settings: Settings) -> None:
-        self.stores = stores
-        self.settings = settings
-        self.client = TestClient(create_app(stores, settings), base_url=BASE)
-        response = self.client.get(f"/?token={TOKEN}", follow_redirects=False)
-        assert response.status_code == 303
-
-    @property
-    def project(self) -> Store:
-        return self.stores.project
-
-    @property
-    def user(self) -> Store:
-        return self.stores.user
-
-    def get(
-        self, path: str, *, headers: dict[str, str] | None = None, follow_redirects: bool = True
-    ) -> httpx2.Response:
-        return self.client.get(path, headers=headers, follow_redirects=follow_redirects)
-
-    def post(
-        self,
-        path: str,
-        data: dict[str, str],
-        *,
-        csrf: bool = True,
-        headers: dict[str, str] | None = None,
-    ) -> httpx2.Response:
-        form = {"csrf": self.settings.csrf, **data} if csrf else data
-        sent = {"origin": BASE, **(headers or {})}  # as a browser says on every POST
-        return self.client.post(path, data=form, headers=sent, follow_redirects=False)
-
-
-def settings() -> Settings:
-    hosts = frozenset({f"127.0.0.1:{PORT}", f"localhost:{PORT}", f"[::1]:{PORT}"})
-    return Settings(token=TOKEN, allowed_hosts=hosts, cookie_name=f"mdmem-ui-{PORT}")
-
-
-@pytest.fixture
-def page(workspace: Path) -> Page:
-    ws, project, user = resolve(str(workspace), None)
-    return Page(Stores(ws, project, user), settings())
-
-
-def text_of(response: httpx2.Response) -> str:
-    """The page's text without tags, unescaped, white space collapsed: what a person reads."""
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", response.text)).split())
-
-
-def form_value(html: str, name: str) -> str:
-    match = re.search(rf'name="{name}" value="([^"]*)"', html)
-    assert match, name
-    return unescape(match.group(1))
 
 
 # -- the guard ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env, state
+from conftest import CLAUDE_CODE_FIXTURES, EXAMPLE, PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.errors import InvalidSettings
 from mdmem.extract.turn import from_messages
@@ -20,7 +20,7 @@ from mdmem.integrations import claude_code
 from mdmem.integrations.claude_code import new_messages, read_transcript
 from mdmem.integrations.claude_code_settings import install, uninstall
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES = CLAUDE_CODE_FIXTURES
 SESSION = "bcc87c54-8d8e-4306-8cdc-04695ddaf79e"
 
 
@@ -186,9 +186,7 @@ def test_hook_stop_always_exits_zero(workspace: Path, stdin: str) -> None:
 
 
 def test_hook_session_start_prints_the_block(workspace: Path) -> None:
-    shutil.copytree(
-        Path(__file__).parent.parent / ".PseudoClaude.example", workspace / ".PseudoClaude"
-    )
+    shutil.copytree(EXAMPLE, workspace / ".PseudoClaude")
     (workspace / "internal" / "api").mkdir(parents=True)  # the session runs in a subdirectory
     payload = json.dumps(
         {

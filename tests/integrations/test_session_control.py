@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import PYTHON, python_env, state
+from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.integrations import claude_code, session_control
 from mdmem.integrations.claude_code_settings import HOOKS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES = CLAUDE_CODE_FIXTURES
 SUBS = [hook.sub for hook in HOOKS.values()]
 
 

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import CLONED_TYPES, fill
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem._lines import MAX_BYTES, MAX_LINES
@@ -27,28 +28,6 @@ from mdmem.recall import index as recall_index
 from mdmem.store import _catalog, _index_file
 from mdmem.store import index as block
 from mdmem.store import store as store_module
-
-NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: {summary}\nupdated: {updated}\n---\n{body}\n"
-TYPES = ["project_knowledge", "reference_material", "user_preference", "correction_feedback"]
-
-
-def fill(root: Path, count: int) -> None:
-    """``count`` notes written as a clone brings them (no derived state), names out of order."""
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        kind = TYPES[i % 4]
-        title = f"构建 {i}" if i % 5 == 0 else f"Note number {i}"
-        name = f"{kind}_n{(i * 7919) % 100_000:05d}.md" if i % 3 else f"{kind}_笔记-{i}.md"
-        (root / name).write_text(
-            NOTE.format(
-                type=kind,
-                title=title,
-                summary=f"About {i}.",
-                updated=f"2026-01-{1 + i % 28:02d}T00:00:00Z",
-                body=f"cache retry worker {i} " * 5,
-            ),
-            encoding="utf-8",
-        )
 
 
 def rows(root: Path) -> list[tuple[str, object]]:
@@ -283,7 +262,7 @@ def reference_merge(
 
 LINE = st.builds(
     lambda kind, title, name, pad: f"- [{kind}] {title}{'x' * pad} ({name}.md)",
-    st.sampled_from([*TYPES, "odd"]),
+    st.sampled_from([*CLONED_TYPES, "odd"]),
     st.sampled_from(["A", "构建", "Fix"]),
     st.sampled_from([f"n{i}" for i in range(40)]),  # repeated names too
     st.integers(0, 60),
@@ -370,7 +349,7 @@ def test_stats_counts_from_the_catalog_and_rows_only_what_it_shows(
     assert full["notes"] == lean["notes"]
     assert full["notes"]["project"] == {  # type: ignore[index]
         "total": 320,
-        "by_type": dict.fromkeys(sorted(TYPES), 80),
+        "by_type": dict.fromkeys(sorted(CLONED_TYPES), 80),
     }
     assert len(full["usage"]) == 320 and lean["usage"] == []  # type: ignore[arg-type]
     assert full["unused"] == lean["unused"] and full["most_used"] == lean["most_used"]

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from anthropic.tools import ToolError
 
+from conftest import ROOT
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, NoteType, Store
 from mdmem.integrations.anthropic import AsyncMemoryTool, MemoryTool
@@ -21,7 +22,6 @@ from mdmem.store.note import parse
 
 F = FakeAnthropic
 MODEL = "claude-haiku-5-5"
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.timeout(30)
 

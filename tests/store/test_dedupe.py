@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from builders import create_op
+from conftest import FIXTURES
 from mdmem import Level, Store
 from mdmem.store.dedupe import THRESHOLD, candidate, find_duplicate, note_text, similarity
 
-PAIRS = json.loads((Path(__file__).parent / "fixtures" / "dedupe_pairs.json").read_text())
+PAIRS = json.loads((FIXTURES / "dedupe_pairs.json").read_text())
 NOTES = PAIRS["notes"]
 
 

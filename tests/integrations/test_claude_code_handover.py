@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import PYTHON, python_env, state
+from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env, state
 from mdmem.integrations import claude_code
 from mdmem.integrations.claude_code import Ledger, read_transcript
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES = CLAUDE_CODE_FIXTURES
 A = "5b1f0c1e-2d4a-4c8e-9a51-0f3f1a7e2b10"
 B = "c7d2a9e4-6b13-4f0a-8e2d-93b1c4f5a6d7"
 C = "e0a4b3c2-1d5f-4e6a-9b7c-2f8e1d3c4b5a"

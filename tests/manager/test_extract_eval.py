@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conftest import FIXTURES
 from fake_anthropic import FakeAnthropic
 from mdmem.cli import app
 from mdmem.extract.providers.anthropic import TOOL_NAME, AnthropicProvider
@@ -27,7 +28,7 @@ from mdmem.manager import extract_eval as ev
 from mdmem.store import ledger
 from mdmem.store.paths import user_root
 
-RECORDED = Path(__file__).parent / "fixtures" / "extract_recorded.json"
+RECORDED = FIXTURES / "extract_recorded.json"
 # A spread of the set: every kind, both languages and both splits, in a few seconds.
 SAMPLE = [
     "en-corr-01", "zh-pref-01", "zh-fact-01", "en-ref-01", "zh-sup-02", "en-sup-01",

@@ -14,12 +14,12 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from conftest import PYTHON, python_env
+from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env
 from mdmem.cli import app
 from mdmem.integrations import claude_code
 from mdmem.store.paths import state_dir
 
-FIXTURES_DIR = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES_DIR = CLAUDE_CODE_FIXTURES
 
 UMASK_ZERO = textwrap.dedent(
     """

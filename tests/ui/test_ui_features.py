@@ -14,18 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from builders import Page, form_value
+from builders import add_note as create
+from builders import ui_settings as settings
 from mdmem import Level, NoteNotFound, Store
 from mdmem.store.results import Applied, ApplyResult, Rejected
 from mdmem.store.workspace import resolve
 from mdmem.ui import features
 from mdmem.ui.model import Stores
-from test_ui import Page, create, form_value, settings
-
-
-@pytest.fixture
-def page(workspace: Path) -> Page:
-    ws, project, user = resolve(str(workspace), None)
-    return Page(Stores(ws, project, user), settings())
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from builders import create_op
+from conftest import DATA, ROOT
 from mdmem import Manager
 from mdmem.cli import app
 from mdmem.manager import feedback
@@ -167,7 +168,7 @@ def test_stats_show_disputed_notes_and_waiting_proposals(workspace: Path) -> Non
 
 # -- a dispute only where a correction really contradicts a note --------------------------
 
-PAIRS = Path(__file__).parent / "data" / "dispute_pairs.json"
+PAIRS = DATA / "dispute_pairs.json"
 
 
 def _score(pairs: list[dict[str, object]]) -> tuple[float, float]:
@@ -221,7 +222,6 @@ def test_the_bundled_example_disputes_only_what_it_contradicts(
     """`mdmem extract examples/turn.json`: "No, use slog … instead of log.Printf" disputes a
     note that says to use log.Printf, never the table-driven-tests preference or a note
     that already says slog."""
-    from conftest import ROOT
 
     runner = CliRunner()
     ws = ["--workspace", str(workspace)]

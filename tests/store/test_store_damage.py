@@ -132,8 +132,9 @@ def test_a_lone_surrogate_in_one_operation_drops_that_operation_only(store: Stor
 
 
 def test_a_lone_surrogate_in_the_models_json_drops_that_operation_only(tmp_path: Path) -> None:
-    from mdmem import Manager
     from test_manager import TURN, ScriptedProvider
+
+    from mdmem import Manager
 
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
@@ -208,8 +209,9 @@ def test_a_damaged_ledger_summary_is_moved_aside_by_stats_doctor_and_turns(
     days = ledger.load(user)["days"]  # the damaged events were skipped, the good ones kept
     assert days == {"1970-01-01": {"calls": 2, "in": 7, "out": 0, "cr": 0, "cw": 0}}
 
-    from mdmem import Manager
     from test_manager import TURN, ScriptedProvider, create_op
+
+    from mdmem import Manager
 
     (folder / "summary.json").write_bytes(summary)
     with Manager(ws, provider=ScriptedProvider([create_op("Budgeted")])) as manager:
@@ -314,8 +316,9 @@ DAMAGED_TURNS = [b"{not json", b"[1, 2, 3]", b'{"messages": []}', b"[" * 100_000
 def test_damaged_turn_files_are_set_aside_once_never_retried(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from mdmem import Manager
     from test_manager import ScriptedProvider
+
+    from mdmem import Manager
 
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)

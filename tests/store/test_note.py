@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import GOLDEN, ROOT
 from mdmem import InvalidNote, Note, NoteType
 from mdmem.store.note import clean_inline, format_time, index_line, parse, parse_index_line, render
 
-GOLDEN = Path(__file__).parent / "golden"
-EXAMPLE = Path(__file__).parent.parent / ".PseudoClaude.example" / "memory"
+EXAMPLE = ROOT / ".PseudoClaude.example" / "memory"
 CANONICAL = sorted((GOLDEN / "canonical").glob("*.md"))
 NORMALIZE = sorted((GOLDEN / "normalize").glob("*.in.md"))
 
