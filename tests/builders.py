@@ -6,14 +6,20 @@ the matching fixtures (``store``) live in ``conftest.py``.
 
 from __future__ import annotations
 
+import json
+import subprocess
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mdmem import Level, Store
+from conftest import PYTHON, python_env, state
+from mdmem import Level, NoteType, Store
 
 if TYPE_CHECKING:
     import httpx2
 
+    from mdmem.extract.providers.base import ExtractionRequest
+    from mdmem.store.hit import Hit
     from mdmem.ui.guard import Settings
     from mdmem.ui.model import Stores
 
@@ -21,15 +27,26 @@ __all__ = [
     "BASE",
     "TOKEN",
     "Page",
+    "Scripted",
     "add_note",
+    "cold_search",
     "create_op",
     "delete_op",
+    "extraction_request",
     "fill",
+    "forget_open_indexes",
     "form_value",
+    "git",
+    "journaled",
+    "mdmem_process",
     "new_store",
+    "note_names",
+    "pending_turns",
+    "project_store",
     "text_of",
     "ui_settings",
     "update_op",
+    "write_note",
 ]
 
 
@@ -76,6 +93,35 @@ def delete_op(filename: str, *, level: str = "project") -> dict[str, object]:
 def new_store(root: Path, level: Level = Level.PROJECT) -> Store:
     """A store at ``root`` (created on first write)."""
     return Store(root, level)
+
+
+def project_store(workspace: Path) -> Store:
+    """The project store of ``workspace``, where discovery puts it (``.PseudoClaude/memory``)."""
+    return Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+
+
+def note_names(store: Store) -> list[str]:
+    """The note files of ``store``, sorted (MEMORY.md left out)."""
+    return sorted(p.name for p in store.root.glob("*.md") if p.name != "MEMORY.md")
+
+
+def write_note(
+    root: Path,
+    name: str,
+    title: str,
+    body: str = "",
+    *,
+    summary: str = "",
+    kind: NoteType = NoteType.PROJECT_KNOWLEDGE,
+    updated: datetime | None = None,
+    **extra: object,
+) -> None:
+    """Write a note file in place, as a person (or git) would: mdmem finds it on its next look."""
+    from mdmem.store.note import Note, render
+
+    root.mkdir(parents=True, exist_ok=True)
+    note = Note(name, kind, title, summary, body, updated, updated, extra)
+    (root / name).write_text(render(note), encoding="utf-8")
 
 
 def add_note(store: Store, title: str, body: str = "Some body.", **fields: object) -> str:
@@ -183,3 +229,104 @@ def form_value(html: str, name: str) -> str:
     match = re.search(rf'name="{name}" value="([^"]*)"', html)
     assert match, name
     return unescape(match.group(1))
+
+
+# -- the worker's side: providers, journaled turns ------------------------------------------
+
+
+class Scripted:
+    """A provider that answers each extraction with the next of ``answers``, in order."""
+
+    name = "scripted"
+    model = "test-model"
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+
+    def extract(self, request: object) -> object:
+        return self.answers.pop(0)
+
+
+def extraction_request(
+    *messages: tuple[str, str],
+    system: str = "system",
+    prompt: str = "prompt",
+    today: date = date(2026, 1, 1),
+) -> ExtractionRequest:
+    """What the Manager hands a provider: ``messages`` as (role, text), empty indexes."""
+    from mdmem.extract.providers.base import ExtractionRequest, Message
+
+    return ExtractionRequest(
+        system=system,
+        prompt=prompt,
+        messages=tuple(Message(role, text) for role, text in messages),
+        project_index="",
+        user_index="",
+        today=today,
+    )
+
+
+def pending_turns(workspace: Path) -> list[list[list[str]]]:
+    """The messages of each turn a hook left for the worker (``turns/pending/``), oldest first."""
+    pending = state(workspace / ".PseudoClaude" / "memory") / "turns" / "pending"
+    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
+
+
+def journaled(workspace: Path) -> int:
+    """How many turns the worker's journal holds, in any place (pending, claimed, failed)."""
+    # manager/ offers no public listing of its journal (doctor reports it as findings):
+    # the one private read of it outside tests/manager/ (tests/test_boundaries.py allows it).
+    from mdmem.manager._journal import listing
+
+    turns = listing(str(state(workspace / ".PseudoClaude" / "memory") / "turns"))
+    return sum(len(ids) for ids in turns.values())
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def mdmem_process(
+    args: list[str], stdin: str = "", *, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m mdmem ARGS`` in a child process of this checkout, ``env`` added."""
+    return subprocess.run(
+        [PYTHON, "-m", "mdmem", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=python_env(**env),
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``git ARGS`` in ``cwd`` as a test author (the system and global config are never read)."""
+    return subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=check,
+    )
+
+
+# -- recall as a new process sees it ---------------------------------------------------------
+
+
+def forget_open_indexes() -> None:
+    """Drop the search indexes this process keeps open, as a new process starts without them."""
+    # The engine keeps each store's index open for the next call, and offers no public way
+    # to drop it; a real process per search would cost a second each. The one private
+    # touch of it outside tests/recall/ (tests/test_boundaries.py allows it).
+    from mdmem.recall import engine
+
+    engine._INDEXES.clear()
+
+
+def cold_search(root: Path, query: str) -> list[Hit]:
+    """A lexical search of the project store at ``root`` as a new process makes it."""
+    from mdmem.recall.engine import search
+
+    forget_open_indexes()
+    return search([Store(root, Level.PROJECT)], query, semantic=False)

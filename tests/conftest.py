@@ -41,8 +41,9 @@ pytest_plugins = ["fake_anthropic", "fake_openai"]
 
 
 #: Every variable with one of these prefixes is cleared before each test: a developer's own
-#: settings (a state folder, a model, an API key, an XDG folder) must never reach a test.
-CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_")
+#: settings (a state folder, a model, an API key, an XDG folder) must never reach a test,
+#: nor a git hook's (``GIT_DIR``, ``GIT_INDEX_FILE``: git in a test would act on this checkout).
+CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_", "GIT_")
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +66,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
     monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
+    # Git's global config is the home's (empty); its system config (/etc/gitconfig) is not read.
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
     # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))

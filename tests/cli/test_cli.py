@@ -16,6 +16,7 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner, Result
 
+from builders import add_note as create
 from conftest import PYTHON, ROOT, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
@@ -56,16 +57,6 @@ def project(ws: Path) -> Store:
 @pytest.fixture
 def user() -> Store:
     return Store(os.environ["MDMEM_USER_DIR"], Level.USER)
-
-
-def create(store: Store, title: str, body: str = "Some body.", **fields: str) -> str:
-    op = {"action": "create", "level": store.level.value, "title": title, "content": body}
-    op.setdefault(
-        "type", "project_knowledge" if store.level is Level.PROJECT else "user_preference"
-    )
-    result = store.apply([{**op, **fields}])
-    assert not result.rejected, result.rejected
-    return result.applied[0].filename
 
 
 class Runner:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import mdmem_process, pending_turns
 from conftest import CLAUDE_CODE_FIXTURES, EXAMPLE, PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.errors import InvalidSettings
@@ -95,11 +96,6 @@ def test_cursor_hands_over_only_new_messages() -> None:
     assert new_messages(more, "not-in-the-file") == more
 
 
-def journal_turns(ws: Path) -> list[list[list[str]]]:
-    pending = state(ws / ".PseudoClaude" / "memory") / "turns" / "pending"
-    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
-
-
 def test_hand_over_twice_on_a_growing_transcript(workspace: Path, tmp_path: Path) -> None:
     transcript = tmp_path / "session.jsonl"
     shutil.copy(FIXTURES / "two_turns.jsonl", transcript)
@@ -108,7 +104,7 @@ def test_hand_over_twice_on_a_growing_transcript(workspace: Path, tmp_path: Path
     shutil.copy(FIXTURES / "two_turns_more.jsonl", transcript)  # Claude Code appended a turn
     assert claude_code.hand_over(payload, spawn=False) is not None
     assert claude_code.hand_over(payload, spawn=False) is None  # nothing new
-    first, second = journal_turns(workspace)
+    first, second = pending_turns(workspace)
     assert first == expected("two_turns.jsonl")
     assert second == [
         [
@@ -121,17 +117,6 @@ def test_hand_over_twice_on_a_growing_transcript(workspace: Path, tmp_path: Path
             "of CHANGELOG.md with the `qty` alias.",
         ],
     ]
-
-
-def run_hook(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "mdmem", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=python_env(**env),
-        timeout=60,
-    )
 
 
 def test_hook_stop_journals_and_a_background_worker_extracts(
@@ -149,7 +134,7 @@ def test_hook_stop_journals_and_a_background_worker_extracts(
         }
     )
     started = time.monotonic()
-    proc = run_hook(["hook", "stop"], payload, MDMEM_PROVIDER="offline")
+    proc = mdmem_process(["hook", "stop"], payload, MDMEM_PROVIDER="offline")
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
@@ -180,7 +165,7 @@ def test_hook_stop_journals_and_a_background_worker_extracts(
     ],
 )
 def test_hook_stop_always_exits_zero(workspace: Path, stdin: str) -> None:
-    proc = run_hook(["--workspace", str(workspace), "hook", "stop"], stdin)
+    proc = mdmem_process(["--workspace", str(workspace), "hook", "stop"], stdin)
     assert proc.returncode == 0
     assert proc.stdout == ""
 
@@ -196,7 +181,7 @@ def test_hook_session_start_prints_the_block(workspace: Path) -> None:
             "source": "startup",
         }
     )
-    proc = run_hook(["hook", "session-start"], payload)
+    proc = mdmem_process(["hook", "session-start"], payload)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
     assert set(data) == {"hookSpecificOutput"}
@@ -279,19 +264,19 @@ def test_install_refuses_a_broken_settings_file(tmp_path: Path) -> None:
 
 
 def test_install_command_through_the_cli(workspace: Path, tmp_path: Path) -> None:
-    proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
+    proc = mdmem_process(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
     assert proc.returncode == 0 and "installed in" in proc.stdout
     assert "teammate" in proc.stderr and "--local" in proc.stderr  # shared: a warning
     settings = workspace / ".claude" / "settings.json"
     text = settings.read_text()
     assert "' mdmem hook stop\"" in text  # shared: each teammate's own mdmem, found on PATH
     assert sys.executable not in text  # no path of this machine
-    proc = run_hook(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
+    proc = mdmem_process(["--workspace", str(workspace), "install", "claude-code", "--project"], "")
     assert "already installed" in proc.stdout
     home = tmp_path / "home"
-    proc = run_hook(["install", "claude-code", "--user"], "", HOME=str(home))
+    proc = mdmem_process(["install", "claude-code", "--user"], "", HOME=str(home))
     assert (home / ".claude" / "settings.json").exists()
-    proc = run_hook(["--workspace", str(workspace), "uninstall", "claude-code"], "")
+    proc = mdmem_process(["--workspace", str(workspace), "uninstall", "claude-code"], "")
     assert "removed from" in proc.stdout
     assert "mdmem" not in settings.read_text()
 
@@ -312,7 +297,7 @@ def test_concurrent_stop_hooks_hand_over_once(workspace: Path, tmp_path: Path) -
     for thread in threads:
         thread.join()
     assert len([r for r in results if r is not None]) == 1
-    assert len(journal_turns(workspace)) == 1
+    assert len(pending_turns(workspace)) == 1
 
 
 def test_session_start_fits_claude_codes_cap_on_hook_output(workspace: Path) -> None:
@@ -331,7 +316,7 @@ def test_session_start_fits_claude_codes_cap_on_hook_output(workspace: Path) -> 
         ]
     )
     assert len(store.load_index()) > 15_000  # the 25,600-byte prompt block would not fit
-    proc = run_hook(["hook", "session-start"], json.dumps({"cwd": str(workspace)}))
+    proc = mdmem_process(["hook", "session-start"], json.dumps({"cwd": str(workspace)}))
     context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
     assert 9_000 < len(context) <= claude_code.MAX_CONTEXT_CHARS
     *_, last, footer = context.splitlines()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -20,7 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env, state
+from builders import mdmem_process, pending_turns
+from conftest import CLAUDE_CODE_FIXTURES, state
 from mdmem.integrations import claude_code
 from mdmem.integrations.claude_code import Ledger, read_transcript
 
@@ -44,11 +44,6 @@ NEVER = [
     "Searching the Makefile",  # a sub-agent's sidechain
     "Request interrupted",  # Claude Code's own marker
 ]
-
-
-def journal(ws: Path) -> list[list[list[str]]]:
-    pending = state(ws / ".PseudoClaude" / "memory") / "turns" / "pending"
-    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
 
 
 def payload(event: str, transcript: Path, session: str, cwd: Path) -> dict[str, object]:
@@ -101,7 +96,7 @@ def test_each_message_is_handed_over_exactly_once(
         False,
         False,
     ]
-    turns = journal(workspace)
+    turns = pending_turns(workspace)
     user_texts = [text for turn in turns for role, text in turn if role == "user"]
     assert user_texts == SAID  # each once, in order
     everything = json.dumps(turns)
@@ -122,7 +117,7 @@ def test_a_message_streamed_across_two_handovers_sends_only_its_new_part(
     assert claude_code.hand_over(first, spawn=False) is not None
     transcript.write_text("\n".join(lines) + "\n")  # its text line arrives
     assert claude_code.hand_over(payload("Stop", transcript, A, workspace), spawn=False)
-    [one, two] = journal(workspace)
+    [one, two] = pending_turns(workspace)
     assert [role for role, _ in one] == ["user"]  # thinking has no text for the prompt
     assert two == [["assistant", lines and json.loads(lines[3])["message"]["content"][0]["text"]]]
 
@@ -164,27 +159,16 @@ def test_the_transcript_is_read_within_limits(
     assert "assistant" not in roles
 
 
-def run(args: list[str], stdin: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "mdmem", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=python_env(**env),
-        timeout=60,
-    )
-
-
 def test_pre_compact_and_session_end_hooks_print_nothing_and_hand_over(
     workspace: Path, tmp_path: Path
 ) -> None:
     transcript = tmp_path / "session.jsonl"
     shutil.copy(FIXTURES / "interrupted.jsonl", transcript)
     env = {"CLAUDE_PROJECT_DIR": str(workspace), "MDMEM_PROVIDER": "offline"}
-    first = run(
+    first = mdmem_process(
         ["hook", "pre-compact"], json.dumps(payload("PreCompact", transcript, A, workspace)), **env
     )
-    end = run(
+    end = mdmem_process(
         ["hook", "session-end"], json.dumps(payload("SessionEnd", transcript, A, workspace)), **env
     )
     for proc in (first, end):
@@ -205,7 +189,7 @@ def test_a_hostile_transcript_leaves_a_small_clean_log(
     logs = state(workspace / ".PseudoClaude" / "memory") / "hooks.log"
     for path in (noise, "/dev/urandom"):
         body = {"transcript_path": str(path), "cwd": str(workspace), "session_id": "s"}
-        proc = run(["hook", event], json.dumps(body))
+        proc = mdmem_process(["hook", event], json.dumps(body))
         assert proc.returncode == 0
         assert proc.stdout == ""
     text = logs.read_text(encoding="utf-8")
@@ -218,7 +202,7 @@ def test_the_hook_log_is_rotated(workspace: Path) -> None:
     logs = state(workspace / ".PseudoClaude" / "memory") / "hooks.log"
     logs.parent.mkdir(parents=True, exist_ok=True)
     logs.write_bytes(b"x" * (claude_code.MAX_LOG_BYTES + 1))
-    proc = run(["hook", "stop"], json.dumps({"cwd": str(workspace)}))
+    proc = mdmem_process(["hook", "stop"], json.dumps({"cwd": str(workspace)}))
     assert proc.returncode == 0
     assert logs.stat().st_size < 1_000
     assert (logs.parent / "hooks.log.1").stat().st_size > claude_code.MAX_LOG_BYTES

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLAUDE_CODE_FIXTURES, PYTHON, SRC, python_env
+from builders import mdmem_process
+from conftest import CLAUDE_CODE_FIXTURES, SRC
 from mdmem import Level, NoteType, Store, _spawn
 from mdmem.integrations.claude_code_import import project_key
 from mdmem.integrations.claude_code_settings import HOOKS, check, install, installed_commands
@@ -20,15 +21,7 @@ FIXTURES = CLAUDE_CODE_FIXTURES
 
 
 def mdmem(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, "-m", "mdmem", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=python_env(**env),
-        cwd=cwd,
-        timeout=60,
-    )
+    return mdmem_process(list(args), cwd=cwd, **env)
 
 
 def test_local_is_the_default_and_is_git_ignored(workspace: Path) -> None:

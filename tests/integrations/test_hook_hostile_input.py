@@ -15,17 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import state
+from builders import pending_turns
 from mdmem import Manager, MdmemError, _spawn
 from mdmem.extract.providers.offline import OfflineProvider
 from mdmem.integrations import claude_code
 from mdmem.integrations.claude_code import Cursors, hand_over, read_new
 from mdmem.manager import review
-
-
-def journal(ws: Path) -> list[list[list[str]]]:
-    pending = state(ws / ".PseudoClaude" / "memory") / "turns" / "pending"
-    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
 
 
 def line(kind: str, uuid: str, text: str) -> bytes:
@@ -51,14 +46,14 @@ def test_a_lone_surrogate_does_not_stop_memory_for_the_session(
     transcript.write_bytes(line("user", "u1", "Remember: staging is \ud800 db-2.") + raw_surrogate)
     first = hand_over(stop(transcript, workspace, session="s\udfff1"), spawn=False)
     assert first is not None
-    [turn] = journal(workspace)
+    [turn] = pending_turns(workspace)
     assert turn[0] == ["user", "Remember: staging is \ufffd db-2."]
     assert "\ufffd" in turn[1][1] and "deploys go through fly" in turn[1][1]
     # The session goes on: the next turn is handed over, and only it.
     with transcript.open("ab") as f:
         f.write(line("user", "u2", "Remember: releases are on Thursdays \udbff."))
     assert hand_over(stop(transcript, workspace), spawn=False) is not None
-    assert journal(workspace)[-1] == [["user", "Remember: releases are on Thursdays \ufffd."]]
+    assert pending_turns(workspace)[-1] == [["user", "Remember: releases are on Thursdays \ufffd."]]
 
 
 def test_update_async_never_raises_into_the_agent(workspace: Path) -> None:
@@ -118,7 +113,7 @@ def test_a_committed_config_of_nested_brackets_disables_nothing(
         timeout=120,
     )
     assert worker.returncode == 0, worker.stderr
-    assert journal(workspace) == []  # and so does the worker
+    assert pending_turns(workspace) == []  # and so does the worker
     assert any(p.name != "MEMORY.md" for p in (workspace / ".PseudoClaude" / "memory").iterdir())
 
 
@@ -152,7 +147,7 @@ def test_a_long_transcript_is_handed_over_by_its_tail(
         f.write(progress * 3 + line("user", "u1", "Remember that pagination uses cursors."))
     assert hand_over(stop(transcript, workspace), spawn=False) is not None
     assert reads[-1] == {"lines": 4, "start": size}
-    assert journal(workspace)[-1] == [["user", "Remember that pagination uses cursors."]]
+    assert pending_turns(workspace)[-1] == [["user", "Remember that pagination uses cursors."]]
     # Nothing new (SessionEnd after Stop): nothing read at all.
     assert hand_over(stop(transcript, workspace), spawn=False) is None
     assert reads[-1]["lines"] == 0

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from builders import write_note
 from conftest import PYTHON, python_env
-from mdmem import Level, Note, NoteType, Store
+from mdmem import Level, NoteType, Store
 from mdmem.integrations.prompt_recall import BUDGET_TOKENS, MAX_OUTPUT_CHARS, user_prompt_submit
 from mdmem.recall import estimate_tokens
 from mdmem.store.index import (
@@ -21,13 +22,10 @@ from mdmem.store.index import (
     merge,
     prompt_block,
 )
-from mdmem.store.note import render
 
 
 def put(store: Store, name: str, title: str, body: str, kind: NoteType, **extra: object) -> None:
-    store.root.mkdir(parents=True, exist_ok=True)
-    note = Note(name, kind, title, "", body, None, None, extra)
-    (store.root / name).write_text(render(note), encoding="utf-8")
+    write_note(store.root, name, title, body, kind=kind, **extra)
 
 
 def big_project(workspace: Path, count: int) -> Store:

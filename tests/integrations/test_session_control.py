@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import pending_turns
 from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
@@ -57,11 +58,6 @@ def hook_input(workspace: Path, transcript: Path, session: str = "s-1") -> dict[
     }
 
 
-def journal(workspace: Path) -> list[object]:
-    pending = state(workspace / ".PseudoClaude" / "memory") / "turns" / "pending"
-    return [json.loads(p.read_text())["messages"] for p in sorted(pending.glob("*.json"))]
-
-
 def run(sub: str, payload: dict[str, object], how: str, **env: str) -> tuple[int, str, str]:
     if how == "process":
         proc = subprocess.run(
@@ -94,7 +90,7 @@ def test_without_the_switch_the_hooks_do_their_work(project: Path, tmp_path: Pat
     recalled = state(project / ".PseudoClaude" / "memory") / "claude-code" / "recalled"
     assert code == 0 and (recalled / "s-1.json").is_file()
     assert claude_code.hand_over(payload, spawn=False) is not None
-    assert journal(project)
+    assert pending_turns(project)
 
 
 @pytest.mark.parametrize("how", ["process", "typer"])
@@ -133,7 +129,7 @@ def test_a_paused_session_gets_nothing_and_hands_nothing_over_even_after_resume(
     for sub in SUBS:
         code, out, err = run(sub, payload, "process")
         assert (code, out) == (0, ""), (sub, err)
-    assert journal(project) == []
+    assert pending_turns(project) == []
     # Another session is not paused.
     code, out, _ = run("session-start", hook_input(project, transcript, "s-2"), "process")
     assert "Deploying the shop" in out
@@ -143,7 +139,7 @@ def test_a_paused_session_gets_nothing_and_hands_nothing_over_even_after_resume(
     assert claude_code.hand_over(payload, spawn=False) is None
     shutil.copy(FIXTURES / "two_turns_more.jsonl", transcript)
     assert claude_code.hand_over(payload, spawn=False) is not None
-    [turn] = journal(project)
+    [turn] = pending_turns(project)
     paused_lines = [
         line["message"]["content"]
         for line in map(json.loads, (FIXTURES / "two_turns.jsonl").read_text().splitlines())

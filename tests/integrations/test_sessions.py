@@ -356,8 +356,8 @@ def test_a_50000_line_transcript_is_read_once_into_a_bounded_record(
     code = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20))\n"
-        "from mdmem.cli._fastpath import try_fast\n"
-        "sys.exit(try_fast(['hook', 'stop']))\n"
+        "from mdmem.__main__ import main\n"
+        "sys.exit(main(['hook', 'stop']))\n"
     )
     other = "1f2e3d4c-0000-4000-8000-000000000001"
     proc = subprocess.run(
@@ -527,7 +527,7 @@ items = st.text(
 
 @given(files=st.lists(items, max_size=5), commands=st.lists(items, max_size=5))
 def test_a_record_reads_back_what_was_written(files: list[str], commands: list[str]) -> None:
-    from mdmem._lines import clean_inline
+    from mdmem.store.note import clean_inline
 
     files = [f for f in dict.fromkeys(clean_inline(f) for f in files) if f]
     commands = [c for c in dict.fromkeys(clean_inline(c) for c in commands) if c]

@@ -8,23 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from builders import create_op
+from builders import Scripted, create_op
 from conftest import DATA, ROOT
 from mdmem import Manager
 from mdmem.cli import app
 from mdmem.manager import feedback
 from mdmem.recall import search
 from mdmem.recall.disputes import dispute_penalty, disputed
-
-
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, *answers: object) -> None:
-        self.answers = list(answers)
-
-    def extract(self, request: object) -> object:
-        return self.answers.pop(0)
 
 
 def create(title: str, content: str, kind: str = "project_knowledge") -> dict[str, object]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from builders import create_op as _op
+from builders import note_names
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
@@ -70,10 +71,6 @@ def all_files(*roots: Path) -> dict[str, bytes]:
     return {
         str(p): p.read_bytes() for r in roots if r.exists() for p in r.rglob("*") if p.is_file()
     }
-
-
-def note_names(store: Store) -> list[str]:
-    return sorted(p.name for p in store.root.glob("*.md") if p.name != "MEMORY.md")
 
 
 # -- end to end through the real anthropic SDK -------------------------------------------

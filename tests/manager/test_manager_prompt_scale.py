@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mdmem import Manager
-from mdmem._kinds import NoteType
+from mdmem import Manager, NoteType
 from mdmem.extract import prompt
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.extract.turn import estimate_tokens

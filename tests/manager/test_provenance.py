@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from builders import create_op
+from builders import Scripted, create_op, git
 from conftest import SRC
 from mdmem import Manager
 from mdmem.cli import app
@@ -23,35 +22,10 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the g
 SECRET = "sk-ant-api03-FAKEfake0123456789FAKEfake01"
 
 
-class Scripted:
-    name = "scripted"
-    model = "test-model"
-
-    def __init__(self, *answers: object) -> None:
-        self.answers = list(answers)
-
-    def extract(self, request: object) -> object:
-        return self.answers.pop(0)
-
-
 @pytest.fixture(autouse=True)
-def _git_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = tmp_path / "gitconfig"
-    config.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+def _children_import_this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Git's own config is isolated by conftest's autouse fixture.
     monkeypatch.setenv("PYTHONPATH", str(SRC))
-
-
-def git(cwd: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
 
 
 @pytest.fixture
@@ -89,7 +63,7 @@ def test_a_worker_note_records_its_turn_model_and_commit(repo: Path) -> None:
     assert source is not None
     assert source.turn == result.turn_id
     assert source.model == "scripted/test-model"
-    assert source.git == git(repo, "rev-parse", "HEAD")[:7]
+    assert source.git == git(repo, "rev-parse", "HEAD").stdout.strip()[:7]
     data = why(repo, "project_knowledge_build.md")
     assert data["written_by"] == "worker"
     assert isinstance(data["source"], dict) and data["source"]["turn"] == result.turn_id
@@ -217,7 +191,7 @@ def test_git_head_outside_git_and_in_a_worktree(repo: Path, tmp_path: Path) -> N
     plain = tmp_path / "plain"
     plain.mkdir()
     assert provenance.git_head(str(plain)) == ""
-    head = git(repo, "rev-parse", "HEAD")
+    head = git(repo, "rev-parse", "HEAD").stdout.strip()
     assert provenance.git_head(str(repo)) == head
     git(repo, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "other")
     assert provenance.git_head(str(tmp_path / "wt")) == head

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import create_op
+from builders import create_op, journaled
 from conftest import state
 from fake_anthropic import FakeAnthropic
 from mdmem import Manager
@@ -48,11 +48,6 @@ def api(fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> FakeA
     for key, value in fake_anthropic.env.items():
         monkeypatch.setenv(key, value)
     return fake_anthropic
-
-
-def journaled(workspace: Path) -> int:
-    turns = listing(str(state(workspace / ".PseudoClaude" / "memory") / "turns"))
-    return sum(len(ids) for ids in turns.values())
 
 
 def test_the_system_prompt_is_cached_and_usage_adds_up(workspace: Path, api: FakeAnthropic) -> None:

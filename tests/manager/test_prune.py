@@ -8,8 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from builders import create_op
-from mdmem import Level, Store
+from builders import create_op, project_store
 from mdmem.cli import app
 from mdmem.manager.prune import ledger_last_use, prune
 
@@ -20,12 +19,8 @@ def create(title: str, **extra: object) -> dict[str, object]:
     return create_op(title, f"{title}: the details of this note.", **extra)
 
 
-def store_in(workspace: Path) -> Store:
-    return Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
-
-
 def test_expired_notes_are_moved_to_the_trash_and_restorable(workspace: Path) -> None:
-    store = store_in(workspace)
+    store = project_store(workspace)
     store.apply([create("Freeze", expires="2020-01-01"), create("Build")])
     name = "project_knowledge_freeze.md"
     runner = CliRunner()
@@ -45,7 +40,7 @@ def test_expired_notes_are_moved_to_the_trash_and_restorable(workspace: Path) ->
 
 
 def test_unused_notes_only_when_usage_is_known(workspace: Path) -> None:
-    store = store_in(workspace)
+    store = project_store(workspace)
     store.apply([create("Old task"), create("Recent"), create("Never seen")])
     now = time.time()
     uses = {
@@ -68,7 +63,7 @@ def test_unused_notes_only_when_usage_is_known(workspace: Path) -> None:
 def test_the_usage_ledger_gives_last_reads_and_writes(workspace: Path) -> None:
     from mdmem.store import ledger
 
-    store = store_in(workspace)
+    store = project_store(workspace)
     store.apply([create("Read long ago"), create("Read lately")])
     now = time.time()
     ledger.record(store.path, "read", now - 90 * DAY, n=["project_knowledge_read-long-ago.md"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import Scripted
 from builders import create_op as _op
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
@@ -28,17 +29,6 @@ TURN = [
 
 def create_op(title: str, level: str = "project") -> dict[str, object]:
     return _op(title, f"{title}: the details.", level=level, summary=f"About {title}.")
-
-
-class Scripted:
-    name = "scripted"
-    model = "test-model"
-
-    def __init__(self, *answers: object) -> None:
-        self.answers = list(answers)
-
-    def extract(self, request: object) -> object:
-        return self.answers.pop(0)
 
 
 def notes(root: Path) -> list[str]:

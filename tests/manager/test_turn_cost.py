@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import Scripted, create_op
 from mdmem import Manager, Store
 from mdmem.manager import feedback
 from mdmem.recall import search
@@ -15,25 +16,8 @@ from mdmem.recall.disputes import disputed
 FILLERS = 90  # a turn writes at most 100 notes
 
 
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, *answers: object) -> None:
-        self.answers = list(answers)
-
-    def extract(self, request: object) -> object:
-        return self.answers.pop(0)
-
-
 def create(title: str, content: str, kind: str = "project_knowledge", **extra: str) -> dict:
-    return {
-        "action": "create",
-        "level": "project",
-        "type": kind,
-        "title": title,
-        "content": content,
-        **extra,
-    }
+    return create_op(title, content, type=kind, **extra)
 
 
 def test_a_turn_with_a_correction_does_not_read_every_note(

@@ -13,17 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
+from builders import add_note, cold_search, forget_open_indexes
 from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
-from mdmem.recall import engine, search
 from mdmem.recall.index import Index
-from mdmem.store import _catalog, files
+from mdmem.store import files
 from mdmem.store.index import prompt_block
 from mdmem.store.note import render
-from mdmem.store.paths import is_plain_name
 
 TURN = [
     {"role": "user", "content": "The integration tests need the database container first."},
@@ -68,9 +65,7 @@ def root(workspace: Path) -> Path:
 
 
 def create(store: Store, title: str) -> None:
-    op = {"action": "create", "level": "project", "type": "project_knowledge"}
-    result = store.apply([{**op, "title": title, "content": f"{title}, noted."}])
-    assert result.applied and not result.rejected
+    add_note(store, title, f"{title}, noted.")
 
 
 def rebuilt(store: Store) -> list[tuple[object, ...]]:
@@ -81,7 +76,7 @@ def rebuilt(store: Store) -> list[tuple[object, ...]]:
 
 def kept(root: Path) -> list[tuple[object, ...]]:
     """The on-disk recall index, brought up to date as a new process would."""
-    engine._INDEXES.clear()
+    forget_open_indexes()
     index = Index(Store(root, Level.PROJECT))
     index.sync()
     try:
@@ -91,8 +86,7 @@ def kept(root: Path) -> list[tuple[object, ...]]:
 
 
 def cold(root: Path, query: str) -> list[str]:
-    engine._INDEXES.clear()
-    return [h.filename for h in search([Store(root, Level.PROJECT)], query, semantic=False)]
+    return [h.filename for h in cold_search(root, query)]
 
 
 def test_after_turns_the_recall_index_and_the_block_equal_fresh_ones(
@@ -143,9 +137,3 @@ def test_hand_changes_between_two_writes_are_seen(root: Path) -> None:
     block = prompt_block(fresh, None)
     assert "project_knowledge_by-hand.md" in block
     assert block == prompt_block(Store(root, Level.PROJECT), None)
-
-
-@given(st.lists(st.text(min_size=1, max_size=40).map(lambda s: s + ".md"), max_size=20))
-def test_the_remembered_plain_names_answer_as_the_check(names: list[str]) -> None:
-    for name in names + names:  # the second time from the set
-        assert _catalog._plain_name(name) == is_plain_name(name)

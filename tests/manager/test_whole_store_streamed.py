@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import fill
+from builders import fill, git
 from conftest import state
 from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
@@ -26,17 +25,6 @@ from mdmem.store import files, ledger, stale
 from mdmem.store.index import merge
 
 T0 = 1_767_225_600.0  # 2026-01-01
-
-
-def _git(cwd: Path, *args: str) -> None:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "T",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "T",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
 
 
 # -- stats --------------------------------------------------------------------------
@@ -215,12 +203,12 @@ def test_doctor_state_and_temp_findings_are_the_sorted_ones(tmp_path: Path) -> N
 def repo(tmp_path: Path) -> Path:
     ws = tmp_path / "repo"
     ws.mkdir()
-    _git(ws, "init", "-q", "-b", "main")
+    git(ws, "init", "-q", "-b", "main")
     for path in ("src/app.py", "src/old.py", "src/moved.py", "lib/util.go"):
         (ws / path).parent.mkdir(parents=True, exist_ok=True)
         (ws / path).write_text(f"def parse_config(): pass  # {path}\n")
-    _git(ws, "add", "-A")
-    _git(ws, "commit", "-q", "-m", "initial", "--date=2025-12-01T00:00:00")
+    git(ws, "add", "-A")
+    git(ws, "commit", "-q", "-m", "initial", "--date=2025-12-01T00:00:00")
     return ws
 
 
@@ -251,10 +239,10 @@ def test_stale_rows_cold_warm_cut_and_unwritable_agree(
         now=datetime.now(timezone.utc) - timedelta(days=1),
     )
     os.remove(repo / "src/old.py")
-    _git(repo, "mv", "src/moved.py", "src/new.py")
+    git(repo, "mv", "src/moved.py", "src/new.py")
     (repo / "src/app.py").write_text("def load(): pass\n")
     (repo / "lib/util.go").write_text("func parse_config() {}\n")
-    _git(repo, "commit", "-q", "-am", "move things")
+    git(repo, "commit", "-q", "-am", "move things")
     expected = stale.check(store, str(repo), use_cache=False)
     assert {s.filename for s in expected} and any(s.renames for s in expected)
     assert stale.check(store, str(repo)) == expected  # cold: rows written

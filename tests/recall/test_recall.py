@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mdmem import Hit, Level, Manager, Note, NoteType, Store
+from builders import write_note
+from mdmem import Hit, Level, Manager, NoteType, Store
 from mdmem.recall import engine, estimate_tokens, recall, recall_block, search
 from mdmem.recall.text import stem, terms
-from mdmem.store.note import render
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 
@@ -30,10 +30,8 @@ def put(
     updated: datetime = T0,
     **extra: object,
 ) -> None:
-    """Write a note file as a person (or git) would: mdmem finds it on its next look."""
-    store.root.mkdir(parents=True, exist_ok=True)
-    note = Note(name, kind, title, summary, body, updated, updated, extra)
-    (store.root / name).write_text(render(note), encoding="utf-8")
+    """Write a note file as a person (or git) would, dated ``T0`` unless told."""
+    write_note(store.root, name, title, body, summary=summary, kind=kind, updated=updated, **extra)
 
 
 @pytest.fixture

@@ -18,26 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from builders import cold_search, git, write_note
 from conftest import PYTHON, python_env
-from mdmem import Level, Note, NoteType, Store
-from mdmem.recall import engine, search
+from mdmem import Level, Store
 from mdmem.recall.index import Index, freshness_key
-from mdmem.store.note import render
 
 T0_TITLE = "Deploy with the zeppelin"
 
 
-def write(root: Path, name: str, title: str, body: str) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    note = Note(name, NoteType.PROJECT_KNOWLEDGE, title, "", body, None, None)
-    (root / name).write_text(render(note), encoding="utf-8")
-
-
 def cold(root: Path, query: str) -> list[tuple[str, str, str]]:
     """A search as a new process makes it: (file name, title, snippet) of each hit."""
-    engine._INDEXES.clear()
-    store = Store(root, Level.PROJECT)
-    return [(h.filename, h.title, h.snippet) for h in search([store], query, semantic=False)]
+    return [(h.filename, h.title, h.snippet) for h in cold_search(root, query)]
 
 
 def settle(root: Path) -> Index:
@@ -54,9 +45,9 @@ def settle(root: Path) -> Index:
 @pytest.fixture
 def root(workspace: Path) -> Path:
     store = workspace / ".PseudoClaude" / "memory"
-    write(store, "project_knowledge_deploy.md", T0_TITLE, "Ship the build by zeppelin.")
+    write_note(store, "project_knowledge_deploy.md", T0_TITLE, "Ship the build by zeppelin.")
     for i in range(20):
-        write(store, f"project_knowledge_other-{i}.md", f"Other {i}", f"Unrelated detail {i}.")
+        write_note(store, f"project_knowledge_other-{i}.md", f"Other {i}", f"Unrelated detail {i}.")
     return store
 
 
@@ -85,7 +76,7 @@ def test_a_key_older_than_the_max_age_means_a_full_check(
 
 
 def _create(root: Path) -> None:
-    write(root, "project_knowledge_airship.md", "Airship zeppelin", "A second zeppelin note.")
+    write_note(root, "project_knowledge_airship.md", "Airship zeppelin", "A second zeppelin note.")
 
 
 def _delete(root: Path) -> None:
@@ -114,28 +105,19 @@ def test_creates_deletes_and_renames_between_two_cold_searches_are_seen(
     assert sorted(h[0] for h in cold(root, "zeppelin")) == expect
 
 
-def _git(cwd: Path, *args: str) -> None:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
-
-
 def test_a_git_checkout_between_two_cold_searches_is_seen(root: Path, workspace: Path) -> None:
-    _git(workspace, "init", "-q", "-b", "main")
-    _git(workspace, "add", "-A")
-    _git(workspace, "commit", "-q", "-m", "zeppelin")
-    _git(workspace, "checkout", "-q", "-b", "balloon")
-    write(root, "project_knowledge_deploy.md", "Deploy with the balloon", "Ship it by balloon.")
-    _git(workspace, "commit", "-q", "-am", "balloon")
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "zeppelin")
+    git(workspace, "checkout", "-q", "-b", "balloon")
+    write_note(
+        root, "project_knowledge_deploy.md", "Deploy with the balloon", "Ship it by balloon."
+    )
+    git(workspace, "commit", "-q", "-am", "balloon")
     settle(root)
     assert [h[0] for h in cold(root, "balloon")] == ["project_knowledge_deploy.md"]
     assert cold(root, "zeppelin") == []
-    _git(workspace, "checkout", "-q", "main")  # the same file name, the old content
+    git(workspace, "checkout", "-q", "main")  # the same file name, the old content
     assert cold(root, "balloon") == []
     ((name, title, _),) = cold(root, "zeppelin")
     assert (name, title) == ("project_knowledge_deploy.md", T0_TITLE)

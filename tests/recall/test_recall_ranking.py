@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mdmem import Level, Note, NoteType, Store
+from builders import write_note
+from mdmem import Level, NoteType, Store
 from mdmem.recall import engine, search
 from mdmem.recall.text import stem, terms
-from mdmem.store.note import render
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 # Made-up words: no stop word, no stem collision, no glossary entry.
@@ -33,9 +33,7 @@ def put(
     kind: NoteType = NoteType.PROJECT_KNOWLEDGE,
     **extra: object,
 ) -> None:
-    store.root.mkdir(parents=True, exist_ok=True)
-    note = Note(name, kind, title, "", body, updated, updated, extra)
-    (store.root / name).write_text(render(note), encoding="utf-8")
+    write_note(store.root, name, title, body, kind=kind, updated=updated, **extra)
 
 
 def fresh(root: Path) -> Store:

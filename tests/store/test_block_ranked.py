@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mdmem._kinds import Level, NoteType
+from mdmem import Level, NoteType
 from mdmem.store import files
 from mdmem.store.index import fitted, prompt_block
 from mdmem.store.marks import prompt_index, ranked_index

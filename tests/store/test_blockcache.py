@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from builders import add_note
 from conftest import state
 from mdmem import Level, Store
-from mdmem.cli._fastpath import index_text
 from mdmem.store import blockcache
+from mdmem.store.index import cached_block
+from mdmem.store.workspace import resolve
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: {summary}\n---\nbody\n"
 
 
 def create(store: Store, title: str, type: str = "project_knowledge", **extra: str) -> str:
-    op = {"action": "create", "level": store.level.value, "type": type, "title": title}
-    result = store.apply([{**op, "summary": f"About {title}.", "content": "b", **extra}])
-    return result.applied[0].filename
+    return add_note(store, title, "b", type=type, summary=f"About {title}.", **extra)
 
 
 @pytest.fixture
@@ -31,9 +31,15 @@ def stores(workspace: Path) -> tuple[Store, Store]:
     return project, user
 
 
+def block_of(workspace: Path) -> str:
+    """The block ``mdmem index`` prints: the one entry point, through the cache."""
+    _, project, user = resolve(str(workspace), None)
+    return cached_block(project, user)
+
+
 def settle(workspace: Path) -> str:
     """Run `mdmem index` until its block is served from the cache; return it."""
-    blocks = {index_text(str(workspace), None, "all", False) for _ in range(3)}
+    blocks = {block_of(workspace) for _ in range(3)}
     assert len(blocks) == 1
     return blocks.pop()
 
@@ -44,7 +50,7 @@ def served_from_cache(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
     with monkeypatch.context() as m:
         m.setattr("mdmem.store.index.prompt_block", boom)  # what the cache would compute
-        return index_text(str(workspace), None, "all", False)
+        return block_of(workspace)
 
 
 def test_a_settled_workspace_is_served_from_the_cache(
@@ -59,7 +65,7 @@ def test_a_settled_workspace_is_served_from_the_cache(
 def test_a_write_invalidates_it(workspace: Path, stores: tuple[Store, Store]) -> None:
     settle(workspace)
     create(stores[1], "Use metric units", type="user_preference")
-    assert "Use metric units" in index_text(str(workspace), None, "all", False)
+    assert "Use metric units" in block_of(workspace)
 
 
 @pytest.mark.parametrize("change", ["delete", "rename", "same-size-in-place"])
@@ -71,17 +77,17 @@ def test_hand_edits_invalidate_it(
     note = next(p for p in project.root.glob("*.md") if "step-1" in p.name)
     if change == "delete":
         note.unlink()
-        assert "Build step 1" not in index_text(str(workspace), None, "all", False)
+        assert "Build step 1" not in block_of(workspace)
     elif change == "rename":
         note.rename(note.with_name("project_knowledge_renamed.md"))
-        assert "(project_knowledge_renamed.md)" in index_text(str(workspace), None, "all", False)
+        assert "(project_knowledge_renamed.md)" in block_of(workspace)
     else:
         st = note.stat()
         text = note.read_text().replace("Build step 1", "Build STEP 1")
         with open(note, "r+", encoding="utf-8") as f:  # in place: the directory is unchanged
             f.write(text)
         os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
-        assert "Build STEP 1" in index_text(str(workspace), None, "all", False)
+        assert "Build STEP 1" in block_of(workspace)
 
 
 def test_an_expiry_that_comes_invalidates_it(workspace: Path, stores: tuple[Store, Store]) -> None:
@@ -115,4 +121,4 @@ def test_a_damaged_cache_is_a_miss(workspace: Path, stores: tuple[Store, Store])
     block = settle(workspace)
     for path in state(stores[0].root).glob("block-*.json"):
         path.write_bytes(b"\xff{not json")
-    assert index_text(str(workspace), None, "all", False) == block
+    assert block_of(workspace) == block

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import cold_search, forget_open_indexes
 from builders import create_op as create
 from conftest import state
 from mdmem import Level, Note, NoteType, Store
-from mdmem.recall import engine, search
 from mdmem.recall.index import Index, freshness_key
 from mdmem.store import _catalog, marks
 from mdmem.store.note import render
@@ -35,9 +35,7 @@ def hand_write(root: Path, name: str, title: str, body: str) -> None:
 
 def found(store: Store, query: str) -> list[str]:
     """A search as a new process makes it (no cached index): the file names it finds."""
-    engine._INDEXES.clear()
-    fresh = Store(store.root, Level.PROJECT)
-    return [h.filename for h in search([fresh], query, semantic=False)]
+    return [h.filename for h in cold_search(store.root, query)]
 
 
 def settled(store: Store) -> Index:
@@ -203,7 +201,7 @@ def test_the_block_of_a_large_store_follows_writes_without_a_stat_pass(
         block = prompt_block(store, None)
     assert "Newest correction" in block
     # The same block a full load makes.
-    engine._INDEXES.clear()
+    forget_open_indexes()
     shutil.rmtree(state(root))
     assert prompt_block(Store(root, Level.PROJECT), None) == block
     # Behind mdmem's back: the log cannot vouch, the block lists the store again.

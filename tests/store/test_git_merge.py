@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from builders import git
 from conftest import SRC
 from mdmem import Level, Store
 from mdmem.cli import app
@@ -33,26 +33,10 @@ open(path, "w", encoding="utf-8").write("\\n".join(lines))
 
 
 @pytest.fixture(autouse=True)
-def _git_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Git never reads or writes the real global or system config."""
-    config = tmp_path / "gitconfig"
-    config.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
-        monkeypatch.delenv(name, raising=False)
-    # The merge driver is a child of git: let it import this checkout.
+def _driver_imports_this_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Git's own config is isolated by conftest's autouse fixture. The merge driver is a
+    # child of git: let it import this checkout.
     monkeypatch.setenv("PYTHONPATH", str(SRC))
-
-
-def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=check,
-    )
 
 
 class Clone:

@@ -11,8 +11,8 @@ import anyio
 from mcp import Client
 from typer.testing import CliRunner
 
-from builders import create_op
-from mdmem import Level, Manager, Store
+from builders import create_op, project_store
+from mdmem import Manager
 from mdmem.cli import app
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.integrations.anthropic import MemoryTool
@@ -28,10 +28,6 @@ def create(title: str = "Build", content: str = "Run make.") -> dict[str, object
 
 def update(content: str, name: str = NAME) -> dict[str, str]:
     return {"action": "update", "level": "project", "filename": name, "content": content}
-
-
-def project_store(workspace: Path) -> Store:
-    return Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
 
 
 def test_every_change_keeps_the_previous_text_and_restores_byte_for_byte(

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from builders import CLONED_TYPES, fill
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
-from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.manager.doctor import examine
 from mdmem.recall import index as recall_index
 from mdmem.store import _catalog, _index_file
 from mdmem.store import index as block
 from mdmem.store import store as store_module
+from mdmem.store.index import MAX_BYTES, MAX_LINES
 
 
 def rows(root: Path) -> list[tuple[str, object]]:

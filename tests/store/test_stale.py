@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import git
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.store import stale
@@ -22,19 +23,6 @@ BODY = (
     "Routes live in `internal/httpapi/routes.go`; the entry point is `cmd/server/main.go`.\n"
     "Handlers follow `docs/handlers.md`. See also `Makefile` and https://example.com/`x`."
 )
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "T",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "T",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
-    ).stdout
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from builders import git
 from conftest import CLAUDE_CODE_FIXTURES, PYTHON, python_env
 from mdmem.cli import app
 from mdmem.integrations import claude_code
@@ -88,21 +89,10 @@ def test_a_folder_made_again_at_the_same_path_has_another_identity(tmp_path: Pat
     assert len(seen) == 20
 
 
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
-
-
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the git binary")
 def test_a_new_clone_at_an_old_clones_path_inherits_no_trash_turns_or_history(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setattr(claude_code, "start_worker", lambda *a, **k: None)
     git(tmp_path, "init", "-q", "--bare", "-b", "main", "origin.git")
     ws = tmp_path / "repo"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import create_op
+from builders import create_op, note_names
 from conftest import PYTHON, python_env, state
 from mdmem import Level, LockTimeout, NoteExists, NoteNotFound, Operation, Store
 from mdmem.store.note import parse
@@ -22,10 +22,6 @@ T1 = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
 
 def create(title: str, content: str = "body", **kw: str) -> dict[str, object]:
     return create_op(title, content, **kw)
-
-
-def names(store: Store) -> list[str]:
-    return sorted(p.name for p in store.root.glob("*.md") if p.name != "MEMORY.md")
 
 
 def index_names(store: Store) -> list[str]:
@@ -82,7 +78,7 @@ def test_create_of_the_very_same_note_is_unchanged(store: Store) -> None:
         ("unchanged", "project_knowledge_same.md")
     ]
     assert not result.changed
-    assert names(store) == ["project_knowledge_same.md"]
+    assert note_names(store) == ["project_knowledge_same.md"]
 
 
 def test_create_avoids_names_differing_only_in_case(store: Store) -> None:
@@ -144,7 +140,7 @@ def test_update_or_delete_of_missing_note_is_rejected(store: Store, action: str)
     )
     assert not result.applied
     assert "no note 'ghost.md'" in result.rejected[0].reason
-    assert names(store) == ["project_knowledge_exists.md"]
+    assert note_names(store) == ["project_knowledge_exists.md"]
 
 
 def test_update_of_malformed_note_is_rejected_and_file_kept(store: Store) -> None:
@@ -161,7 +157,7 @@ def test_update_of_malformed_note_is_rejected_and_file_kept(store: Store) -> Non
 def test_wrong_level_is_rejected(store: Store) -> None:
     result = store.apply([create("Mine", level="user")])
     assert "user operation sent to the project store" in result.rejected[0].reason
-    assert not store.root.exists() or names(store) == []
+    assert not store.root.exists() or note_names(store) == []
 
 
 @pytest.mark.parametrize(
@@ -240,7 +236,7 @@ def test_batch_sees_its_own_writes(store: Store) -> None:
         ]
     )
     assert [a.action for a in result.applied] == ["create", "update", "delete", "create"]
-    assert names(store) == ["project_knowledge_temp-2.md"]
+    assert note_names(store) == ["project_knowledge_temp-2.md"]
     assert store.trash() == []  # never written, so nothing to keep
 
 
@@ -250,7 +246,7 @@ def test_delete_moves_to_trash_and_restore_brings_it_back(store: Store) -> None:
         [{"action": "delete", "level": "project", "filename": "project_knowledge_gone-soon.md"}]
     )
     assert result.applied[0].action == "delete"
-    assert names(store) == []
+    assert note_names(store) == []
     assert store.load_index() == ""
     [item] = store.trash()
     assert item.filename == "project_knowledge_gone-soon.md"
@@ -392,12 +388,12 @@ def test_batch_killed_midway_is_completed_by_the_next_writer(store: Store, survi
     )
     assert proc.returncode == -9, proc.stderr
     assert (state(store.root) / "txn.json").exists()
-    assert len(names(store)) == 1 + survive
+    assert len(note_names(store)) == 1 + survive
     # Any locked operation finishes the batch first.
     store.apply([])
     assert not (state(store.root) / "txn.json").exists()
-    assert names(store) == sorted(f"project_knowledge_note-{i}.md" for i in range(20))
-    assert index_names(store) == names(store)
+    assert note_names(store) == sorted(f"project_knowledge_note-{i}.md" for i in range(20))
+    assert index_names(store) == note_names(store)
     assert [t.filename for t in store.trash()] == ["project_knowledge_old.md"]
 
 
@@ -410,14 +406,14 @@ def test_recovery_never_overwrites_a_hand_edit(store: Store) -> None:
     edited.write_text("---\ntype: project_knowledge\ntitle: Edited by hand\n---\nmine\n")
     store.apply([])
     assert parse(edited.read_text()).title == "Edited by hand"
-    assert len(names(store)) == 20
+    assert len(note_names(store)) == 20
 
 
 def test_unreadable_journal_is_discarded(store: Store) -> None:
     store.apply([create("Keep")])
     (state(store.root) / "txn.json").write_text("{not json")
     store.apply([])
-    assert names(store) == ["project_knowledge_keep.md"]
+    assert note_names(store) == ["project_knowledge_keep.md"]
     assert not (state(store.root) / "txn.json").exists()
 
 
@@ -429,7 +425,7 @@ def test_create_with_an_exact_file_name(store: Store) -> None:
     assert "already exists" in clash.rejected[0].reason
     hostile = store.apply([create("Bad", filename="../progress.md")])
     assert "filename" in hostile.rejected[0].reason
-    assert names(store) == ["progress.md"]
+    assert note_names(store) == ["progress.md"]
 
 
 def test_rename_keeps_the_bytes_and_never_overwrites(store: Store) -> None:

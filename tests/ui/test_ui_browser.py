@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import add_note
 from conftest import ROOT
 from mdmem import NoteType, Store
 from mdmem.store.note import Note
@@ -89,10 +90,7 @@ def shots(tmp_path: Path) -> Path:
 
 
 def create(store: Store, title: str, body: str, kind: NoteType, **fields: str) -> str:
-    op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
-    result = store.apply([{**op, "content": body, **fields}])
-    assert not result.rejected, result.rejected
-    return result.applied[0].filename
+    return add_note(store, title, body, type=kind.value, **fields)
 
 
 @pytest.fixture

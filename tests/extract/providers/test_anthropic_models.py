@@ -14,9 +14,10 @@ from datetime import date
 import anthropic
 import pytest
 
+from builders import extraction_request
 from fake_anthropic import FakeAnthropic, model_rules
 from mdmem.extract.providers.anthropic import TOOL_NAME, AnthropicProvider, request_rules
-from mdmem.extract.providers.base import ExtractionRequest, Message
+from mdmem.extract.providers.base import ExtractionRequest
 
 OPS = {
     "operations": [
@@ -46,9 +47,7 @@ FAMILIES = [
 
 
 def request() -> ExtractionRequest:
-    return ExtractionRequest(
-        "system", "prompt", (Message("user", "answer in Chinese"),), "", "", date(2026, 12, 1)
-    )
+    return extraction_request(("user", "answer in Chinese"), today=date(2026, 12, 1))
 
 
 def provider(fake: FakeAnthropic, model: str, *, stream: bool = False) -> AnthropicProvider:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import extraction_request
 from mdmem.extract.providers.base import ExtractionRequest, Message
 from mdmem.extract.providers.offline import OfflineProvider
 
@@ -25,14 +26,7 @@ PREF, CORR, KNOW, REF = (
 
 
 def request(*messages: tuple[str, str]) -> ExtractionRequest:
-    return ExtractionRequest(
-        system="",
-        prompt="",
-        messages=tuple(Message(role, text) for role, text in messages),
-        project_index="",
-        user_index="",
-        today=date(2026, 11, 29),
-    )
+    return extraction_request(*messages, system="", prompt="", today=date(2026, 11, 29))
 
 
 def extract(*messages: tuple[str, str]) -> list[dict[str, str]]:

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import date
 
 import pytest
 
+from builders import extraction_request
 from conftest import PYTHON, python_env
 from fake_anthropic import FakeAnthropic
 from mdmem import ProviderError
 from mdmem.extract.providers import default_provider
 from mdmem.extract.providers.anthropic import DEFAULT_MODEL, AnthropicProvider, operations_schema
-from mdmem.extract.providers.base import ExtractionRequest, Message
+from mdmem.extract.providers.base import ExtractionRequest
 
 
 def request() -> ExtractionRequest:
-    return ExtractionRequest("system", "prompt", (Message("user", "hi"),), "", "", date(2026, 1, 1))
+    return extraction_request(("user", "hi"))
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from builders import journaled
 from conftest import SRC, state
 from mdmem import Manager, Operation, ProviderError
 from mdmem.extract.providers import choose, default_provider, set_login_choice
 from mdmem.extract.providers.claude_code import ClaudeCodeProvider
-from mdmem.manager._journal import listing
 from mdmem.store import ledger
 
 OP = {
@@ -112,11 +112,6 @@ def fake_claude(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
 
 def runs(log: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def journaled(workspace: Path) -> int:
-    turns = listing(str(state(workspace / ".PseudoClaude" / "memory") / "turns"))
-    return sum(len(ids) for ids in turns.values())
 
 
 def test_never_chosen_silently(fake_claude: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,11 +234,11 @@ def test_every_hook_command_does_nothing_when_nested(
     payload = json.dumps(
         {"session_id": "s", "transcript_path": os.environ["FAKE_TRANSCRIPT"], "cwd": str(workspace)}
     )
-    from mdmem.cli._fastpath import try_fast
+    from mdmem.__main__ import main
 
     hooks = ("stop", "session-start", "pre-compact", "session-end", "user-prompt-submit")
     for hook in hooks:
         result = CliRunner().invoke(app, ["hook", hook], input=payload)
         assert (result.exit_code, result.output) == (0, "")
-        assert try_fast(["hook", hook]) == 0  # the typer-free path, without reading stdin
+        assert main(["hook", hook]) == 0  # the typer-free path, without reading stdin
     assert journaled(workspace) == 0

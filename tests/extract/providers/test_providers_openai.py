@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, python_env, state
+from builders import extraction_request, journaled
+from conftest import PYTHON, python_env
 from fake_openai import Delay, Disconnect, FakeOpenAI, Garbage
 from mdmem import Manager, ProviderError
 from mdmem.extract.providers import choose, default_provider
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.extract.providers.openai import OpenAIProvider
-from mdmem.manager._journal import listing
 from mdmem.store import ledger
 
 pytest.importorskip("openai")
@@ -190,14 +190,13 @@ def test_errors_are_translated_and_the_turn_stays_journaled(
     assert error.retryable is retryable
     assert words in str(error)
     assert not note_path(workspace).exists()
-    turns = listing(str(state(workspace / ".PseudoClaude" / "memory") / "turns"))
-    assert sum(len(ids) for ids in turns.values()) == 1  # kept: for a retry, or set aside
+    assert journaled(workspace) == 1  # kept: for a retry, or set aside
 
 
 def test_no_key_and_no_url_is_a_clear_error() -> None:
     p = OpenAIProvider(max_retries=0)
     with pytest.raises(ProviderError, match="OPENAI_API_KEY") as info:
-        p.extract(__import__("test_providers").request())
+        p.extract(extraction_request(("user", "hi")))
     assert info.value.retryable is False
 
 
