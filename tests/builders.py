@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-from datetime import date, datetime
+import threading
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hypothesis import strategies as st
+
 from conftest import PYTHON, python_env, state
-from mdmem import Level, NoteType, Store
+from mdmem import Level, Note, NoteType, Store
+from mdmem.store.note import clean_inline
 
 if TYPE_CHECKING:
     import httpx2
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BASE",
     "TOKEN",
+    "TURN",
     "Page",
     "Scripted",
     "add_note",
@@ -41,6 +46,7 @@ __all__ = [
     "mdmem_process",
     "new_store",
     "note_names",
+    "notes",
     "pending_turns",
     "project_store",
     "text_of",
@@ -235,16 +241,48 @@ def form_value(html: str, name: str) -> str:
 
 
 class Scripted:
-    """A provider that answers each extraction with the next of ``answers``, in order."""
+    """A provider behind the same Protocol, answering from a list and recording requests.
+
+    Each answer is returned as it is, raised if it is an exception, or called with the
+    request if it is callable; ``gate``, when set, holds each call until it is set.
+    """
 
     name = "scripted"
     model = "test-model"
 
     def __init__(self, *answers: object) -> None:
         self.answers = list(answers)
+        self.requests: list[ExtractionRequest] = []
+        self.gate: threading.Event | None = None
 
-    def extract(self, request: object) -> object:
-        return self.answers.pop(0)
+    def extract(self, request: ExtractionRequest) -> object:
+        self.requests.append(request)
+        if self.gate is not None:
+            assert self.gate.wait(10)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        if callable(answer):
+            return answer(request)
+        return answer
+
+
+#: A turn as Claude Code's transcript gives it: a request, a tool call and its result, an answer.
+TURN = [
+    {"role": "user", "content": "Please make the tests faster."},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "I'll look at the test setup."},
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}],
+    },
+    {"role": "assistant", "content": "Done: the suite now runs in parallel with `pytest -n 4`."},
+]
 
 
 def extraction_request(
@@ -330,3 +368,48 @@ def cold_search(root: Path, query: str) -> list[Hit]:
 
     forget_open_indexes()
     return search([Store(root, Level.PROJECT)], query, semantic=False)
+
+
+# -- hypothesis: notes as a person or a model could write them ---------------------------------
+
+inline_text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60).filter(
+    lambda s: clean_inline(s) != ""
+)
+body_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
+moments = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc)
+).map(lambda d: d.replace(microsecond=0))
+extra_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def notes(draw: st.DrawFn) -> Note:
+    """Any note that round-trips: Unicode text, optional dates, a few extra front-matter keys."""
+    extra_keys = draw(
+        st.lists(
+            st.text(st.characters(categories=("L", "N")), min_size=1, max_size=10).filter(
+                lambda k: k not in ("type", "title", "summary", "created", "updated")
+            ),
+            unique=True,
+            max_size=3,
+        )
+    )
+    created = draw(st.none() | moments)
+    return Note(
+        filename="n.md",
+        type=draw(st.sampled_from(list(NoteType))),
+        title=clean_inline(draw(inline_text)),
+        summary=clean_inline(draw(st.just("") | inline_text)),
+        body=draw(body_text).strip(),
+        created=created,
+        updated=None
+        if created is None
+        else created + timedelta(seconds=draw(st.integers(0, 10**8))),
+        extra={k: draw(extra_values) for k in extra_keys},
+    )

@@ -15,56 +15,18 @@ from typing import Any
 
 import pytest
 
+from builders import TURN, Scripted, note_names
 from builders import create_op as _op
-from builders import note_names
 from conftest import PYTHON, python_env, state
 from fake_anthropic import FakeAnthropic
 from mdmem import Level, Manager, ProviderError, Store
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.manager.manager import MAX_OPERATIONS
 
-TURN = [
-    {"role": "user", "content": "Please make the tests faster."},
-    {
-        "role": "assistant",
-        "content": [
-            {"type": "text", "text": "I'll look at the test setup."},
-            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
-        ],
-    },
-    {
-        "role": "user",
-        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}],
-    },
-    {"role": "assistant", "content": "Done: the suite now runs in parallel with `pytest -n 4`."},
-]
-
 
 def create_op(title: str, level: str = "project", **extra: str) -> dict[str, object]:
     fields = {"content": f"{title}: the details.", "summary": f"About {title}.", **extra}
     return _op(title, level=level, **fields)
-
-
-class ScriptedProvider:
-    """A provider behind the same Protocol, answering from a list and recording requests."""
-
-    name = "scripted"
-
-    def __init__(self, *answers: object) -> None:
-        self.answers = list(answers)
-        self.requests: list[ExtractionRequest] = []
-        self.gate: threading.Event | None = None
-
-    def extract(self, request: ExtractionRequest) -> object:
-        self.requests.append(request)
-        if self.gate is not None:
-            assert self.gate.wait(10)
-        answer = self.answers.pop(0)
-        if isinstance(answer, BaseException):
-            raise answer
-        if callable(answer):
-            return answer(request)
-        return answer
 
 
 def all_files(*roots: Path) -> dict[str, bytes]:
@@ -134,7 +96,7 @@ def test_end_to_end_through_the_sdk(
 
 
 def test_tool_excerpts_when_configured(workspace: Path) -> None:
-    provider = ScriptedProvider([])
+    provider = Scripted([])
     long_result = {"type": "tool_result", "tool_use_id": "t", "content": "y" * 100_000}
     with Manager(workspace, provider=provider, include_tools=True) as manager:
         manager.update_async([*TURN, {"role": "user", "content": [long_result]}]).result(10)
@@ -299,7 +261,7 @@ def test_second_queued_turn_sees_the_first_turns_note(workspace: Path) -> None:
         assert "project_knowledge_first-fact.md" in request.project_index
         return [create_op("Second fact")]
 
-    provider = ScriptedProvider([create_op("First fact")], second)
+    provider = Scripted([create_op("First fact")], second)
     provider.gate = threading.Event()
     with Manager(workspace, provider=provider) as manager:
         first = manager.update_async(TURN)
@@ -363,7 +325,7 @@ HOSTILE: list[tuple[str, object, int]] = [
 )
 def test_hostile_answers(workspace: Path, tmp_path: Path, answer: object, kept: int) -> None:
     before = {p for p in tmp_path.rglob("*") if "ws" not in p.parts and "home" not in p.parts}
-    with Manager(workspace, provider=ScriptedProvider(answer)) as manager:
+    with Manager(workspace, provider=Scripted(answer)) as manager:
         result = manager.update_async(TURN).result(60)
     store = manager.project
     assert len(note_names(store)) == kept
@@ -380,7 +342,7 @@ def test_hostile_answers(workspace: Path, tmp_path: Path, answer: object, kept: 
 
 
 def test_garbage_twice_sets_the_turn_aside_with_the_raw_answer(workspace: Path) -> None:
-    provider = ScriptedProvider("I cannot help with that.", "Still no JSON here, sorry.")
+    provider = Scripted("I cannot help with that.", "Still no JSON here, sorry.")
     with Manager(workspace, provider=provider) as manager:
         future = manager.update_async(TURN)
         with pytest.raises(ProviderError):
@@ -396,7 +358,7 @@ def test_garbage_twice_sets_the_turn_aside_with_the_raw_answer(workspace: Path) 
 
 def test_failing_turn_is_tried_a_few_times_then_set_aside(workspace: Path) -> None:
     errors = [ProviderError("overloaded", retryable=True) for _ in range(3)]
-    provider = ScriptedProvider(*errors)
+    provider = Scripted(*errors)
     with Manager(workspace, provider=provider, max_attempts=3, retry_delay=0.05) as manager:
         manager.update_async(TURN)
         deadline = time.monotonic() + 20
@@ -409,7 +371,7 @@ def test_failing_turn_is_tried_a_few_times_then_set_aside(workspace: Path) -> No
 
 
 def test_worker_survives_a_provider_bug(workspace: Path) -> None:
-    provider = ScriptedProvider(RuntimeError("bug in provider"), [create_op("After the bug")])
+    provider = Scripted(RuntimeError("bug in provider"), [create_op("After the bug")])
     with Manager(workspace, provider=provider, retry_delay=3600) as manager:
         with pytest.raises(RuntimeError):
             manager.update_async(TURN).result(10)
@@ -461,7 +423,7 @@ def test_secrets_never_reach_disk(workspace: Path) -> None:
             create_op("Mine", level="user", content=request.prompt, summary=request.prompt[-200:]),
         ]
 
-    provider = ScriptedProvider(echo)
+    provider = Scripted(echo)
     provider.gate = threading.Event()
     with Manager(workspace, provider=provider) as manager:
         future = manager.update_async([{"role": "user", "content": text}])
@@ -512,13 +474,13 @@ def test_exit_with_a_slow_model_leaves_the_turn_for_next_start(
     assert time.monotonic() - started < 25  # bounded drain, not the model's 30 s
     journal = state(workspace / ".PseudoClaude" / "memory") / "turns"
     assert len(list(journal.rglob("*.json"))) == 1
-    with Manager(workspace, provider=ScriptedProvider([create_op("Fridays")])) as manager:
+    with Manager(workspace, provider=Scripted([create_op("Fridays")])) as manager:
         assert manager.flush(10)
         assert "fridays" in manager.project.load_index()
 
 
 def test_update_async_returns_before_the_model_answers(workspace: Path) -> None:
-    provider = ScriptedProvider([])
+    provider = Scripted([])
     provider.gate = threading.Event()
     with Manager(workspace, provider=provider) as manager:
         future = manager.update_async(TURN)
@@ -530,13 +492,13 @@ def test_update_async_returns_before_the_model_answers(workspace: Path) -> None:
 
 
 def test_empty_turn_is_done_at_once(workspace: Path) -> None:
-    with Manager(workspace, provider=ScriptedProvider()) as manager:
+    with Manager(workspace, provider=Scripted()) as manager:
         future = manager.update_async([{"role": "user", "content": [{"type": "image"}]}])
         assert future.done() and future.result().project.applied == ()
 
 
 def test_closed_manager_refuses_turns(workspace: Path) -> None:
-    manager = Manager(workspace, provider=ScriptedProvider())
+    manager = Manager(workspace, provider=Scripted())
     manager.close()
     from mdmem import MdmemError
 
@@ -554,7 +516,7 @@ def test_messages_may_be_objects(workspace: Path) -> None:
         type = "text"
         text = "Remember that objects work too."
 
-    provider = ScriptedProvider([])
+    provider = Scripted([])
     with Manager(workspace, provider=provider) as manager:
         manager.update_async([Msg("user", [Block()]), Msg("assistant", "ok")]).result(10)
     assert (
@@ -566,7 +528,7 @@ def test_messages_may_be_objects(workspace: Path) -> None:
 def test_index_at_start_and_refresh(workspace: Path) -> None:
     store = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     store.apply([create_op("Existing")])
-    manager = Manager(workspace, provider=ScriptedProvider())
+    manager = Manager(workspace, provider=Scripted())
     try:
         assert "Existing" in manager.index
         store.apply([create_op("Added elsewhere")])

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import notes
 from conftest import GOLDEN, ROOT
 from mdmem import InvalidNote, Note, NoteType
 from mdmem.store.note import clean_inline, format_time, index_line, parse, parse_index_line, render
@@ -89,47 +89,6 @@ def test_numeric_title_is_read_as_text() -> None:
 
 
 # -- properties ------------------------------------------------------------------------
-
-inline_text = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60).filter(
-    lambda s: clean_inline(s) != ""
-)
-body_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
-moments = st.datetimes(
-    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc)
-).map(lambda d: d.replace(microsecond=0))
-extra_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
-
-
-@st.composite
-def notes(draw: st.DrawFn) -> Note:
-    extra_keys = draw(
-        st.lists(
-            st.text(st.characters(categories=("L", "N")), min_size=1, max_size=10).filter(
-                lambda k: k not in ("type", "title", "summary", "created", "updated")
-            ),
-            unique=True,
-            max_size=3,
-        )
-    )
-    created = draw(st.none() | moments)
-    return Note(
-        filename="n.md",
-        type=draw(st.sampled_from(list(NoteType))),
-        title=clean_inline(draw(inline_text)),
-        summary=clean_inline(draw(st.just("") | inline_text)),
-        body=draw(body_text).strip(),
-        created=created,
-        updated=None
-        if created is None
-        else created + timedelta(seconds=draw(st.integers(0, 10**8))),
-        extra={k: draw(extra_values) for k in extra_keys},
-    )
 
 
 @given(notes())

@@ -254,22 +254,22 @@ def test_a_single_write_does_not_look_at_the_other_notes(
             boom()
         return real_listdir(path)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(_catalog.Scan, "__init__", boom)
-    monkeypatch.setattr(os, "listdir", listdir)
-    store.apply(
-        [
-            {
-                "action": "update",
-                "level": "project",
-                "filename": "project_knowledge_note-000.md",
-                "content": "new",
-            }
-        ]
-    )
-    store.apply(
-        [{"action": "delete", "level": "project", "filename": "project_knowledge_one-more.md"}]
-    )
-    monkeypatch.undo()
+    with monkeypatch.context() as m:
+        m.setattr(_catalog.Scan, "__init__", boom)
+        m.setattr(os, "listdir", listdir)
+        store.apply(
+            [
+                {
+                    "action": "update",
+                    "level": "project",
+                    "filename": "project_knowledge_note-000.md",
+                    "content": "new",
+                }
+            ]
+        )
+        store.apply(
+            [{"action": "delete", "level": "project", "filename": "project_knowledge_one-more.md"}]
+        )
     assert store.load_index() == rebuilt(store.root)
 
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from builders import TURN, Scripted, create_op
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.store import _txn, history
@@ -132,13 +133,11 @@ def test_a_lone_surrogate_in_one_operation_drops_that_operation_only(store: Stor
 
 
 def test_a_lone_surrogate_in_the_models_json_drops_that_operation_only(tmp_path: Path) -> None:
-    from test_manager import TURN, ScriptedProvider
-
     from mdmem import Manager
 
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
-    provider = ScriptedProvider(SURROGATE_ANSWER)
+    provider = Scripted(SURROGATE_ANSWER)
     with Manager(ws, provider=provider) as manager:
         future = manager.update_async(TURN)
         assert manager.flush(timeout=30)
@@ -209,12 +208,10 @@ def test_a_damaged_ledger_summary_is_moved_aside_by_stats_doctor_and_turns(
     days = ledger.load(user)["days"]  # the damaged events were skipped, the good ones kept
     assert days == {"1970-01-01": {"calls": 2, "in": 7, "out": 0, "cr": 0, "cw": 0}}
 
-    from test_manager import TURN, ScriptedProvider, create_op
-
     from mdmem import Manager
 
     (folder / "summary.json").write_bytes(summary)
-    with Manager(ws, provider=ScriptedProvider([create_op("Budgeted")])) as manager:
+    with Manager(ws, provider=Scripted([create_op("Budgeted")])) as manager:
         future = manager.update_async(TURN)
         assert manager.flush(timeout=30)
         assert [a.filename for a in future.result().project.applied] == [
@@ -316,8 +313,6 @@ DAMAGED_TURNS = [b"{not json", b"[1, 2, 3]", b'{"messages": []}', b"[" * 100_000
 def test_damaged_turn_files_are_set_aside_once_never_retried(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from test_manager import ScriptedProvider
-
     from mdmem import Manager
 
     ws = tmp_path / "ws"
@@ -327,7 +322,7 @@ def test_damaged_turn_files_are_set_aside_once_never_retried(
     (turns / "pending").mkdir(parents=True)
     for n, data in enumerate(DAMAGED_TURNS):
         (turns / "pending" / f"{n:020d}-0000000{n}.json").write_bytes(data)
-    provider = ScriptedProvider()  # no answer: a model call would fail the test
+    provider = Scripted()  # no answer: a model call would fail the test
     with Manager(ws, provider=provider) as manager:
         assert manager.flush(timeout=30)
     assert provider.requests == []

@@ -180,8 +180,8 @@ def test_find_duplicate_finds_what_it_found_before(
 
 
 def _marked_notes() -> st.SearchStrategy[object]:
-    """test_note's notes, some of them with the keys the catalog's marks read."""
-    from test_note import notes
+    """The notes strategy's notes, some of them with the keys the catalog's marks read."""
+    from builders import notes
 
     marks = st.fixed_dictionaries(
         {},
