@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +47,7 @@ CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_", "GIT_")
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path) -> Iterator[None]:
+def _isolated(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """No test touches the real home, the real state folder, the user store or a real API.
 
     The environment is cleared by prefix (httpx's ``clean_environ``), then pointed into
@@ -57,29 +56,29 @@ def _isolated(tmp_path: Path) -> Iterator[None]:
     stay inside too). The fixture has its own ``MonkeyPatch``, not the test's: a test that
     calls ``monkeypatch.undo()`` undoes what it set itself, never the isolation.
     """
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name in list(os.environ):
-            if name.startswith(CLEARED_PREFIXES) or name in ("VISUAL", "EDITOR"):
-                monkeypatch.delenv(name)
-        # All under one folder (tests that list tmp_path leave "home" out): the state folder is
-        # where it would be by default for this home, but named, so nothing else can move it.
-        home = tmp_path / "home"
-        scratch = home / "tmp"
-        scratch.mkdir(parents=True)
-        monkeypatch.setenv("HOME", str(home))
-        monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
-        monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
-        # Git's global config is the home's (empty); its system config (/etc/gitconfig) is not read.
-        monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
-        # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
-        monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-        # Searches with the semantic extra would start background embedders (one model load
-        # each): only the tests of the embedder let them (mdmem.recall.embedder).
-        monkeypatch.setenv("MDMEM_EMBED", "off")
-        # A real `claude` on the machine must never be chosen, nor run, by a test.
-        monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
-        yield
+    monkeypatch = pytest.MonkeyPatch()
+    request.addfinalizer(monkeypatch.undo)
+    for name in list(os.environ):
+        if name.startswith(CLEARED_PREFIXES) or name in ("VISUAL", "EDITOR"):
+            monkeypatch.delenv(name)
+    # All under one folder (tests that list tmp_path leave "home" out): the state folder is
+    # where it would be by default for this home, but named, so nothing else can move it.
+    home = tmp_path / "home"
+    scratch = home / "tmp"
+    scratch.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
+    monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
+    # Git's global config is the home's (empty); its system config (/etc/gitconfig) is not read.
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
+    # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    # Searches with the semantic extra would start background embedders (one model load
+    # each): only the tests of the embedder let them (mdmem.recall.embedder).
+    monkeypatch.setenv("MDMEM_EMBED", "off")
+    # A real `claude` on the machine must never be chosen, nor run, by a test.
+    monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 
 
 @pytest.fixture
