@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 
 from mdmem._kinds import Level
 from mdmem._lines import clean_inline
+from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
-from mdmem.recall.glossary import expand
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
 from mdmem.store.hit import Hit
@@ -256,7 +256,7 @@ def _rank(
     if not query.strip():
         return [], set()
     qterms = sorted(set(terms(query)))
-    # Words in the other language that mean the same (mdmem.recall.glossary).
+    # Words in the other language that mean the same (mdmem.recall.dictionary).
     alternatives = expand(query, qterms)
     use_semantic = semantic_mode(semantic)
     candidates: dict[tuple[str, str], _Candidate] = {}
