@@ -39,11 +39,14 @@ __all__ = [
     "GLOSS_TERMS",
     "GLOSS_WORDS",
     "PER_TERM",
+    "Words",
     "available",
     "database",
     "expand",
+    "han_words",
     "lookup",
     "source",
+    "words",
 ]
 
 #: A gloss counts when it is at most this many words (longer ones explain, not translate).
@@ -55,7 +58,7 @@ GLOSS_TERMS = 6
 #: The most Chinese words one English term brings (the first ones of the dictionary).
 PER_TERM = 12
 # Bumped when the rules above change, so an old file is not read with new rules.
-_SCHEMA = 1
+_SCHEMA = 2
 _LONGEST = 4
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
@@ -113,7 +116,11 @@ def _cleaned(gloss: str) -> str:
 
 
 def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """Chinese word -> English terms, English term -> Chinese words, from a CC-CEDICT file."""
+    """Chinese word -> English terms, English term -> Chinese words, from a CC-CEDICT file.
+
+    A Chinese word's list starts with its first short gloss as written (for a
+    person: ``eval recall``'s other-language probes), then the terms.
+    """
     chinese: dict[str, list[str]] = {}
     english: dict[str, list[str]] = {}
     with (
@@ -134,10 +141,12 @@ def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
             glosses = [g for g in glosses if g and len(g.split()) <= GLOSS_WORDS]
             if not glosses:
                 continue
-            found = chinese.setdefault(word, [])
+            # A word's readings add up (e.g. 行 as walk and as row); its first gloss leads.
+            found = chinese.setdefault(word, [glosses[0]])
+            known = found[1:]
             for gloss in glosses[:GLOSSES]:
-                found.extend(t for t in terms(gloss) if t not in found)
-            del found[GLOSS_TERMS:]
+                known.extend(t for t in terms(gloss) if t not in known)
+            found[1:] = known[:GLOSS_TERMS]
             for gloss in glosses:
                 one = terms(gloss)
                 if len(one) == 1:
@@ -179,10 +188,14 @@ def database(data: str | None = None) -> str | None:
         partial = f"{path}.{os.getpid()}.partial"
         db = sqlite3.connect(partial)
         try:
-            db.execute("CREATE TABLE zh (word TEXT PRIMARY KEY, en TEXT NOT NULL) WITHOUT ROWID")
+            db.execute(
+                "CREATE TABLE zh (word TEXT PRIMARY KEY, gloss TEXT NOT NULL, en TEXT NOT NULL)"
+                " WITHOUT ROWID"
+            )
             db.execute("CREATE TABLE en (term TEXT PRIMARY KEY, zh TEXT NOT NULL) WITHOUT ROWID")
             db.executemany(
-                "INSERT INTO zh VALUES (?, ?)", ((w, " ".join(e)) for w, e in chinese.items())
+                "INSERT INTO zh VALUES (?, ?, ?)",
+                ((w, e[0], " ".join(e[1:])) for w, e in chinese.items()),
             )
             db.executemany(
                 "INSERT INTO en VALUES (?, ?)", ((t, " ".join(z)) for t, z in english.items())
@@ -240,6 +253,56 @@ def lookup(query: str, query_terms: list[str]) -> dict[str, list[str]] | None:
     except sqlite3.Error:
         return None
     return out
+
+
+def han_words(text: str) -> list[str]:
+    """``text`` in words: CJK runs cut at the longest headwords first, other words as written."""
+    db = _connection()
+    out: list[str] = []
+    for chunk in re.findall(
+        r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+",
+        text,
+    ):
+        if not _HAN.fullmatch(chunk) or db is None:
+            out.append(chunk)
+            continue
+        i = 0
+        while i < len(chunk):
+            for n in range(min(_LONGEST, len(chunk) - i), 1, -1):
+                piece = chunk[i : i + n]
+                if db.execute("SELECT 1 FROM zh WHERE word = ?", (piece,)).fetchone():
+                    break
+            else:
+                n = 1
+            out.append(chunk[i : i + n])
+            i += n
+    return out
+
+
+class Words:
+    """One word's translation, for a person to read (not a search term)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def english(self, word: str) -> str | None:
+        """The first short gloss of a Chinese word (``日志`` -> ``journal``), or None."""
+        row = self._db.execute("SELECT gloss FROM zh WHERE word = ?", (word,)).fetchone()
+        return str(row[0]) if row else None
+
+    def chinese(self, word: str) -> list[str]:
+        """The Chinese words glossed by an English word alone (``log`` -> ``原木``, ``日志``…)."""
+        found = terms(word)
+        if len(found) != 1:
+            return []
+        row = self._db.execute("SELECT zh FROM en WHERE term = ?", (found[0],)).fetchone()
+        return str(row[0]).split() if row and row[0] else []
+
+
+def words() -> Words | None:
+    """Word-for-word translation (:class:`Words`), or None without a dictionary."""
+    db = _connection()
+    return Words(db) if db is not None else None
 
 
 def expand(query: str, query_terms: list[str]) -> dict[str, list[str]]:
