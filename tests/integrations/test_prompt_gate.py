@@ -154,3 +154,25 @@ def test_a_chinese_question_is_not_diluted_by_grams_across_its_words(
     assert evidence_of(stores, "推送通知")["project_knowledge_push.md"] == pytest.approx(1.0)
     # A word no note has still does: 延迟 (and 知延, half of it unknown) are missing.
     assert evidence_of(stores, "推送通知延迟")["project_knowledge_push.md"] < 0.7
+
+
+def test_a_long_chinese_note_still_gets_its_index_line_in_the_prompt_block(
+    workspace: Path, stores: tuple[Store, Store]
+) -> None:
+    from mdmem.integrations.prompt_recall import BUDGET_TOKENS
+
+    project, _ = stores
+    summary = "熔断器的阈值是每分钟五十次失败，" * 12  # 192 characters: ~192 tokens
+    body = "半开状态下只放行一个请求，成功后关闭熔断器。" * 10
+    title = "熔断器阈值" + "与半开状态的放行规则" * 4
+    note = Note("project_knowledge_breaker.md", NoteType.PROJECT_KNOWLEDGE, title, summary, body)
+    (project.root / note.filename).write_text(render(note), encoding="utf-8")
+    whole = engine.render_hit(engine.search([project], "熔断器阈值", semantic=False)[0])
+    assert engine.estimate_tokens(whole) > BUDGET_TOKENS  # with its snippet it cannot fit
+    assert "\n  > " in whole
+    out = user_prompt_submit(
+        {"session_id": "g-5", "cwd": str(workspace), "hook_event_name": "x", "prompt": "熔断器阈值"}
+    )
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert names_in(context) == ["project_knowledge_breaker.md"]
+    assert "> 半开" not in context  # its index line, without the snippet

@@ -714,7 +714,13 @@ def _select(
         left = len(ranked) - i - 1
         reserve = estimate_tokens(_more_line(len(ranked), hint)) + 1 if left else 0
         if used + cost + reserve > budget_tokens:
-            break
+            # Its index line alone may fit: a note in Chinese spends a token a character,
+            # and its summary and snippet together can fill a small budget by themselves.
+            line = piece.split("\n", 1)[0]
+            cost = estimate_tokens(line) + 1
+            if line == piece or used + cost + reserve > budget_tokens:
+                break
+            piece = line
         parts.append(piece)
         used += cost
         shown.append(hit)
