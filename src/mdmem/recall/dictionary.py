@@ -26,7 +26,6 @@ CC-CEDICT file (``.txt`` or ``.txt.gz``). Without the extra, or with
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import re
 import sqlite3
@@ -121,6 +120,8 @@ def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     A Chinese word's list starts with its first short gloss as written (for a
     person: ``eval recall``'s other-language probes), then the terms.
     """
+    import gzip  # only to build the file, never on a query's path
+
     chinese: dict[str, list[str]] = {}
     english: dict[str, list[str]] = {}
     with (
