@@ -222,6 +222,10 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("builders.py", "mdmem.recall.engine._INDEXES"): (
         "forget_open_indexes(): a search as a new process makes it, without a process a search"
     ),
+    ("integrations/test_prompt_gate.py", "mdmem.recall.engine._rank"): (
+        "the gate's thresholds are checked against each candidate's evidence, which recall"
+        " offers only through its ranking (engine.evidence takes a ranked candidate)"
+    ),
     ("extract/providers/test_provider_choice.py", "mdmem.cli.agents._login_choice"): (
         "`mdmem install` asks its question only on a terminal, which CliRunner is not"
     ),
