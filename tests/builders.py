@@ -44,6 +44,7 @@ __all__ = [
     "git",
     "journaled",
     "mdmem_process",
+    "modules_loaded_by",
     "new_store",
     "note_names",
     "notes",
@@ -336,6 +337,38 @@ def mdmem_process(
         cwd=cwd,
         timeout=60,
     )
+
+
+#: Run ``python -m mdmem ARGS`` in this process, then say which modules it loaded.
+_MODULES_PROBE = (
+    "import json, runpy, sys\n"
+    "sys.argv = ['mdmem'] + sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_module('mdmem', run_name='__main__')\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "sys.stderr.write('\\nMODULES=' + json.dumps(sorted(sys.modules)) + '\\n')\n"
+)
+
+
+def modules_loaded_by(
+    args: list[str], *, stdin: str = "", env: dict[str, str] | None = None, check: bool = True
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``mdmem ARGS`` in a child process, and every module it had loaded when it ended.
+
+    For the import budget: what the fast path, a hook or a command pulls in.
+    """
+    proc = subprocess.run(
+        [PYTHON, "-c", _MODULES_PROBE, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=python_env() if env is None else env,
+        timeout=60,
+        check=check,
+    )
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES="))
+    return proc, set(json.loads(line.removeprefix("MODULES=")))
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import mdmem
+from builders import modules_loaded_by
 from conftest import PYTHON, ROOT, SRC, python_env
 from mdmem import Level, Store
 from mdmem.store.index import PREAMBLE
@@ -535,29 +536,12 @@ def example_workspace(tmp_path: Path) -> Path:
     return ws
 
 
-PROBE = (
-    "import sys, runpy\n"
-    "sys.argv = ['mdmem'] + sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_module('mdmem', run_name='__main__')\n"
-    "except SystemExit:\n"
-    "    pass\n"
-    "heavy = sorted(m for m in ('anthropic', 'typer', 'httpx2', 'mcp', 'yaml', 'frontmatter')"
-    " if m in sys.modules)\n"
-    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
-)
+HEAVY = {"anthropic", "typer", "httpx2", "mcp", "yaml", "frontmatter"}
 
 
 def run_probe(ws: Path, *args: str) -> tuple[str, list[str]]:
-    proc = subprocess.run(
-        [PYTHON, "-c", PROBE, "--workspace", str(ws), *args],
-        env=python_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    heavy_line = next(line for line in proc.stderr.splitlines() if line.startswith("HEAVY="))
-    return proc.stdout, [m for m in heavy_line[6:].split(",") if m]
+    proc, loaded = modules_loaded_by(["--workspace", str(ws), *args])
+    return proc.stdout, sorted(HEAVY & loaded)
 
 
 def test_mdmem_index_imports_nothing_heavy(example_workspace: Path) -> None:
@@ -572,14 +556,8 @@ def test_mdmem_index_imports_nothing_heavy(example_workspace: Path) -> None:
 def test_everyday_commands_do_not_import_anthropic(
     example_workspace: Path, args: list[str]
 ) -> None:
-    proc = subprocess.run(
-        [PYTHON, "-c", PROBE, "--workspace", str(example_workspace), *args],
-        env=python_env(),
-        capture_output=True,
-        text=True,
-    )
-    heavy_line = next(line for line in proc.stderr.splitlines() if line.startswith("HEAVY="))
-    assert "anthropic" not in heavy_line
+    _, loaded = modules_loaded_by(["--workspace", str(example_workspace), *args], check=False)
+    assert "anthropic" not in loaded
 
 
 def test_fast_path_and_typer_print_the_same(example_workspace: Path) -> None:

