@@ -66,9 +66,16 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def browser(chromium: str) -> Iterator[playwright_api.Browser]:
+def browser(
+    chromium: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[playwright_api.Browser]:
+    # Module-wide, so set up before conftest's isolation of the first test: the browser's
+    # own home (crash reports, dconf, caches) is a folder of this run, not the real one.
+    home = tmp_path_factory.mktemp("chromium-home")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("XDG_")}
+    env["HOME"] = str(home)
     with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=chromium, args=ARGS)
+        launched = p.chromium.launch(executable_path=chromium, args=ARGS, env=env)
         try:
             yield launched
         finally:
