@@ -34,7 +34,7 @@ ALLOWED = {
     "openai": {"extract/providers/openai.py"},
     "frontmatter": {"store/note.py"},
     "yaml": {"store/note.py"},
-    "filelock": {"store/store.py"},
+    "filelock": {"store/locks.py"},
     "starlette": {"ui/app.py", "ui/guard.py"},
     "uvicorn": {"ui/server.py"},
 }

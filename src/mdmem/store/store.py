@@ -9,7 +9,7 @@ read-modify-write happens under the store's file lock, so several processes
 from __future__ import annotations
 
 import os
-from _thread import RLock, _local, allocate_lock
+from _thread import RLock
 
 from mdmem._kinds import Level
 from mdmem._lines import MAX_BYTES, MAX_LINES
@@ -22,6 +22,7 @@ from mdmem.errors import (
     StoreError,
 )
 from mdmem.store import _catalog, _index_file, files
+from mdmem.store.locks import Held, Locks
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from datetime import datetime
     from pathlib import Path
-    from types import TracebackType
-
-    from filelock import BaseFileLock
 
     from mdmem.store import _txn
     from mdmem.store.history import Version
@@ -51,8 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
 MAX_NOTE_BYTES = 256 * 1024
-_LOCK = "lock"
-_TURN_LOCK = "turn.lock"
 
 
 def _log() -> logging.Logger:
@@ -91,13 +87,13 @@ class Store:
         )
         #: mdmem's own folder for this store (catalog, journals, trash, history...): named once.
         self.state = StateDir.of(self._root)
-        self._root_fd = _local()  # this thread's flock on the store directory, and its depth
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
         self.lock_timeout = lock_timeout
         self._redact = redact
-        self._locks: dict[str, BaseFileLock] = {}
-        self._locks_guard = allocate_lock()
+        self._locks = Locks(
+            self._root, self.state, private=self.private, usable=self.unavailable is None
+        )
         # The catalog's connection, per process; one thread at a time uses it.
         self._catalog: _catalog.Catalog | None = None
         self._catalog_pid = 0
@@ -126,22 +122,7 @@ class Store:
 
     # -- locking -------------------------------------------------------------------
 
-    def _filelock(self, name: str) -> BaseFileLock:
-        with self._locks_guard:
-            lock = self._locks.get(name)
-            if lock is None:
-                from filelock import FileLock
-
-                # The lock is taken to write: the store itself must exist by then
-                # (but never through a refused store's symlink).
-                if self.unavailable is None:
-                    files.ensure_dir(self._root, private=self.private)
-                state = self.state.ensure()
-                lock = FileLock(os.path.join(state, name), mode=0o600)
-                self._locks[name] = lock
-            return lock
-
-    def lock(self, timeout: float | None = None) -> _Held:
+    def lock(self, timeout: float | None = None) -> Held:
         """Hold the store's write lock (re-entrant in one thread), finishing any interrupted batch.
 
         Use as ``with store.lock():``.
@@ -149,42 +130,9 @@ class Store:
         Raises:
             LockTimeout: another process held it for longer than ``timeout``.
         """
-        return _Held(self, _LOCK, self.lock_timeout if timeout is None else timeout, recover=True)
+        return self._locks.write(self.lock_timeout if timeout is None else timeout)
 
-    def _hold_root(self, deadline: float | None, timeout: float) -> None:
-        """Take this thread's flock on the store directory (re-entrant), by ``deadline``."""
-        held = self._root_fd
-        depth = getattr(held, "depth", 0)
-        if depth:
-            held.depth = depth + 1
-            return
-        fd = None
-        if self.unavailable is None and os.path.isdir(self._root):
-            import fcntl
-            from time import monotonic, sleep
-
-            fd = os.open(self._root, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if deadline is not None and monotonic() >= deadline:
-                        os.close(fd)
-                        raise LockTimeout(self._root, timeout) from None
-                    sleep(0.005)
-                except OSError:
-                    break  # a file system without flock on directories: the file lock alone
-        held.fd, held.depth = fd, 1
-
-    def _release_root(self) -> None:
-        held = self._root_fd
-        held.depth -= 1
-        if held.depth == 0 and held.fd is not None:
-            os.close(held.fd)  # closing drops the flock
-            held.fd = None
-
-    def turn_lock(self, timeout: float) -> _Held:
+    def turn_lock(self, timeout: float) -> Held:
         """Hold the lock that serialises memory updates of whole turns across processes.
 
         Separate from :meth:`lock`: it is held across a model call, which may
@@ -193,7 +141,7 @@ class Store:
         Raises:
             LockTimeout: another process held it for longer than ``timeout``.
         """
-        return _Held(self, _TURN_LOCK, timeout)
+        return self._locks.turn(timeout)
 
     # -- reading -------------------------------------------------------------------
 
@@ -1484,93 +1432,6 @@ class Store:
         return "create" if current is None else "update"
 
 
-class _Held:
-    """A held store lock, as a context manager (contextlib is not imported for this)."""
-
-    __slots__ = ("_lock", "_recover", "_store", "_timeout")
-
-    def __init__(self, store: Store, name: str, timeout: float, *, recover: bool = False) -> None:
-        self._store = store
-        self._lock = store._filelock(name)
-        self._timeout = timeout
-        self._recover = recover
-
-    def __enter__(self) -> None:
-        from time import monotonic
-
-        store = self._store
-        deadline = None if self._timeout < 0 else monotonic() + self._timeout
-        self._acquire(deadline)
-        if self._recover:
-            try:
-                # The write lock also holds an flock on the store directory itself:
-                # deleting the state folder (and the lock file with it) cannot
-                # delete that, so it never lets a second writer in.
-                store._hold_root(deadline, self._timeout)
-            except BaseException:
-                self._lock.release()
-                raise
-            try:
-                from mdmem.store import _txn
-
-                for message in _txn.recover(store.path, private=store.private):
-                    _log().warning("%s: %s", store.path, message)
-            except BaseException:
-                store._release_root()
-                self._lock.release()
-                raise
-
-    def _acquire(self, deadline: float | None) -> None:
-        from time import monotonic
-
-        from filelock import Timeout
-
-        store = self._store
-        for _ in range(100):
-            remaining = -1.0 if deadline is None else max(0.0, deadline - monotonic())
-            try:
-                if self._recover:  # the write lock: taken in turn (see mdmem.store._queue)
-                    from mdmem.store import _queue
-
-                    _queue.acquire(self._lock, remaining, Timeout)
-                else:
-                    self._lock.acquire(timeout=remaining)
-            except Timeout:
-                raise LockTimeout(store.path, self._timeout) from None
-            except FileNotFoundError:  # the state folder was removed: make it again
-                store.state.ensure()
-                continue
-            if _same_file(self._lock):
-                return
-            # The lock file was removed (with its folder) between its open and our
-            # flock: the lock we hold guards nothing. Take the one at the path now.
-            self._lock.release()
-            store.state.ensure()
-        raise LockTimeout(store.path, self._timeout)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._recover:
-            self._store._release_root()
-        self._lock.release()
-
-
-def _same_file(lock: BaseFileLock) -> bool:
-    """Whether the file ``lock`` holds is still the one at its path."""
-    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-    if not isinstance(fd, int):
-        return True  # this filelock does not say; the directory flock still guards writes
-    try:
-        held, now = os.fstat(fd), os.stat(lock.lock_file)
-    except OSError:
-        return False
-    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
-
-
 def prepare_writes() -> None:
     """Import now what writing to a store needs.
 
@@ -1578,9 +1439,9 @@ def prepare_writes() -> None:
     imports fail: filelock pulls in concurrent.futures' thread pool, which
     registers an exit hook, and that is refused once shutdown has begun.
     """
-    import filelock  # noqa: F401
+    from mdmem.store import _planner, _txn, locks  # noqa: F401
 
-    from mdmem.store import _planner, _txn  # noqa: F401
+    locks.prepare()
 
 
 def _default_redact() -> Callable[[str], str]:
