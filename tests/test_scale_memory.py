@@ -24,7 +24,7 @@ from mdmem import Level, Store
 from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.manager.doctor import examine
 from mdmem.recall import index as recall_index
-from mdmem.store import _catalog, _index_file
+from mdmem.store import _catalog, _index_file, sync
 from mdmem.store import index as block
 from mdmem.store import store as store_module
 
@@ -95,7 +95,7 @@ def test_a_first_load_writes_rows_in_batches_and_streams_memory_md(
     with monkeypatch.context() as patch:
         patch.setattr(_catalog.Catalog, "put_many", put_many)
         patch.setattr(_index_file, "join", whole)
-        patch.setattr(store_module, "_BATCH", 50)
+        patch.setattr(sync, "_BATCH", 50)
         fresh = Store(root, Level.PROJECT)
         assert fresh.load_index() == text
     assert sum(batches) == 320 and max(batches) <= 50
