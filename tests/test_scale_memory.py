@@ -52,10 +52,8 @@ def fill(root: Path, count: int) -> None:
 
 
 def rows(root: Path) -> list[tuple[str, object]]:
-    return sorted(
-        (name, {k: v for k, v in e.items() if k not in ("at", "st")})
-        for name, e in _catalog.load(str(root))[0].items()
-    )
+    """The catalog's rows but their stat and time (``st``, ``at``)."""
+    return sorted((name, tuple(e)[2:]) for name, e in _catalog.load(str(root))[0].items())
 
 
 def rebuilt(root: Path) -> tuple[str, list[tuple[str, object]]]:
@@ -85,7 +83,7 @@ def test_a_first_load_writes_rows_in_batches_and_streams_memory_md(
     batches: list[int] = []
     real = _catalog.Catalog.put_many
 
-    def put_many(self: _catalog.Catalog, items: list[tuple[str, _catalog.Entry]]) -> None:
+    def put_many(self: _catalog.Catalog, items: list[tuple[str, _catalog.CatalogRow]]) -> None:
         batches.append(len(items))
         real(self, items)
 

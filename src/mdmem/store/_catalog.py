@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Catalog",
     "CatalogError",
-    "Entry",
+    "CatalogRow",
     "Fingerprint",
     "Scan",
     "content_hash",
@@ -88,12 +88,123 @@ HEAD_NAMES = 2_000
 # ctime too, as git does: an edit that restores the old mtime (an editor, `touch -r`,
 # a same-size rewrite within one clock tick then utime) still changes the ctime.
 Stat = tuple[int, int, int, int]
-# A note's row, as plain data (absent keys are None):
-# {"st": [mtime_ns, size, ino, ctime_ns], "at": int, "sha": str, "line": str, "error": str,
-#  "type": str, "title": str, "summary": str, "updated": str}
-Entry = dict[str, object]
-_FIELDS = ("sha", "line", "type", "title", "summary", "updated", "error")
-_KNOWN = frozenset(("st", "at", *_FIELDS))
+
+
+class CatalogRow(
+    tuple[
+        "Stat | None",
+        int,
+        "str | None",
+        "str | None",
+        "str | None",
+        "str | None",
+        "str | None",
+        "str | None",
+        "str | None",
+        "tuple[str, ...]",
+        "str | None",
+        "float | None",
+    ]
+):
+    """A note's row in the catalog: immutable, compared by value.
+
+    ``st``: the note's stat when it was read (None for a name rejected before a
+    stat); ``at``: the file-system time taken before its bytes were read (the
+    racy-stat rule, see the module docstring); ``sha``: its content hash;
+    ``line``: its MEMORY.md line (None: not a valid note, then ``error`` says
+    why); ``type``, ``title``, ``summary``, ``updated``: its fields; and what
+    hides it from the block: the notes it ``supersedes``, when it ``expires``
+    (and ``expires_ts``, that moment in epoch seconds).
+
+    A NamedTuple written out: ``typing`` costs ~6 ms to import on the
+    ``mdmem index`` path, and a tuple is built per row at the cost of one.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        st: Stat | None = None,
+        at: int = 0,
+        sha: str | None = None,
+        line: str | None = None,
+        type: str | None = None,
+        title: str | None = None,
+        summary: str | None = None,
+        updated: str | None = None,
+        error: str | None = None,
+        supersedes: tuple[str, ...] = (),
+        expires: str | None = None,
+        expires_ts: float | None = None,
+    ) -> CatalogRow:
+        fields = (st, at, sha, line, type, title, summary, updated, error)
+        return tuple.__new__(cls, (*fields, supersedes, expires, expires_ts))
+
+    @property
+    def st(self) -> Stat | None:
+        return self[0]
+
+    @property
+    def at(self) -> int:
+        return self[1]
+
+    @property
+    def sha(self) -> str | None:
+        return self[2]
+
+    @property
+    def line(self) -> str | None:
+        return self[3]
+
+    @property
+    def type(self) -> str | None:
+        return self[4]
+
+    @property
+    def title(self) -> str | None:
+        return self[5]
+
+    @property
+    def summary(self) -> str | None:
+        return self[6]
+
+    @property
+    def updated(self) -> str | None:
+        return self[7]
+
+    @property
+    def error(self) -> str | None:
+        return self[8]
+
+    @property
+    def supersedes(self) -> tuple[str, ...]:
+        return self[9]
+
+    @property
+    def expires(self) -> str | None:
+        return self[10]
+
+    @property
+    def expires_ts(self) -> float | None:
+        return self[11]
+
+    def stamped(self, at: int) -> CatalogRow:
+        """This row, read at ``at``."""
+        return tuple.__new__(CatalogRow, (self[0], at, *self[2:]))
+
+    def with_stat(self, st: Stat) -> CatalogRow:
+        """This row, for the same bytes seen with another stat."""
+        return tuple.__new__(CatalogRow, (st, *self[1:]))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(_ROW_FIELDS, self, strict=True))
+        return f"CatalogRow({shown})"
+
+
+_ROW_FIELDS = (
+    *("st", "at", "sha", "line", "type", "title", "summary", "updated", "error"),
+    *("supersedes", "expires", "expires_ts"),
+)
 
 
 def _stat_of(st: os.stat_result) -> Stat:
@@ -591,20 +702,23 @@ def is_busy(exc: BaseException) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _row_entry(row: tuple[object, ...]) -> Entry:
-    entry: Entry = {}
-    if row[1] is not None:
-        entry["st"] = [row[1], row[2], row[3], row[4]]
-    entry["at"] = row[5]
-    for key, value in zip(_FIELDS, row[6:13], strict=True):
-        if value is not None:
-            entry[key] = value
+def _row_entry(row: tuple[Any, ...]) -> CatalogRow:
+    st = None if row[1] is None else (row[1], row[2], row[3], row[4])
+    supersedes: tuple[str, ...] = ()
+    expires = expires_ts = None
     if row[13]:
         import json
 
-        # Whatever else the note's entry holds (supersedes, expires, ...), as JSON.
-        entry.update(json.loads(str(row[13])))
-    return entry
+        # What hides the note (supersedes, expires), as JSON: most rows have none.
+        marks = json.loads(str(row[13]))
+        names = marks.get("supersedes")
+        if isinstance(names, list):
+            supersedes = tuple(n for n in names if isinstance(n, str))
+        if isinstance(marks.get("expires"), str):
+            expires = marks["expires"]
+        if isinstance(marks.get("expires_ts"), (int, float)):
+            expires_ts = float(marks["expires_ts"])
+    return tuple.__new__(CatalogRow, (st, *row[5:13], supersedes, expires, expires_ts))
 
 
 _PUT = (
@@ -613,21 +727,25 @@ _PUT = (
 )
 
 
-def _put_row(name: str, entry: Entry) -> tuple[object, ...]:
-    st = entry.get("st") or (None, None, None, None)
-    assert isinstance(st, (list, tuple))
-    others = {k: v for k, v in entry.items() if k not in _KNOWN}
+def _put_row(name: str, row: CatalogRow) -> tuple[object, ...]:
+    marks: dict[str, object] = {}
+    if row.supersedes:
+        marks["supersedes"] = list(row.supersedes)
+    if row.expires is not None:
+        marks["expires"] = row.expires
+    if row.expires_ts is not None:
+        marks["expires_ts"] = row.expires_ts
     extra = None
-    if others:
+    if marks:
         import json
 
-        extra = json.dumps(others, ensure_ascii=False, sort_keys=True)
+        extra = json.dumps(marks, ensure_ascii=False, sort_keys=True)
     return (
         name.casefold(),
         name,
-        *st,
-        entry.get("at", 0),
-        *(entry.get(k) for k in _FIELDS),
+        *(row.st or (None, None, None, None)),
+        row.at,
+        *row[2:9],
         extra,
     )
 
@@ -897,7 +1015,7 @@ class Catalog:
         """The names recorded as valid notes, asked one at a time (see :meth:`Scan.classify`)."""
         return _ValidNames(self._open())
 
-    def get(self, name: str) -> Entry | None:
+    def get(self, name: str) -> CatalogRow | None:
         row = (
             self._open().execute(f"SELECT {_COLUMNS} FROM notes WHERE name = ?", (name,)).fetchone()
         )
@@ -910,7 +1028,7 @@ class Catalog:
         offset: int = 0,
         limit: int | None = None,
         after: str | None = None,
-    ) -> Iterator[tuple[str, Entry]]:
+    ) -> Iterator[tuple[str, CatalogRow]]:
         """(name, entry) sorted by name, for the rows ``where`` selects (names past ``after``)."""
         clause = where if after is None else f"({where}) AND name > ?"
         params: tuple[object, ...] = () if after is None else (after,)
@@ -927,7 +1045,7 @@ class Catalog:
 
     def select(
         self, *, type: str | None, order: str, offset: int, limit: int
-    ) -> tuple[int, list[tuple[str, Entry]]]:
+    ) -> tuple[int, list[tuple[str, CatalogRow]]]:
         """(how many valid notes of ``type`` there are, one page of them in ``order``).
 
         ``order`` is a key of :data:`ORDERS`. Filtered, counted and sorted by
@@ -993,12 +1111,12 @@ class Catalog:
 
     # -- writing (inside begin/commit) -----------------------------------------------
 
-    def put(self, name: str, entry: Entry) -> None:
+    def put(self, name: str, entry: CatalogRow) -> None:
         self._open().execute(_PUT, _put_row(name, entry))
 
         self._keep_keys([(name, entry)])
 
-    def put_many(self, items: Iterable[tuple[str, Entry]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, CatalogRow]]) -> None:
         """:meth:`put` for many rows: one statement, run for each (a bulk load's batch)."""
         items = list(items)
         if not items:
@@ -1006,15 +1124,15 @@ class Catalog:
         self._open().executemany(_PUT, [_put_row(name, entry) for name, entry in items])
         self._keep_keys(items)
 
-    def _keep_keys(self, items: list[tuple[str, Entry]]) -> None:
+    def _keep_keys(self, items: list[tuple[str, CatalogRow]]) -> None:
         if items and self._keeps_keys():
             from mdmem.store import _dedupe_keys
 
             for name, entry in items:
-                title = entry.get("title") if entry.get("line") is not None else None
-                _dedupe_keys.put(self._open(), name, None if title is None else str(title))
+                title = entry.title if entry.line is not None else None
+                _dedupe_keys.put(self._open(), name, title)
 
-    def marked(self) -> dict[str, Entry]:
+    def marked(self) -> dict[str, CatalogRow]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
         cursor = self._open().execute(
             f"SELECT {_COLUMNS} FROM notes INDEXED BY notes_marked WHERE extra IS NOT NULL"
@@ -1154,7 +1272,7 @@ class Catalog:
             con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
-def load(root: str) -> tuple[dict[str, Entry], int]:
+def load(root: str) -> tuple[dict[str, CatalogRow], int]:
     """Every row of the catalog by note name, and 0: for passes over the whole store.
 
     Call ``Store.entries()`` (or another read) first to bring it up to date.

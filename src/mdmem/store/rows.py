@@ -14,6 +14,7 @@ import os
 from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.errors import InvalidNote
 from mdmem.store import _catalog, files
+from mdmem.store._catalog import CatalogRow
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -27,17 +28,12 @@ __all__ = ["MAX_NOTE_BYTES", "head_names", "marked", "note_row", "superseded"]
 MAX_NOTE_BYTES = 256 * 1024
 
 
-def marked(cat: _catalog.Catalog) -> dict[str, _catalog.Entry]:
+def marked(cat: _catalog.Catalog) -> dict[str, _catalog.CatalogRow]:
     """The entries ``marks`` needs: notes with supersedes/expires, and the notes they name."""
     found = cat.marked()
-    targets = {
-        str(t)
-        for e in found.values()
-        for t in (e.get("supersedes") or ())  # type: ignore[attr-defined]
-        if isinstance(t, str)
-    }
+    targets = {t for e in found.values() for t in e.supersedes}
     for name in cat.present(targets - set(found)):
-        found[name] = {"line": "-"}
+        found[name] = _catalog.CatalogRow(line="-")  # there, and valid: all marks reads
     return found
 
 
@@ -52,10 +48,10 @@ def note_row(
     root: str,
     name: str,
     st: _catalog.Stat,
-    prev: _catalog.Entry | None,
+    prev: _catalog.CatalogRow | None,
     known: Mapping[str, bytes],
     parsed: Note | None = None,
-) -> _catalog.Entry:
+) -> _catalog.CatalogRow:
     """A note's catalog row, from its file (or ``known[name]``, bytes just written).
 
     ``prev``: its row before (unchanged bytes keep it, with the new stat);
@@ -71,13 +67,13 @@ def note_row(
         try:
             data = files.read_bytes(path, MAX_NOTE_BYTES)
         except ValueError as exc:
-            return {"st": list(st), "error": f"too large: {exc}"}
+            return CatalogRow(st, error=f"too large: {exc}")
         except OSError as exc:
-            return {"st": list(st), "error": f"cannot be read: {exc.strerror}"}
+            return CatalogRow(st, error=f"cannot be read: {exc.strerror}")
     sha = _catalog.content_hash(data)
-    if prev is not None and prev.get("sha") == sha:
-        return {**prev, "st": list(st)}
-    if prev is not None and prev.get("sha") and name not in known:
+    if prev is not None and prev.sha == sha:
+        return prev.with_stat(st)
+    if prev is not None and prev.sha and name not in known:
         from mdmem.store import history
 
         # Changed behind mdmem's back: the version before is in history already.
@@ -85,22 +81,24 @@ def note_row(
     try:
         note = parsed if parsed is not None and name in known else parse(data.decode(), name)
     except UnicodeDecodeError as exc:
-        return {"st": list(st), "sha": sha, "error": f"not UTF-8 (byte {exc.start})"}
+        return CatalogRow(st, sha=sha, error=f"not UTF-8 (byte {exc.start})")
     except InvalidNote as exc:
-        return {"st": list(st), "sha": sha, "error": exc.reason}
-    entry: _catalog.Entry = {
-        "st": list(st),
-        "sha": sha,
-        "line": index_line(note),
-        "type": note.type.value,
-        "title": note.title,
-        "summary": note.summary,
-        "updated": format_time(note.updated) if note.updated else None,
-    }
+        return CatalogRow(st, sha=sha, error=exc.reason)
     from mdmem.store.marks import note_marks
 
-    entry.update(note_marks(note))
-    return entry
+    supersedes, expires, expires_ts = note_marks(note)
+    return CatalogRow(
+        st,
+        sha=sha,
+        line=index_line(note),
+        type=note.type.value,
+        title=note.title,
+        summary=note.summary,
+        updated=format_time(note.updated) if note.updated else None,
+        supersedes=supersedes,
+        expires=expires,
+        expires_ts=expires_ts,
+    )
 
 
 def head_names(cat: _catalog.Catalog) -> list[tuple[str, _catalog.Stat]] | None:
@@ -110,13 +108,11 @@ def head_names(cat: _catalog.Catalog) -> list[tuple[str, _catalog.Stat]] | None:
     for name, entry in cat.rows(where="mtime IS NOT NULL"):
         if len(head) >= _catalog.HEAD_NAMES:
             return None
-        st = entry["st"]
-        assert isinstance(st, list)
-        head.append((name, (st[0], st[1], st[2], st[3])))
-        line = entry.get("line")
-        if line:
+        assert entry.st is not None  # the query asks for rows with a stat
+        head.append((name, entry.st))
+        if entry.line:
             count += 1
-            size += len(str(line).encode("utf-8")) + 1
+            size += len(entry.line.encode("utf-8")) + 1
             if count > MAX_LINES or size > MAX_BYTES:
                 break
     return head

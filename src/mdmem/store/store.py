@@ -343,7 +343,7 @@ class Store:
             rows = list(self._engine.cat().rows(where="error IS NOT NULL"))
             if overlay:
                 self._engine.cat().rollback()
-        return [Problem(name, str(e["error"])) for name, e in rows]
+        return [Problem(name, str(e.error)) for name, e in rows]
 
     def read(self, filename: str) -> Note:
         """Read one note.
@@ -797,17 +797,18 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'mdmem.store.store' has no attribute {name!r}")
 
 
-def _index_entry(name: str, e: Mapping[str, object], superseded: Mapping[str, str]) -> IndexEntry:
-    """A catalog row as the index entry the store hands out."""
+def _index_entry(name: str, row: _catalog.CatalogRow, superseded: Mapping[str, str]) -> IndexEntry:
+    """A catalog row (of a valid note: its fields are there) as the index entry the store
+    hands out."""
     from mdmem.store.note import IndexEntry
 
     return IndexEntry(
         filename=name,
-        type=str(e["type"]),
-        title=str(e["title"]),
-        summary=str(e["summary"]),
-        updated=e.get("updated"),  # type: ignore[arg-type]
-        supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-        expires=e.get("expires"),  # type: ignore[arg-type]
+        type=str(row.type),
+        title=str(row.title),
+        summary=str(row.summary),
+        updated=row.updated,
+        supersedes=row.supersedes,
+        expires=row.expires,
         superseded_by=superseded.get(name),
     )

@@ -83,7 +83,7 @@ class Pass:
         now: int,
         *,
         fresh: bool = True,
-        computed: dict[str, _catalog.Entry] | None = None,
+        computed: dict[str, _catalog.CatalogRow] | None = None,
         rebuild: bool = False,
         touched: set[str] | None = None,
         complete: bool = False,
@@ -213,7 +213,7 @@ class Coherence:
         locked: bool = False,
         keep: bool = False,
         progress: Callable[[int, int], None] | None = None,
-        cache: dict[str, _catalog.Entry] | None = None,
+        cache: dict[str, _catalog.CatalogRow] | None = None,
     ) -> tuple[str | None, bool]:
         """Bring the catalog and MEMORY.md in line with the notes of ``scan``.
 
@@ -265,7 +265,7 @@ class Coherence:
         locked: bool,
         keep: bool,
         progress: Callable[[int, int], None] | None,
-        cache: dict[str, _catalog.Entry],
+        cache: dict[str, _catalog.CatalogRow],
     ) -> tuple[str | None, bool]:
         if not cat.begin(self.lock_timeout if locked else 0.5):
             # Another process is rewriting the catalog: work from a private, empty one.
@@ -278,14 +278,14 @@ class Coherence:
         # cannot vouch for, instead of holding every recorded name.
         scan.classify(cat.valid_names())
         changes: dict[str, str | None] = {}
-        computed: dict[str, _catalog.Entry] = {}
+        computed: dict[str, _catalog.CatalogRow] = {}
         fresh = False  # a note as new as its row: its stat proves nothing yet
         total = scan.count()
         many = False  # more changed lines than a patch is worth: MEMORY.md is rebuilt
         rejected = scan.rejected
         seen_rejected: set[str] = set()
         gone: list[str] = []
-        batch: list[tuple[str, _catalog.Entry]] = []
+        batch: list[tuple[str, _catalog.CatalogRow]] = []
         # The names whose rows this pass changes, for the change log (None: too many,
         # or a rebuild: readers catch up in full).
         touched: set[str] | None = None if full else set()
@@ -300,7 +300,7 @@ class Coherence:
             if st is None:
                 return  # rejected before, and the name cannot change
             changes[name] = None
-            batch.append((name, {"error": reason}))
+            batch.append((name, _catalog.CatalogRow(error=reason)))
 
         # The listing and the rows, both sorted by name, side by side: nothing holds
         # every note's row, and rows go to SQLite in key order, a batch at a time.
@@ -325,13 +325,12 @@ class Coherence:
                 continue  # recorded, and the stat is old enough to prove it unchanged
             prev = cat.get(name) if rec is not None else None
             hit = cache.get(name)
-            if hit is not None and hit.get("st") == list(st) and name not in known:
-                entry = dict(hit)
+            if hit is not None and hit.st == st and name not in known:
+                entry = hit.stamped(stamp)
             else:
-                entry = rows.note_row(self.root, name, st, prev, known)
-                if entry.get("error") and (prev is None or prev.get("error") != entry["error"]):
-                    _log().warning("%s/%s is not a valid note: %s", self.root, name, entry["error"])
-            entry["at"] = stamp
+                entry = rows.note_row(self.root, name, st, prev, known).stamped(stamp)
+                if entry.error and (prev is None or prev.error != entry.error):
+                    _log().warning("%s/%s is not a valid note: %s", self.root, name, entry.error)
             fresh = fresh or max(st[0], st[3]) >= stamp
             if entry != prev:
                 batch.append((name, entry))
@@ -344,8 +343,8 @@ class Coherence:
                     batch.clear()
                 if len(computed) < _CACHE_ENTRIES:
                     computed[name] = entry
-            if not many and entry.get("line") != (prev or {}).get("line"):
-                changes[name] = entry.get("line")  # type: ignore[assignment]
+            if not many and entry.line != (prev.line if prev is not None else None):
+                changes[name] = entry.line
                 many = len(changes) > _index_file.PATCH_LIMIT
             if progress is not None:
                 progress(done, total)
@@ -354,7 +353,7 @@ class Coherence:
             row = next(stats, None)
         for name, reason in rejected.items():
             if name not in seen_rejected:  # rejected, and new to the catalog
-                batch.append((name, {"error": reason}))
+                batch.append((name, _catalog.CatalogRow(error=reason)))
         if touched is not None:
             touched.update(name for name, _ in batch)
             touched.update(gone)
@@ -470,17 +469,16 @@ class Coherence:
                         changes: dict[str, str | None] = {}
                         for name, data in plan.writes.items():
                             st = os.stat(os.path.join(self.root, name))
-                            entry = rows.note_row(
+                            row = rows.note_row(
                                 self.root,
                                 name,
                                 (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
                                 cat.get(name),
                                 {name: data},
                                 plan.notes.get(name),
-                            )
-                            entry["at"] = at
-                            cat.put(name, entry)
-                            changes[name] = entry.get("line")  # type: ignore[assignment]
+                            ).stamped(at)
+                            cat.put(name, row)
+                            changes[name] = row.line
                         cat.remove(list(plan.deletes))
                         changes.update(dict.fromkeys(plan.deletes))
                         recorded = _index_file.IndexRecord.parse(cat.meta("index"))
@@ -515,7 +513,7 @@ class Coherence:
                 after = hash_file(index_path)
             with self.guard:
                 problems = tuple(
-                    Problem(name, str(e["error"]))
+                    Problem(name, str(e.error))
                     for name, e in self.cat().rows(where="error IS NOT NULL")
                 )
         with self.guard:
@@ -575,7 +573,7 @@ class Coherence:
 
     def rows(
         self, offset: int, limit: int | None, where: str = "line IS NOT NULL"
-    ) -> Iterator[tuple[str, _catalog.Entry]]:
+    ) -> Iterator[tuple[str, _catalog.CatalogRow]]:
         """The rows ``where`` selects, sorted by name: a page at a time under the guard,
         so that other threads may use the catalog between; each page starts after the
         last name of the one before."""
