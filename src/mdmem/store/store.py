@@ -4,6 +4,11 @@ The notes are the source of truth; MEMORY.md and everything in mdmem's state fol
 follow them and can be rebuilt at any time (:meth:`Store.reindex`). Every
 read-modify-write happens under the store's file lock, so several processes
 (agents, a person's CLI, a git hook) can share one store.
+
+:class:`Store` is the facade (DESIGN.md's names): reads, writes, the trash and
+history. What keeps the notes, the catalog and MEMORY.md in agreement is the
+coherence engine (``store/sync.py``), the locks are ``store/locks.py``, the
+planner and the batch journal are ``_planner`` and ``_txn``.
 """
 
 from __future__ import annotations
@@ -34,7 +39,6 @@ from mdmem.store.sync import Coherence
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import logging
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from datetime import datetime
     from pathlib import Path
@@ -45,13 +49,6 @@ if TYPE_CHECKING:
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
-
-
-def _log() -> logging.Logger:
-    # logging costs ~15 ms to import; only paths that report something pay it.
-    import logging
-
-    return logging.getLogger("mdmem")
 
 
 class Store:
