@@ -92,7 +92,7 @@ class Store:
             private=self.private,
             usable=self.unavailable is None,
             lock_timeout=lock_timeout,
-            lock=self.lock,
+            lock=self._locks.write,
         )
 
     @property

@@ -3,12 +3,13 @@
 The notes are the truth. A *pass* (:meth:`Coherence.sync`) walks a listing of the
 store (``_catalog.Scan``) beside the catalog's rows, both sorted by name, re-reads
 only the notes whose stat changed, re-parses only those whose bytes changed, then
-makes MEMORY.md say what the rows say (:meth:`Coherence.write_index`): patched line
-by line when the file is still exactly what mdmem last wrote, rebuilt a chunk at a
-time otherwise. A write (:meth:`Coherence.record`) changes the rows of the notes it
-touched and nothing else. Each pass appends what it changed to the catalog's change
-log, and, when it found the store settled, writes the fingerprint the fast paths
-check (``_catalog.Fingerprint``).
+makes MEMORY.md say what the rows say (:meth:`Coherence.write_index`, with the
+helpers of ``_memory_md``): patched line by line when the file is still exactly
+what mdmem last wrote, rebuilt a chunk at a time otherwise. A write
+(:meth:`Coherence.record`) changes the rows of the notes it touched and nothing
+else. Each pass appends what it changed to the catalog's change log, and, when it
+found the store settled, writes the fingerprint the fast paths check
+(``_catalog.Fingerprint``).
 
 A pass that finds MEMORY.md wrong without the write lock retries once under it
 (``lock(0)``); if someone else holds it, the right text is returned and the file
@@ -24,8 +25,8 @@ import os
 from _thread import RLock
 
 from mdmem.errors import LockTimeout
-from mdmem.store import _catalog, _index_file, files, rows
-from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
+from mdmem.store import _catalog, _index_file, _memory_md, files, rows
+from mdmem.store.paths import INDEX_NAME
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from mdmem.store import _txn
     from mdmem.store.results import ReindexReport
 
-__all__ = ["Coherence", "Pass", "hash_file"]
+__all__ = ["Coherence", "Request"]
 
 # Parsed entries an unlocked pass hands to the locked one, at most: a first load of
 # a large store must not hold every note's entry in memory at once.
@@ -53,68 +54,29 @@ def _log() -> logging.Logger:
     return logging.getLogger("mdmem")
 
 
-class Pass:
-    """What a pass changed in the catalog's open transaction, for :meth:`Coherence.write_index`.
+class Request:
+    """What a pass is asked to do (the keywords of :meth:`Coherence.sync`)."""
 
-    ``changes``: note name -> its new MEMORY.md line (None: gone, or no line);
-    ``now``: the file-system time the pass started at; ``fresh``: a note as new as
-    its row was seen (its stat proves nothing yet: no fingerprint); ``computed``:
-    rows parsed, for a locked retry not to parse them again; ``rebuild``: more
-    changes than a patch is worth; ``touched``: the names whose rows changed, for
-    the change log (None: maybe any); ``complete``: the rows know every name in
-    the directory (a write's, see ``dir_known``); ``key_before``: the store's key
-    before a write's first note was written (None: the scan's own).
-    """
-
-    __slots__ = (
-        "changes",
-        "complete",
-        "computed",
-        "fresh",
-        "key_before",
-        "now",
-        "rebuild",
-        "touched",
-    )
+    __slots__ = ("at", "cache", "full", "keep", "known", "locked", "progress")
 
     def __init__(
         self,
-        changes: dict[str, str | None],
-        now: int,
+        known: Mapping[str, bytes],
+        at: int,
         *,
-        fresh: bool = True,
-        computed: dict[str, _catalog.CatalogRow] | None = None,
-        rebuild: bool = False,
-        touched: set[str] | None = None,
-        complete: bool = False,
-        key_before: str | None = None,
+        full: bool,
+        locked: bool,
+        keep: bool,
+        progress: Callable[[int, int], None] | None,
+        cache: Mapping[str, _catalog.CatalogRow],
     ) -> None:
-        self.changes = changes
-        self.now = now
-        self.fresh = fresh
-        self.computed = computed if computed is not None else {}
-        self.rebuild = rebuild
-        self.touched = touched
-        self.complete = complete
-        self.key_before = key_before
-
-
-class _Draft:
-    """MEMORY.md as :meth:`Coherence.write_index` works it out: how it is known to be
-    mdmem's (``ours``), its new bytes or digest, its line count, whether it was written."""
-
-    __slots__ = ("complete", "differs", "lines", "new", "ours", "rewrote", "scan_dir", "streamed")
-
-    def __init__(self, complete: bool) -> None:
-        self.complete = complete
-        self.differs = False
-        self.lines: int | None = None
-        self.new: bytes | None = None
-        self.ours = ""
-        self.rewrote = False
-        self.scan_dir: _catalog.Stat | None = None
-        # A rebuild streamed from the catalog: (content hash, size, lines).
-        self.streamed: tuple[str, int, int] | None = None
+        self.known = known
+        self.at = at
+        self.full = full
+        self.locked = locked
+        self.keep = keep
+        self.progress = progress
+        self.cache = cache
 
 
 class Coherence:
@@ -162,10 +124,6 @@ class Coherence:
             self._catalog = _catalog.Catalog(self.root, private=self.private)
             self._catalog_pid = os.getpid()
         return self._catalog
-
-    def rolled_back(self) -> _RollBack:
-        """Roll the open transaction back on any error (see :class:`_RollBack`)."""
-        return _RollBack(self)
 
     # -- bringing the catalog up to date -------------------------------------------------
 
@@ -231,48 +189,56 @@ class Coherence:
         if not self.here():
             return "", False  # reading a store that does not exist must not create it
         with self.guard:
-            args = (known or {}, at, full, locked, keep, progress, cache or {})
+            asked = Request(
+                known or {},
+                at,
+                full=full,
+                locked=locked,
+                keep=keep,
+                progress=progress,
+                cache=cache or {},
+            )
             try:
                 with _RollBack(self):
-                    return self._walk(self.cat(), scan, *args)
+                    return self._walk(self.cat(), scan, asked)
             except _catalog.CatalogError as exc:
                 if exc.busy:
                     # Held by another connection: answer from a private catalog
                     # in memory this once; never throw a live catalog away.
-                    return self._walk(self._in_memory(), scan, *args)
+                    return self._walk(self._in_memory(), scan, asked)
                 _log().warning("%s: the catalog was unusable (%s); rebuilding it", self.root, exc)
                 self.cat().reset()
             try:
                 with _RollBack(self):
-                    return self._walk(self.cat(), scan, *args)
+                    return self._walk(self.cat(), scan, asked)
             except _catalog.CatalogError:
                 pass  # the state folder cannot hold a catalog: answer from one in memory
             self._catalog = self._in_memory()
-            return self._walk(self._catalog, scan, *args)
+            return self._walk(self._catalog, scan, asked)
 
     def _in_memory(self) -> _catalog.Catalog:
         return _catalog.Catalog(self.root, private=self.private, memory=True)
 
-    # A long loop on purpose: the listing and the rows side by side, with the state it
-    # shares (batch, changes, touched) in locals, is the 100,000-note stat pass.
+    # One loop on purpose: the listing and the rows side by side, with the state it shares
+    # (batch, changes, touched) in locals, is the 100,000-note stat pass.
     def _walk(
-        self,
-        cat: _catalog.Catalog,
-        scan: _catalog.Scan,
-        known: Mapping[str, bytes],
-        at: int,
-        full: bool,
-        locked: bool,
-        keep: bool,
-        progress: Callable[[int, int], None] | None,
-        cache: dict[str, _catalog.CatalogRow],
+        self, cat: _catalog.Catalog, scan: _catalog.Scan, asked: Request
     ) -> tuple[str | None, bool]:
+        """The pass itself: rows of the notes that changed, then MEMORY.md."""
+        # Locals, not attributes: the loop reads them once per note.
+        known, at, locked, progress, cache = (
+            asked.known,
+            asked.at,
+            asked.locked,
+            asked.progress,
+            asked.cache,
+        )
         if not cat.begin(self.lock_timeout if locked else 0.5):
             # Another process is rewriting the catalog: work from a private, empty one.
             cat = self._in_memory()
             cat.begin(0)
         now = _catalog.fs_now(self.root, private=self.private) if not cat.memory else 0
-        if full:
+        if asked.full:
             cat.clear()
         # Names are validated once: the catalog is asked about a name the quick check
         # cannot vouch for, instead of holding every recorded name.
@@ -288,7 +254,7 @@ class Coherence:
         batch: list[tuple[str, _catalog.CatalogRow]] = []
         # The names whose rows this pass changes, for the change log (None: too many,
         # or a rebuild: readers catch up in full).
-        touched: set[str] | None = None if full else set()
+        touched: set[str] | None = None if asked.full else set()
 
         def unmatched(name: str, st: _catalog.Stat | None) -> None:
             # A row no note of the listing matched: a rejected name, or a file gone.
@@ -364,10 +330,10 @@ class Coherence:
             cat.remove(gone)
             if not many:
                 changes.update(dict.fromkeys(gone))
-        done_pass = Pass(
+        done_pass = _memory_md.Pass(
             changes, now, fresh=fresh, computed=computed, rebuild=many, touched=touched
         )
-        return self.write_index(cat, scan, done_pass, locked=locked, keep=keep)
+        return self.write_index(cat, scan, done_pass, locked=locked, keep=asked.keep)
 
     # -- MEMORY.md ----------------------------------------------------------------------
 
@@ -375,7 +341,7 @@ class Coherence:
         self,
         cat: _catalog.Catalog,
         scan: _catalog.Scan | None,
-        done: Pass,
+        done: _memory_md.Pass,
         *,
         locked: bool,
         keep: bool = False,
@@ -394,7 +360,7 @@ class Coherence:
         """
         index_path = os.path.join(self.root, INDEX_NAME)
         recorded = _index_file.IndexRecord.parse(cat.meta("index"))
-        draft = _draft(
+        draft = _memory_md.draft(
             self.root, self.private, self._written, cat, scan, done, recorded, locked=locked
         )
         if draft.differs:
@@ -413,7 +379,7 @@ class Coherence:
                     # Someone else is writing, or the store is read-only: the text
                     # is right all the same, MEMORY.md catches up on the next write.
                     if keep:
-                        return new.decode("utf-8"), _redo(done, cat)
+                        return new.decode("utf-8"), _memory_md.redo(done, cat)
                     return new.decode("utf-8"), False
             before = _catalog.stat_of(self.root)
             data = draft.new if draft.new is not None else _index_file.chunks(cat.lines())
@@ -427,12 +393,12 @@ class Coherence:
         if draft.lines is None:
             assert draft.new is not None
             draft.lines = draft.new.count(b"\n")
-        index_stat = _index_stat(self.root)
+        index_stat = _memory_md.index_stat(self.root)
         if draft.rewrote and index_stat is not None:
             self._written = None if draft.new is None else (index_stat, draft.new)
         if draft.rewrote or draft.streamed is not None or draft.ours in ("hash", "bytes"):
-            _remember(self.root, self.private, cat, draft, done.now, index_stat)
-        _settled(self.root, self.private, cat, scan, done, draft, index_stat)
+            _memory_md.remember(self.root, self.private, cat, draft, done.now, index_stat)
+        _memory_md.finish(self.root, self.private, cat, scan, done, draft, index_stat)
         if index_stat is not None:
             return None, False
         if draft.streamed is not None:  # MEMORY.md could not be written: the text, if any
@@ -482,8 +448,8 @@ class Coherence:
                         cat.remove(list(plan.deletes))
                         changes.update(dict.fromkeys(plan.deletes))
                         recorded = _index_file.IndexRecord.parse(cat.meta("index"))
-                        if recorded is not None and _index_stat(self.root) is not None:
-                            done = Pass(
+                        if recorded is not None and _memory_md.index_stat(self.root) is not None:
+                            done = _memory_md.Pass(
                                 changes,
                                 at,
                                 complete=complete,
@@ -506,11 +472,11 @@ class Coherence:
             return ReindexReport(0, (), False)
         with self._lock(self.lock_timeout):
             index_path = os.path.join(self.root, INDEX_NAME)
-            before = hash_file(index_path)
+            before = _memory_md.hash_file(index_path)
             text, _ = self.sync(_catalog.Scan(self.root), full=True, locked=True, progress=progress)
             after = _catalog.content_hash(text.encode("utf-8")) if text is not None else None
             if text is None:
-                after = hash_file(index_path)
+                after = _memory_md.hash_file(index_path)
             with self.guard:
                 problems = tuple(
                     Problem(name, str(e.error))
@@ -633,203 +599,6 @@ class Coherence:
         return [row for row in found if row[0] not in hidden]
 
 
-def _draft(
-    root: str,
-    private: bool,
-    written: tuple[_catalog.Stat, bytes] | None,
-    cat: _catalog.Catalog,
-    scan: _catalog.Scan | None,
-    done: Pass,
-    recorded: _index_file.IndexRecord | None,
-    *,
-    locked: bool,
-) -> _Draft:
-    """How MEMORY.md must change: spliced in place, streamed, patched or rebuilt."""
-    index_path = os.path.join(root, INDEX_NAME)
-    draft = _Draft(done.complete)
-    changes = done.changes
-    # A rebuild from the catalog (a first load, a reindex, many changes) goes a
-    # chunk at a time: neither the old file nor the new one is held whole.
-    stream = done.rebuild or recorded is None or len(changes) > _index_file.PATCH_LIMIT
-    spliced = None
-    if locked and recorded is not None and not stream and recorded.stat_proves(_index_stat(root)):
-        # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
-        # reading, rendering or hashing the rest (see _index_file.splice).
-        before = _catalog.stat_of(root)
-        try:
-            spliced = _index_file.splice(index_path, changes, private=private)
-        except OSError:
-            spliced = None
-    if spliced is not None:
-        assert recorded is not None
-        draft.ours, draft.lines, draft.rewrote = (
-            "stat",
-            recorded.lines + spliced[0],
-            spliced[1],
-        )
-        if draft.rewrote and scan is not None and before == scan.dir_stat:
-            draft.complete, draft.scan_dir = True, _catalog.stat_of(root)
-    elif stream:
-        draft.streamed = _index_file.digest(_index_file.chunks(cat.lines()))
-        draft.lines = draft.streamed[2]
-        draft.differs = draft.streamed[:2] != _file_digest(index_path)
-    else:
-        try:
-            current = files.read_bytes(index_path, MAX_INDEX_BYTES)
-        except (OSError, ValueError):  # absent, not a regular file, too large: replaced
-            current = None
-        draft.ours = _index_is_ours(root, written, current, recorded) if current is not None else ""
-        if draft.ours:
-            assert current is not None and recorded is not None
-            patched = _index_file.patch(current, changes)
-            if patched is not None:
-                draft.new, delta = patched
-                draft.lines = recorded.lines + delta
-        if draft.new is None:
-            draft.new = _index_file.join(cat.lines())
-        draft.differs = draft.new != (current or b"")
-    return draft
-
-
-def _remember(
-    root: str,
-    private: bool,
-    cat: _catalog.Catalog,
-    draft: _Draft,
-    now: int,
-    index_stat: _catalog.Stat | None,
-) -> None:
-    """Record what mdmem wrote: its stat, hash, line count, and a time after which
-    its stat alone proves it (see :meth:`_index_is_ours`)."""
-    when = now
-    if draft.rewrote and index_stat is not None and files.stamped(index_stat):
-        # Stamped as it was written: its stat proves it from now on (files.stamped).
-        when = max(index_stat[0], index_stat[3]) + 1
-    elif draft.rewrote and index_stat is not None and not cat.memory:
-        # Read after the file was renamed and its stat taken: once the clock is
-        # past its times, any later change of it shows in its stat.
-        later = _catalog.fs_now(root, private=private)
-        if later > max(index_stat[0], index_stat[3]):
-            when = later
-    if draft.new is not None:
-        digest = _catalog.content_hash(draft.new)
-    elif draft.streamed is not None:
-        digest = draft.streamed[0]
-    elif when != now:
-        digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
-    else:
-        digest = hash_file(os.path.join(root, INDEX_NAME)) or "-"
-    assert draft.lines is not None
-    record = _index_file.IndexRecord(index_stat or (0, 0, 0, 0), digest, draft.lines, when)
-    cat.set_meta("index", record.format())
-
-
-def _settled(
-    root: str,
-    private: bool,
-    cat: _catalog.Catalog,
-    scan: _catalog.Scan | None,
-    done: Pass,
-    draft: _Draft,
-    index_stat: _catalog.Stat | None,
-) -> None:
-    """The end of a pass: the directory the rows know, the marks, the change log, the
-    commit, and the fingerprint when the pass found the store settled."""
-    # What the directory looked like when the rows were last complete: while it
-    # is unchanged, the rows know every name (see Store.name_taken).
-    directory = scan.dir_stat if scan is not None else None
-    if draft.rewrote and scan is not None:
-        directory = draft.scan_dir
-    elif scan is None and draft.complete:
-        d = os.lstat(root)
-        directory = (d.st_mtime_ns, d.st_size, d.st_ino, d.st_ctime_ns)
-    cat.set_meta(
-        "dir", None if directory is None else f"{directory[0]} {directory[3]} {directory[2]}"
-    )
-    from mdmem.store import marks
-
-    marks.save(root, rows.marked(cat))  # before the fingerprint that vouches for it
-    fingerprint = None
-    if scan is not None and not done.fresh and not draft.rewrote and not cat.memory:
-        stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
-        if scan.index_stat == index_stat and all(max(s[0], s[3]) < done.now for s in stats):
-            assert draft.lines is not None
-            fingerprint = _catalog.Fingerprint(
-                scan.fingerprint(),
-                scan.dir_stat or (0, 0, 0, 0),
-                index_stat or (0, 0, 0, 0),
-                draft.lines,
-                rows.head_names(cat),
-            )
-    _log_pass(root, cat, scan, done, draft, index_stat, fingerprint)
-    cat.commit()
-    _catalog.write_fingerprint(root, fingerprint, private=private)
-
-
-def _log_pass(
-    root: str,
-    cat: _catalog.Catalog,
-    scan: _catalog.Scan | None,
-    done: Pass,
-    draft: _Draft,
-    index_stat: _catalog.Stat | None,
-    fingerprint: _catalog.Fingerprint | None,
-) -> None:
-    """Append this pass to the change log, and, when it found the store settled,
-    record where the log stood then (``Store.catalog_current``)."""
-    if cat.memory:
-        return
-    now_dir = _catalog.stat_of(root)
-    before, touched = done.key_before, done.touched
-    if scan is not None:
-        before = _catalog.key_of(scan.dir_stat, scan.index_stat)
-        # Someone else's create, delete or rename since the listing would hide behind
-        # the names of this pass: then readers catch up in full.
-        if (draft.scan_dir if draft.rewrote else scan.dir_stat) != now_dir:
-            touched = None
-    if touched is None or touched or draft.rewrote:
-        after = _catalog.key_of(now_dir, index_stat)
-        cat.log(before if before is not None else "", after, touched)
-    if fingerprint is not None:
-        import time
-
-        epoch, seq = cat.position()
-        key = _catalog.key_of(fingerprint.dir, fingerprint.index)
-        cat.set_meta("settled", f"{epoch} {seq} {time.time()!r} {key}")
-
-
-def _redo(done: Pass, cat: _catalog.Catalog) -> bool:
-    # The unlocked pass rolled back; put its rows back, uncommitted, for the caller.
-    cat.begin(0.5)
-    for name, entry in done.computed.items():
-        cat.put(name, entry)
-    gone = [n for n, line in done.changes.items() if line is None and n not in done.computed]
-    cat.remove(gone)
-    return True
-
-
-def _index_is_ours(
-    root: str,
-    written: tuple[_catalog.Stat, bytes] | None,
-    current: bytes,
-    recorded: _index_file.IndexRecord | None,
-) -> str:
-    """How MEMORY.md is known to be exactly what mdmem last wrote: "stat", "hash" or "".
-
-    Its stat proves it when older than the time recorded (the racy-clean rule
-    again); otherwise its bytes are hashed, and once they match, the time of
-    this pass is recorded so that the next write can go by the stat.
-    """
-    if recorded is None:
-        return ""
-    st = _index_stat(root)
-    if recorded.stat_proves(st):
-        return "stat"
-    if recorded.same_stat(st) and written is not None and written == (st, current):
-        return "bytes"  # what this process wrote, byte for byte
-    return "hash" if recorded.digest == _catalog.content_hash(current) else ""
-
-
 class _RollBack:
     """Roll the catalog's open transaction back on any error, then let the error go on.
 
@@ -856,31 +625,3 @@ def _suppress() -> contextlib.AbstractContextManager[None]:
     import contextlib
 
     return contextlib.suppress(Exception)
-
-
-def _index_stat(root: str) -> _catalog.Stat | None:
-    try:
-        st = os.lstat(os.path.join(root, INDEX_NAME))
-    except FileNotFoundError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def hash_file(path: str) -> str | None:
-    """The content hash of MEMORY.md at ``path``; None when it cannot be read."""
-    try:
-        return _catalog.content_hash(files.read_bytes(path, MAX_INDEX_BYTES))
-    except (OSError, ValueError):
-        return None
-
-
-def _file_digest(path: str) -> tuple[str, int]:
-    """(content hash, size) of a file read in chunks; of no bytes when it cannot be read."""
-    try:
-        with _catalog.open_regular(path) as f:
-            found = _index_file.digest(iter(lambda: f.read(1 << 16), b""))
-    except OSError:
-        found = None
-    if found is None or found[1] > MAX_INDEX_BYTES:
-        return _index_file.digest(())[:2]
-    return found[:2]
