@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import InvalidPath, Level, Operation, Store
-from mdmem.store import _catalog
+from mdmem.store import _scan
 from mdmem.store.paths import (
     MAX_NAME_BYTES,
     check_name,
@@ -302,8 +302,8 @@ def test_the_ceiling_hides_every_marker_above_it(tmp_path: Path) -> None:
     assert discover_workspace(str(start), ceiling=str(repo / "vendored")) == str(start)
 
 
-# The catalog remembers which names passed the check (store/_catalog.py), for the 100k pass.
+# The listing remembers which names passed the check (store/_scan.py), for the 100k pass.
 @given(st.lists(st.text(min_size=1, max_size=40).map(lambda s: s + ".md"), max_size=20))
 def test_the_remembered_plain_names_answer_as_the_check(names: list[str]) -> None:
     for name in names + names:  # the second time from the set
-        assert _catalog._plain_name(name) == is_plain_name(name)
+        assert _scan._plain_name(name) == is_plain_name(name)
