@@ -904,9 +904,10 @@ class Store:
                 cat.rollback()
                 try:
                     with self.lock(timeout=0):
-                        # Scan again inside the lock; what was just parsed is not parsed twice.
+                        # Inside the lock, with what was just parsed not parsed twice, and
+                        # the listing again only if the folder moved since (one stat pass).
                         return self._sync(
-                            _catalog.Scan(self._root), locked=True, keep=keep, cache=computed
+                            _rescan(self._root, scan, now), locked=True, keep=keep, cache=computed
                         )
                 except (LockTimeout, OSError):
                     # Someone else is writing, or the store is read-only: the text
@@ -977,6 +978,8 @@ class Store:
                     lines,
                     self._head_names(cat),
                 )
+        elif scan is not None and rewrote and scan_dir is not None and not fresh and not cat.memory:
+            fingerprint = self._settled_after_rewrite(scan, scan_dir, index_stat, lines, cat)
         self._log(cat, scan, key_before, touched, rewrote, scan_dir, index_stat, fingerprint)
         cat.commit()
         _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
@@ -985,6 +988,32 @@ class Store:
         if streamed is not None:  # MEMORY.md could not be written: the text, if any
             return (_index_file.join(cat.lines()).decode("utf-8") if streamed[1] else None), False
         return (new.decode("utf-8") if new else None), False
+
+    def _settled_after_rewrite(
+        self,
+        scan: _catalog.Scan,
+        scan_dir: _catalog.Stat,
+        index_stat: _catalog.Stat | None,
+        lines: int,
+        cat: _catalog.Catalog,
+    ) -> _catalog.Fingerprint | None:
+        """The fingerprint of a store this pass found settled but for MEMORY.md, which it
+        rewrote (only that moved the folder since the listing): the listing with the new
+        MEMORY.md, once the clock is past the folder's and MEMORY.md's new times (so a
+        change in the same tick cannot hide). Without it, the next read would do the
+        whole stat pass again only to find nothing changed."""
+        if index_stat is None:
+            return None
+        later = _catalog.fs_now(self._root, private=self.private)
+        if max(scan_dir[0], scan_dir[3]) >= later or max(index_stat[0], index_stat[3]) >= later:
+            return None
+        listed = scan.index_stat
+        scan.index_stat = index_stat
+        try:
+            full = scan.fingerprint()
+        finally:
+            scan.index_stat = listed
+        return _catalog.Fingerprint(full, scan_dir, index_stat, lines, self._head_names(cat))
 
     def _log(
         self,
@@ -1632,6 +1661,23 @@ def _suppress() -> contextlib.AbstractContextManager[None]:
     import contextlib
 
     return contextlib.suppress(Exception)
+
+
+def _rescan(root: str, scan: _catalog.Scan | None, now: int) -> _catalog.Scan:
+    """The listing for a pass under the lock: ``scan`` again while the folder is as it
+    listed it and older than the clock ``now`` read after (no create, delete or rename
+    since, even in the same clock tick); else a new one. A note edited in place since
+    ``scan`` has another stat than it recorded: the next pass reads it."""
+    listed = scan.dir_stat if scan is not None else None
+    if (
+        scan is not None
+        and listed is not None
+        and now > 0
+        and max(listed[0], listed[3]) < now
+        and _catalog.stat_of(root) == listed
+    ):
+        return scan
+    return _catalog.Scan(root)
 
 
 def _index_stat(root: str) -> _catalog.Stat | None:
