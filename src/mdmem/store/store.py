@@ -1004,8 +1004,16 @@ class Store:
         whole stat pass again only to find nothing changed."""
         if index_stat is None:
             return None
-        later = _catalog.fs_now(self._root, private=self.private)
-        if max(scan_dir[0], scan_dir[3]) >= later or max(index_stat[0], index_stat[3]) >= later:
+        import time
+
+        newest = max(scan_dir[0], scan_dir[3], index_stat[0], index_stat[3])
+        # The clock just stamped them: wait out its tick (a few ms on a coarse clock).
+        for _ in range(50):
+            later = _catalog.fs_now(self._root, private=self.private)
+            if later <= 0 or later > newest:
+                break
+            time.sleep(0.001)
+        if later <= newest:
             return None
         listed = scan.index_stat
         scan.index_stat = index_stat
