@@ -191,6 +191,95 @@ def test_without_the_watch_an_in_place_edit_above_sweep_max_waits(
     assert found == ["", "project_knowledge_release-step-07.md"]
 
 
+def test_the_next_block_of_a_large_store_shows_edits_in_place(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # 450 notes: the block (the MCP server's memory_index) is ranked from the catalog, with
+    # no stat pass, while the catalog is current. An in-place edit moves no key.
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 400)
+    # Ranked after every project note: never among the block's best 200 candidates.
+    Store(root, Level.PROJECT).apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "reference_material",
+                "filename": f"reference_material_manual-page-{i:02d}.md",
+                "title": f"Manual page {i:02d}",
+                "content": f"Page {i:02d} of the manual.",
+            }
+            for i in range(50)
+        ]
+    )
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_USER_DIR=str(tmp_path / "user"),
+        MDMEM_STATE_DIR=str(tmp_path / "state"),
+        MDMEM_SEMANTIC="off",
+    )
+
+    def blocks_after(watched: bool, edits: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Settle a server; then edit notes in place, one at a time, each followed by a block:
+        ("shown", word) retitles a note the block shows, ("hidden", word) makes a note it
+        does not show a correction. (the note's number, the block) for each."""
+        params = StdioServerParameters(
+            command=PYTHON,
+            args=["-m", "mdmem", "mcp"],
+            env={**env, watch.ENV: "on" if watched else "off"},
+            cwd=str(workspace),
+        )
+        out: list[tuple[str, str]] = []
+
+        async def steps(session: ClientSession) -> None:
+            async def block() -> str:
+                result = await session.call_tool("memory_index", {})
+                return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+            for _ in range(3):  # settled
+                first = await block()
+                await anyio.sleep(0.3)
+            for kind, word in edits:
+                if kind == "shown":
+                    number = next(f"{i:02d}" for i in range(400) if f"step-{i:02d}.md)" in first)
+                    path = root / f"project_knowledge_release-step-{number}.md"
+                    old, new = (b"title: ", f"title: {word} ".encode())
+                else:  # a reference note becomes a correction, which the block puts first
+                    number = next(f"{i:02d}" for i in range(50) if f"page-{i:02d}.md)" not in first)
+                    path = root / f"reference_material_manual-page-{number}.md"
+                    old = b"type: reference_material\ntitle: "
+                    new = f"type: correction_feedback\ntitle: {word} ".encode()
+                data = path.read_bytes()
+                with open(path, "r+b") as f:  # in place: the same file, the folder unmoved
+                    f.write(data.replace(old, new, 1))
+                out.append((number, await block()))
+
+        async def run() -> None:
+            with open(os.devnull, "w") as errlog:
+                async with (
+                    stdio_client(params, errlog=errlog) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    await session.initialize()
+                    await steps(session)
+
+        anyio.run(run)
+        return out
+
+    # Not watched: a note the block does not show waits for the next stat pass (the
+    # documented limit), but a line it shows is checked against its note (one stat each)
+    # and is never stale; that check's stat pass then finds the other one too.
+    (n, hidden), (m, shown) = blocks_after(False, [("hidden", "Quokka"), ("shown", "Quokka")])
+    assert "Quokka" not in hidden
+    assert f"Quokka Manual page {n}" in shown and f"Quokka Release step {m}" in shown
+    # Watched: the note it did not show is seen at once, and ranks first as a correction.
+    ((n, block),) = blocks_after(True, [("hidden", "Wombat")])
+    assert f"- [correction_feedback] Wombat Manual page {n} " in block
+    ((n, block),) = blocks_after(True, [("shown", "Koala")])
+    line = next(x for x in block.splitlines() if x.endswith(f"release-step-{n}.md)"))
+    assert line.startswith("- [project_knowledge] Koala ")
+
+
 def test_the_server_and_its_watch_stop_when_the_client_leaves(
     workspace: Path, large: dict[str, str]
 ) -> None:

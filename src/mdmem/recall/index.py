@@ -449,8 +449,7 @@ class Index:
         point, names = watch.since(self.store.path, self._point)
         if names is None:
             return point, None
-        notes = {n for n in names if n.endswith(".md") and n != INDEX_NAME and n[0] != "."}
-        return point, notes
+        return point, {n for n in names if watch.is_note_name(n)}
 
     def _restamp(self, db: sqlite3.Connection, key: str) -> None:
         """Record ``key`` as the store's, keeping the time of the last full check (the

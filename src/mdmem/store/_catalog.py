@@ -1196,7 +1196,12 @@ _RANK = (
 
 
 def ranked_lines(
-    root: str, limit: int, hidden: Collection[str] = (), *, count: int | None = None
+    root: str,
+    limit: int,
+    hidden: Collection[str] = (),
+    *,
+    count: int | None = None,
+    verify: bool = False,
 ) -> tuple[int, list[tuple[str, str, str | None]]] | None:
     """How many notes not in ``hidden`` have an index line, and the first ``limit`` of
     those in the prompt block's order.
@@ -1204,7 +1209,10 @@ def ranked_lines(
     ``(name, line, updated)`` each; one query on the ``notes_rank`` index, which
     reads only those rows, instead of ranking every line in Python. ``count``:
     how many notes have an index line, when the caller knows (counting them is a
-    pass over every row). None when the catalog cannot answer (the caller ranks).
+    pass over every row). None when the catalog cannot answer (the caller ranks),
+    and, with ``verify``, when a note of those lines is not as its row records it
+    (one ``stat`` each: a note edited in place since the last stat pass; the
+    caller does that pass rather than show a line that is no longer true).
     """
     cat = Catalog(root, private=True)
     try:
@@ -1213,12 +1221,14 @@ def ranked_lines(
             (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
         shown_hidden = len(cat.present(hidden))
         rows = con.execute(
-            f"SELECT name, line, updated FROM notes WHERE line IS NOT NULL ORDER BY {_RANK} "
-            "LIMIT ?",
+            "SELECT name, line, updated, mtime, size, ino, ctime, at FROM notes"
+            f" WHERE line IS NOT NULL ORDER BY {_RANK} LIMIT ?",
             (limit + len(hidden),),
         ).fetchall()
-        kept = [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
-        kept = [row for row in kept if row[0] not in hidden][:limit]
+        rows = [row for row in rows if row[0] not in hidden][:limit]
+        if verify and not all(_as_recorded(root, row[0], row[3:7], row[7]) for row in rows):
+            return None
+        kept = [(str(n), str(line), str(u) if u else None) for n, line, u, *_ in rows]
         return int(count or 0) - shown_hidden, kept
     except Exception as exc:
         if is_damage(exc):
@@ -1226,6 +1236,15 @@ def ranked_lines(
         raise
     finally:
         cat.close()
+
+
+def _as_recorded(root: str, name: str, recorded: tuple[object, ...], at: object) -> bool:
+    """Whether a note's stat is its row's, older than the row's clock (the racy rule)."""
+    try:
+        st = _stat_of(os.stat(os.path.join(root, name)))  # followed, as the listing does
+    except OSError:
+        return False
+    return st == recorded and isinstance(at, int) and max(st[0], st[3]) < at
 
 
 def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:

@@ -21,7 +21,7 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, _index_file, files
+from mdmem.store import _catalog, _index_file, files, watch
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
@@ -108,6 +108,8 @@ class Store:
         self._written: tuple[_catalog.Stat, bytes] | None = None
         # When this object's last stat pass found the store settled, and the store's key then.
         self._fresh: tuple[float, str] | None = None
+        # Where the store's watch stood at this object's last stat pass (store/watch.py).
+        self._watch_point: tuple[int, int] | None = None
 
     def __repr__(self) -> str:
         return f"Store({self._root!r}, {self.level.value!r})"
@@ -201,6 +203,9 @@ class Store:
         """MEMORY.md's text, first brought up to date with notes changed behind mdmem's back."""
         if self.unavailable is not None or not os.path.isdir(self._root):
             return ""
+        # Watched (a long-lived process): from this stat pass on, the watch names what
+        # changes, so catalog_current need not make another (store/watch.py).
+        self._watch_point = watch.since(self._root, None)[0] if watch.active(self._root) else None
         scan = _catalog.Scan(self._root)
         fp = _catalog.read_fingerprint(self._root)
         index_path = os.path.join(self._root, INDEX_NAME)
@@ -1108,6 +1113,13 @@ class Store:
             return None
         import time
 
+        if watch.active(self._root):
+            # Watched: every note file changed since the last stat pass must be as its row
+            # records it; then an in-place edit is seen, and the stat pass's age is moot.
+            point = watch.unchanged(self._root, self._watch_point, self._recorded_stat)
+            if point is None:
+                return None
+            self._watch_point, max_age = point, float("inf")
         with self._catalog_guard:
             try:
                 cat = self._cat()
@@ -1122,6 +1134,16 @@ class Store:
                 return None if recorded is None else recorded.lines
             except (_catalog.CatalogError, ValueError):
                 return None
+
+    def _recorded_stat(self, name: str) -> tuple[_catalog.Stat, int] | None:
+        """A note's stat as its catalog row records it, and the clock of the record."""
+        with self._catalog_guard:
+            entry = self._cat().get(name)
+        st = entry.get("st") if entry is not None else None
+        if entry is None or not isinstance(st, list) or entry.get("error"):
+            return None
+        at = entry.get("at")
+        return (st[0], st[1], st[2], st[3]), at if isinstance(at, int) else 0
 
     def _redo(
         self,

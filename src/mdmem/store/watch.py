@@ -31,7 +31,8 @@ Never stale, by construction:
   one), a point taken before the root was watched again, or a signal that
   interrupted the wait.
 
-Only ``os`` and ``threading`` are imported at the top; ``watchfiles`` only by
+Only ``os`` and modules the store already has are imported at the top (the store
+imports this on the ``mdmem index`` path); ``watchfiles`` only by
 :func:`start`.
 """
 
@@ -41,16 +42,30 @@ import contextlib
 import itertools
 import os
 import sys
-import threading
 import time
+from _thread import allocate_lock
 
 from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is imported by the recall index
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-__all__ = ["BARRIER_SECONDS", "ENV", "MAX_NAMES", "Point", "active", "since", "start", "stop"]
+    #: A note's (mtime_ns, size, inode, ctime_ns), as the catalog records it.
+    Stat = tuple[int, int, int, int]
+
+__all__ = [
+    "BARRIER_SECONDS",
+    "ENV",
+    "MAX_NAMES",
+    "Point",
+    "active",
+    "is_note_name",
+    "since",
+    "start",
+    "stop",
+    "unchanged",
+]
 
 #: ``MDMEM_WATCH=off`` (or ``0``, ``no``): never watch, even with the extra installed.
 ENV = "MDMEM_WATCH"
@@ -64,7 +79,7 @@ FOLDER = "watch"
 #: Where a reader stands in a root's stream of changes: (the watch's epoch, a number).
 Point = tuple[int, int]
 
-_LOCK = threading.Lock()
+_LOCK = allocate_lock()
 _ROOTS: dict[str, _Root] = {}
 _EPOCHS = itertools.count(1)
 
@@ -82,7 +97,7 @@ class _Root:
         from watchfiles._rust_notify import RustNotify
 
         self.root = root
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
         self.epoch = next(_EPOCHS)
         self.seq = 0
         self.changed: dict[str, int] = {}  # note file name -> the number of its last change
@@ -99,7 +114,7 @@ class _Root:
             raise OSError("no inotify")
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # closing what may be half made
             self.notify.close()
 
     def _pump(self, marker: str | None) -> bool:
@@ -216,6 +231,43 @@ def since(root: str, point: Point | None) -> tuple[Point | None, set[str] | None
         fresh = _ROOTS.get(key)
         if fresh is None:
             return None, None
-        with contextlib.suppress(OSError, RuntimeError):
+        try:
             return fresh.since(None)
-        return None, None
+        except (OSError, RuntimeError):
+            return None, None
+
+
+def is_note_name(name: str) -> bool:
+    """Whether a name the watch reports can be a note (not MEMORY.md, a hidden or temp file)."""
+    return name.endswith(".md") and name != "MEMORY.md" and not name.startswith(".")
+
+
+def unchanged(
+    root: str, point: Point | None, recorded: Callable[[str], tuple[Stat, int] | None]
+) -> Point | None:
+    """The point now, when every note file of ``root`` changed since ``point`` is still as
+    ``recorded`` says (its stat, and the file-system time of the record, which the stat
+    must be older than: a change in the same clock tick cannot hide); None when one is
+    not, or the watch cannot say (then the reader does its stat pass).
+
+    ``recorded(name)`` is None for a name with no record: the file must be gone too.
+    """
+    now, names = since(root, point)
+    if now is None or names is None:
+        return None
+    for name in names:
+        if not is_note_name(name):
+            continue
+        try:
+            st = os.stat(os.path.join(root, name))  # followed, as the listing does
+            current: Stat | None = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+        except OSError:
+            current = None
+        known = recorded(name)
+        if current is None and known is None:
+            continue
+        if current is None or known is None:
+            return None
+        if known[0] != current or max(current[0], current[3]) >= known[1]:
+            return None
+    return now
