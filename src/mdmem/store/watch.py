@@ -97,6 +97,7 @@ class _Root:
         from watchfiles._rust_notify import RustNotify
 
         self.root = root
+        self.pid = os.getpid()  # a forked child has the object but not the watch's thread
         self.lock = allocate_lock()
         self.epoch = next(_EPOCHS)
         self.seq = 0
@@ -199,7 +200,8 @@ def stop() -> None:
 
 def active(root: str) -> bool:
     """Whether this process watches the store at ``root``."""
-    return os.path.abspath(root) in _ROOTS
+    w = _ROOTS.get(os.path.abspath(root))
+    return w is not None and w.pid == os.getpid()
 
 
 def since(root: str, point: Point | None) -> tuple[Point | None, set[str] | None]:
@@ -214,7 +216,7 @@ def since(root: str, point: Point | None) -> tuple[Point | None, set[str] | None
     """
     key = os.path.abspath(root)
     w = _ROOTS.get(key)
-    if w is None:
+    if w is None or w.pid != os.getpid():
         return None, None
     try:
         st = os.stat(key)
