@@ -1221,12 +1221,12 @@ def ranked_lines(
             (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
         shown_hidden = len(cat.present(hidden))
         rows = con.execute(
-            "SELECT name, line, updated, mtime, size, ino, ctime, at FROM notes"
+            "SELECT name, line, updated, mtime, size, ino, ctime FROM notes"
             f" WHERE line IS NOT NULL ORDER BY {_RANK} LIMIT ?",
             (limit + len(hidden),),
         ).fetchall()
         rows = [row for row in rows if row[0] not in hidden][:limit]
-        if verify and not all(_as_recorded(root, row[0], row[3:7], row[7]) for row in rows):
+        if verify and not all(_as_recorded(root, row[0], row[3:7]) for row in rows):
             return None
         kept = [(str(n), str(line), str(u) if u else None) for n, line, u, *_ in rows]
         return int(count or 0) - shown_hidden, kept
@@ -1238,13 +1238,15 @@ def ranked_lines(
         cat.close()
 
 
-def _as_recorded(root: str, name: str, recorded: tuple[object, ...], at: object) -> bool:
-    """Whether a note's stat is its row's, older than the row's clock (the racy rule)."""
+def _as_recorded(root: str, name: str, recorded: tuple[object, ...]) -> bool:
+    """Whether a note's stat is the one its row records (as the block cache checks a
+    shown note: an edit in the clock tick of mdmem's own write, on a kernel before Linux
+    6.13, is the one that can hide, see docs/concepts/index.md)."""
     try:
         st = _stat_of(os.stat(os.path.join(root, name)))  # followed, as the listing does
     except OSError:
         return False
-    return st == recorded and isinstance(at, int) and max(st[0], st[3]) < at
+    return st == recorded
 
 
 def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:

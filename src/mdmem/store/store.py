@@ -1135,15 +1135,14 @@ class Store:
             except (_catalog.CatalogError, ValueError):
                 return None
 
-    def _recorded_stat(self, name: str) -> tuple[_catalog.Stat, int] | None:
-        """A note's stat as its catalog row records it, and the clock of the record."""
+    def _recorded_stat(self, name: str) -> _catalog.Stat | None:
+        """A note's stat as its catalog row records it (None: no row, or not a note)."""
         with self._catalog_guard:
             entry = self._cat().get(name)
         st = entry.get("st") if entry is not None else None
         if entry is None or not isinstance(st, list) or entry.get("error"):
             return None
-        at = entry.get("at")
-        return (st[0], st[1], st[2], st[3]), at if isinstance(at, int) else 0
+        return (st[0], st[1], st[2], st[3])
 
     def _redo(
         self,

@@ -245,14 +245,15 @@ def is_note_name(name: str) -> bool:
 
 
 def unchanged(
-    root: str, point: Point | None, recorded: Callable[[str], tuple[Stat, int] | None]
+    root: str, point: Point | None, recorded: Callable[[str], Stat | None]
 ) -> Point | None:
-    """The point now, when every note file of ``root`` changed since ``point`` is still as
-    ``recorded`` says (its stat, and the file-system time of the record, which the stat
-    must be older than: a change in the same clock tick cannot hide); None when one is
-    not, or the watch cannot say (then the reader does its stat pass).
+    """The point now, when every note file of ``root`` changed since ``point`` still has
+    the stat ``recorded`` says (mdmem's own writes record theirs); None when one has not,
+    or the watch cannot say (then the reader does its stat pass).
 
     ``recorded(name)`` is None for a name with no record: the file must be gone too.
+    As everywhere a stat stands for content, an edit within the clock tick of mdmem's
+    own write, on a kernel before Linux 6.13, can keep that stat (docs/concepts/index.md).
     """
     now, names = since(root, point)
     if now is None or names is None:
@@ -270,6 +271,6 @@ def unchanged(
             continue
         if current is None or known is None:
             return None
-        if known[0] != current or max(current[0], current[3]) >= known[1]:
+        if known != current:
             return None
     return now
