@@ -4,6 +4,12 @@ Every piece of mdmem that turns a name into a file path goes through
 :func:`check_name` (lexical rules) and :func:`note_path` (lexical rules plus
 what the file system says). Nothing else validates note names again.
 
+A name that passed is a :class:`NoteName`: a ``str`` that carries its check with
+it, so a write checks its name once, where the operation is validated, and the
+planner, the reader and the writer downstream take it as it is (``check_name``
+returns a ``NoteName`` unchanged; anything built from it, ``name + "x"`` or
+``name.casefold()``, is a plain ``str`` again and is checked again).
+
 Only ``os``, ``stat``, ``sys``, ``time`` and ``unicodedata`` are imported here (and
 ``fcntl`` when a state folder is first looked up): this module is on the path of
 ``mdmem index``, which a coding-agent hook runs at every session start.
@@ -27,6 +33,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
+    "NoteName",
     "anchor_identity",
     "check_name",
     "control_problem",
@@ -158,18 +165,38 @@ def is_plain_name(name: str) -> bool:
     )
 
 
-def check_name(name: object) -> str:
+class NoteName(str):
+    """A bare note name that passed the lexical rules: ``NoteName(text)`` checks ``text``.
+
+    Equal to, hashed like and printed as the ``str`` it holds; made only by its
+    check, so holding one is proof of it (``check_name`` never checks it again).
+
+    Raises:
+        InvalidPath: see :func:`check_name`.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, name: object) -> NoteName:
+        problem = _name_problem(name)
+        if problem is not None:
+            raise InvalidPath(name if isinstance(name, str) else repr(name), problem)
+        assert isinstance(name, str)
+        return super().__new__(cls, name)
+
+
+def check_name(name: object) -> NoteName:
     """Return ``name`` if it is a bare note name (``*.md``, no path), by lexical rules alone.
+
+    A :class:`NoteName` is returned as it is: it was checked when it was made.
 
     Raises:
         InvalidPath: the name is empty, has a separator, a control character,
             is hidden, is MEMORY.md, does not end in ``.md``, is too long, ...
     """
-    problem = _name_problem(name)
-    if problem is not None:
-        raise InvalidPath(name if isinstance(name, str) else repr(name), problem)
-    assert isinstance(name, str)
-    return name
+    if type(name) is NoteName:
+        return name
+    return NoteName(name)
 
 
 def is_candidate_name(name: str) -> bool:

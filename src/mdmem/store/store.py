@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from mdmem.store import _txn
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
-    from mdmem.store.operations import Operation
+    from mdmem.store.operations import Operation, ValidOperation
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
@@ -1232,7 +1232,7 @@ class Store:
 
     def apply(
         self,
-        ops: Iterable[Operation | Mapping[str, object]],
+        ops: Iterable[Operation | ValidOperation | Mapping[str, object]],
         now: datetime | None = None,
         *,
         source: str = "api",
