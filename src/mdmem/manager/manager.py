@@ -790,7 +790,7 @@ class Manager:
             if level in turn.applied:
                 continue
             ops = answer.ops(level)
-            invalid = tuple(Rejected(d.operation, d.reason) for d in answer.invalid(level))
+            invalid = tuple(Rejected(d.operation, d.reason) for d in answer.refused(level))
             if store.unavailable is not None:
                 why = f"no project store in this workspace: {store.unavailable}"
                 results[level] = ApplyResult((), tuple(Rejected(format_op(op), why) for op in ops))

@@ -76,27 +76,25 @@ class Answer:
 
     project: tuple[ValidOperation, ...] = ()
     user: tuple[ValidOperation, ...] = ()
-    dropped: tuple[Dropped, ...] = ()
+    invalid: tuple[Dropped, ...] = ()
+    """Operations meant for a store (``Dropped.level``) that failed the check."""
+    rejected: tuple[Dropped, ...] = ()
+    """Operations that never reached a store (no level, not an object, over the cap)."""
 
     def ops(self, level: str) -> tuple[ValidOperation, ...]:
         """The checked operations for the store of ``level`` (``project`` or ``user``)."""
         return self.project if level == "project" else self.user if level == "user" else ()
 
-    def invalid(self, level: str) -> tuple[Dropped, ...]:
+    def refused(self, level: str) -> tuple[Dropped, ...]:
         """The operations meant for the store of ``level`` that failed the check."""
-        return tuple(d for d in self.dropped if d.level == level)
-
-    @property
-    def rejected(self) -> tuple[Dropped, ...]:
-        """The operations that never reached a store (no level, not an object, over the cap)."""
-        return tuple(d for d in self.dropped if not d.level)
+        return tuple(d for d in self.invalid if d.level == level)
 
     def format(self) -> dict[str, object]:
         """The answer as its turn file holds it."""
         return {
             "project": [format_op(op) for op in self.project],
             "user": [format_op(op) for op in self.user],
-            "invalid": [[d.level, d.operation, d.reason] for d in self.dropped if d.level],
+            "invalid": [[d.level, d.operation, d.reason] for d in self.invalid],
             "rejected": [[d.operation, d.reason] for d in self.rejected],
         }
 
@@ -110,23 +108,25 @@ class Answer:
         if not isinstance(data, dict):
             raise ValueError("a turn's answer must be a JSON object")
         ops: dict[str, list[ValidOperation]] = {level: [] for level in LEVELS}
-        dropped: list[Dropped] = []
+        invalid: list[Dropped] = []
         for level in LEVELS:
             for item in _list(data.get(level, []), level):
                 try:
                     valid = validate(Operation.from_dict(item), Level(level))
                 except (InvalidOperation, InvalidPath) as exc:
-                    dropped.append(Dropped(item, str(exc), level))
+                    invalid.append(Dropped(item, str(exc), level))
                     continue
                 if valid is not None:
                     ops[level].append(valid)
         for entry in _list(data.get("invalid", []), "invalid"):
             if isinstance(entry, list) and len(entry) == 3 and entry[0] in LEVELS:
-                dropped.append(Dropped(entry[1], str(entry[2]), str(entry[0])))
-        for entry in _list(data.get("rejected", []), "rejected"):
-            if isinstance(entry, list) and len(entry) == 2:
-                dropped.append(Dropped(entry[0], str(entry[1])))
-        return cls(tuple(ops["project"]), tuple(ops["user"]), tuple(dropped))
+                invalid.append(Dropped(entry[1], str(entry[2]), str(entry[0])))
+        rejected = [
+            Dropped(entry[0], str(entry[1]))
+            for entry in _list(data.get("rejected", []), "rejected")
+            if isinstance(entry, list) and len(entry) == 2
+        ]
+        return cls(tuple(ops["project"]), tuple(ops["user"]), tuple(invalid), tuple(rejected))
 
 
 @dataclass(frozen=True)
@@ -266,41 +266,43 @@ def sort_answer(items: Iterable[object], redact: Callable[[str], str]) -> Answer
     from mdmem.privacy import redact_data
 
     ops: dict[str, list[ValidOperation]] = {level: [] for level in LEVELS}
-    dropped: list[Dropped] = []
+    invalid: list[Dropped] = []
+    rejected: list[Dropped] = []
     for position, item in enumerate(items):
         if position >= MAX_OPERATIONS:
-            dropped.append(Dropped(item, f"more than {MAX_OPERATIONS} operations in one turn"))
+            rejected.append(Dropped(item, f"more than {MAX_OPERATIONS} operations in one turn"))
             continue
         try:
             op = Operation.from_dict(item)
         except InvalidOperation as exc:
-            dropped.append(Dropped(item, str(exc)))
+            rejected.append(Dropped(item, str(exc)))
             continue
         if op.action in ("", "noop"):
             continue
         level = str(op.level.value if isinstance(op.level, Level) else op.level)
         if level not in LEVELS:
-            dropped.append(Dropped(op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'"))
+            rejected.append(
+                Dropped(op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'")
+            )
             continue
         raw = op.to_dict()
         if _has_lone_surrogate(raw):
             # JSON's "\ud800" decodes to text no file can hold: this operation only
             # is dropped; the turn (journaled as UTF-8) and the others go on.
-            dropped.append(Dropped(raw, "not valid Unicode (a lone surrogate)"))
+            rejected.append(Dropped(raw, "not valid Unicode (a lone surrogate)"))
             continue
         clean = redact_data(raw, redact)
         try:
             valid = validate(Operation.from_dict(clean), Level(level))
         except (InvalidOperation, InvalidPath) as exc:
-            dropped.append(Dropped(clean, str(exc), level))
+            invalid.append(Dropped(clean, str(exc), level))
             continue
         if valid is not None:
             ops[level].append(valid)
     kept = [
-        d if d.level else Dropped(redact_data(_without_surrogates(d.operation), redact), d.reason)
-        for d in dropped
+        Dropped(redact_data(_without_surrogates(d.operation), redact), d.reason) for d in rejected
     ]
-    return Answer(tuple(ops["project"]), tuple(ops["user"]), tuple(kept))
+    return Answer(tuple(ops["project"]), tuple(ops["user"]), tuple(invalid), tuple(kept))
 
 
 def _has_lone_surrogate(value: object) -> bool:

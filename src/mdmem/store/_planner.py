@@ -235,7 +235,7 @@ class Planner:
                         f"there is no note {target!r} in this store", "supersedes"
                     )
                 if target not in known:
-                    known.append(str(target))  # front matter holds plain text
+                    known.append(target)
             out["supersedes"] = known[0] if len(known) == 1 else known
         if expires is not None:
             out["expires"] = expires

@@ -76,9 +76,13 @@ def note_marks(note: Note) -> dict[str, object]:
     names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
     valid = []
     for name in names:
+        if not isinstance(name, str):
+            continue
+        # A name a write checked (a NoteName) is passed as it is, not checked again.
+        name = name if name.strip() == name else name.strip()
         try:
-            if isinstance(name, str) and check_name(name.strip()) != note.filename:
-                valid.append(name.strip())
+            if check_name(name) != note.filename:
+                valid.append(name)
         except InvalidPath:
             continue
     if valid:
