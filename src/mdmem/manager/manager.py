@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from mdmem.extract.providers.base import ExtractionRequest, Provider
+    from mdmem.store.state import StateDir
 
 __all__ = ["MAX_OPERATIONS", "Manager", "TurnResult", "budget_from_env"]
 
@@ -119,7 +120,7 @@ def budget_from_env(name: str) -> int | None:
 def budgeted_call(
     provider: Provider,
     request: ExtractionRequest,
-    ledger_root: str,
+    ledger_root: str | StateDir,
     turn_id: str,
     clock: Callable[[], float] = time.time,
     *,
@@ -345,7 +346,7 @@ class Manager:
         try:
             record = self._record(messages, session)
             if record is None:  # no text at all (tool churn only): nothing to send, counted
-                ledger.record(self.user.path, "skip", self.clock(), turn=None)
+                ledger.record(self.user.state, "skip", self.clock(), turn=None)
                 future.set_result(TurnResult(new_turn_id(), skipped=True))
                 return future
             with self._cond:
@@ -646,7 +647,7 @@ class Manager:
         messages = [Message(r, t) for r, t in turn.messages]
         turn_id = turn.id
         if not turn_.worth_a_call(messages):
-            ledger.record(self.user.path, "skip", self.clock(), turn=turn_id)
+            ledger.record(self.user.state, "skip", self.clock(), turn=turn_id)
             return replace(turn, answer=Answer(), skipped=True)
         project_view, user_view = self._memory_view()
         shown = {n for view in (project_view, user_view) for n in _names(view)}
@@ -746,12 +747,12 @@ class Manager:
         if self.daily_tokens is None:
             return
         now = self.clock()
-        used = ledger.tokens_on(self.user.path, ledger.day_of(now))
+        used = ledger.tokens_on(self.user.state, ledger.day_of(now))
         if used + need <= self.daily_tokens:
             return
         if turn.held != ledger.day_of(now):
             self._save(replace(turn, held=ledger.day_of(now)))
-            ledger.record(self.user.path, "held", now, turn=turn.id)
+            ledger.record(self.user.state, "held", now, turn=turn.id)
         midnight = (int(now) // 86_400 + 1) * 86_400
         log.info(
             "turn %s waits for the daily budget (%d of %d tokens used today)",
@@ -766,7 +767,7 @@ class Manager:
         before = getattr(provider, "last_usage", None)
         try:
             return budgeted_call(
-                provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
+                provider, request, self.user.state, turn_id, self.clock, workspace=self.workspace
             )
         finally:
             usage = getattr(provider, "last_usage", None)
@@ -814,7 +815,7 @@ class Manager:
                 a.filename for a in results[level].applied if a.action in ("create", "update")
             ]
             if written:
-                ledger.record(store.path, "write", self.clock(), n=written, via="worker")
+                ledger.record(store.state, "write", self.clock(), n=written, via="worker")
             turn = self._save(replace(turn, applied=(*turn.applied, level)))
         self._after_turn(turn, source, excerpt, results)
         self._log_activity(turn, results)
@@ -854,7 +855,7 @@ class Manager:
         spent = self._turn_tokens.pop(turn.id, (0, 0))
         if turn.session and self.project.unavailable is None and (written or any(spent)):
             activity.record(
-                self.project.path,
+                self.project.state,
                 turn.session,
                 "write",
                 self.clock(),
@@ -886,7 +887,7 @@ class Manager:
                 notes = written.get(store.level.value)
                 if notes:
                     provenance.record_turn(
-                        store.path, source, excerpt, notes, private=store.private
+                        store.state, source, excerpt, notes, private=store.private
                     )
             if source.session:
                 from mdmem.manager import sessions
