@@ -1,4 +1,4 @@
-"""A store's state folder has one owner: ``store.state`` resolves it once and still sees a re-clone."""
+"""A store's state folder has one owner: `store.state` works it out once and sees a re-clone."""
 
 from __future__ import annotations
 
