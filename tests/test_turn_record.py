@@ -337,3 +337,43 @@ def test_the_workers_operations_are_checked_where_the_answer_is_read(
     result = store.apply(answer.project)
     assert [a.action for a in result.applied] == ["update"]
     assert name_checks == []  # checked once already, in sort_answer
+
+
+def test_the_answer_is_journaled_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn that fails after its answer keeps the answer on disk as checked operations."""
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    answer = [
+        create_op("  Deploys   run on Fridays ", summary="When we deploy."),
+        {"action": "create", "level": "project", "type": "project_knowledge", "content": "x"},
+        create_op("Short answers", level="user"),
+    ]
+    manager = Manager(
+        ws, user_dir=tmp_path / "user", provider=ScriptedProvider(answer), max_attempts=1
+    )
+
+    def disk_full(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(manager.user, "apply", disk_full)  # the second store fails
+    with manager:
+        manager.update_async([{"role": "user", "content": "Remember: deploys run on Fridays."}])
+        assert manager.flush(timeout=60)
+    [path] = (state(ws / ".PseudoClaude" / "memory") / "turns" / "failed").glob("*.json")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    assert record["v"] == VERSION and record["applied"] == ["project"]
+    assert record["answer"]["project"] == [
+        {
+            "action": "create",
+            "level": "project",
+            "type": "project_knowledge",
+            "title": "Deploys run on Fridays",  # as checked, not as sent
+            "summary": "When we deploy.",
+            "content": "What   Deploys   run on Fridays  says.",
+        }
+    ]
+    [(level, _, reason)] = record["answer"]["invalid"]
+    assert level == "project" and reason.startswith("title")
+    assert record["answer"]["user"][0]["title"] == "Short answers"
+    turn = Turn.parse(record)
+    assert turn.attempts == 1 and "No space left" in turn.errors[-1].error
