@@ -158,7 +158,11 @@ def worker(
     options = options_of(ctx)
     if not options.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s mdmem: %(message)s")
-    workspace, _, user = options.stores()
+    from mdmem.store import watch
+
+    workspace, project, user = options.stores()
+    # A worker may run for minutes: its turns' lookups see hand edits through a watch.
+    watch.start([project.path, user.path])
     with Manager(workspace, user_dir=user.path, discover=False) as manager:
         if not manager.flush(timeout):
             raise typer.Exit(1)

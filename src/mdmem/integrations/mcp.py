@@ -432,8 +432,20 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
 
 
 def serve(workspace: str | None, user_dir: str | None) -> None:
-    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves."""
-    build_server(workspace, user_dir).run("stdio")
+    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves.
+
+    With the ``watch`` extra (Linux), the stores are watched while it serves: a note
+    edited, created or renamed by hand is seen by the next call, at any store size.
+    """
+    from mdmem.store import watch
+
+    server = build_server(workspace, user_dir)
+    _, project, user = resolve(workspace or os.environ.get("MDMEM_WORKSPACE") or None, user_dir)
+    watch.start([project.path, user.path])
+    try:
+        server.run("stdio")
+    finally:
+        watch.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
