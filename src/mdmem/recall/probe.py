@@ -358,6 +358,11 @@ def evaluate(
     (:func:`model_questions`, one a note in its language and one in the other);
     the time limit counts from after it has.
     """
+    from mdmem.recall import dictionary
+
+    # An evaluation measures what recall does once set up: the dictionary too (a
+    # search that finds it missing uses the glossary, and builds nothing).
+    dictionary.build()
     rules = "rules" if source == OTHER_RULES else source
     todo, total = probes(stores, limit=limit, source="sentences" if ask else rules)
     if ask is not None and todo:
