@@ -60,7 +60,7 @@ def main() -> None:
         notes, _ = generated(args.notes)
         write_store(notes, ws / ".PseudoClaude" / "memory")
         started = time.perf_counter()
-        dictionary.database()
+        dictionary.build()
         first = time.perf_counter() - started
         py = sys.executable
         hook = [py, "-m", "mdmem", "hook", "user-prompt-submit"]

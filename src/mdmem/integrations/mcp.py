@@ -432,8 +432,21 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
 
 
 def serve(workspace: str | None, user_dir: str | None) -> None:
-    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves."""
-    build_server(workspace, user_dir).run("stdio")
+    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves.
+
+    A session of an MCP client starts here: like Claude Code's SessionStart, it
+    builds the dictionary's file in the background when it is missing (searches
+    use the glossary until it is there; :mod:`mdmem.store.cedict`).
+    """
+    import threading
+
+    from mdmem.store import cedict
+
+    server = build_server(workspace, user_dir)
+    child = cedict.start_build()
+    if child is not None:  # reaped when it ends, not left a zombie for the server's life
+        threading.Thread(target=child.wait, daemon=True).start()
+    server.run("stdio")
 
 
 def main(argv: list[str] | None = None) -> int:
