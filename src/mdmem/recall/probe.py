@@ -298,6 +298,8 @@ def other_language(todo: Sequence[Probe], *, semantic: bool = False) -> list[Pro
     from mdmem.errors import MdmemError
     from mdmem.recall import dictionary
 
+    if dictionary.available():
+        dictionary.build()  # an evaluation may take the seconds; a search never does
     words = dictionary.words() if dictionary.available() else None
     if words is None:
         from mdmem._install import extra_hint
