@@ -8,7 +8,9 @@ indexed and settled; the dictionary's SQLite file is built first (its time is
 the "first read" row). Then, round by round with ``python -c pass``, cold
 ``mdmem hook user-prompt-submit`` processes with a UserPromptSubmit payload as
 Claude Code sends it, half with ``MDMEM_DICTIONARY=on`` and half ``off`` (the
-glossary), alternating English and Chinese prompts. Medians.
+glossary), alternating English and Chinese prompts, and a fourth with the
+extra installed but its file not built yet (moved aside for that process): the
+hook uses the glossary and builds nothing (asserted). Medians.
 """
 
 from __future__ import annotations
@@ -74,10 +76,14 @@ def main() -> None:
         )
         turn = {"n": 0}
 
-        def prompt(setting: str) -> float:
+        folder = os.path.join(env["MDMEM_STATE_DIR"], "dictionary")
+
+        def prompt(setting: str, missing: bool = False) -> float:
             turn["n"] += 1
             text = PROMPTS[turn["n"] % len(PROMPTS)]
             payload = {"session_id": f"s{turn['n']}", "cwd": str(ws), "prompt": text}
+            if missing:  # installed, its file not built yet: the hook must not build it
+                os.rename(folder, folder + ".away")
             t0 = time.perf_counter()
             subprocess.run(
                 hook,
@@ -87,7 +93,11 @@ def main() -> None:
                 check=True,
                 text=True,
             )
-            return time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            if missing:
+                assert not os.path.exists(folder), "the prompt hook built the dictionary"
+                os.rename(folder + ".away", folder)
+            return took
 
         def floor() -> float:
             t0 = time.perf_counter()
@@ -101,6 +111,7 @@ def main() -> None:
                 "`python -c pass`": floor,
                 "hook, glossary (`MDMEM_DICTIONARY=off`)": lambda: prompt("off"),
                 "hook, CC-CEDICT (`MDMEM_DICTIONARY=on`)": lambda: prompt("on"),
+                "hook, CC-CEDICT installed, its file not built yet": lambda: prompt("on", True),
             },
             args.repeat,
             label="dictionary",
