@@ -98,7 +98,8 @@ def test_the_dictionary_is_read_once_into_the_state_folder_and_again_when_it_cha
     state = Path(os.environ["MDMEM_STATE_DIR"]).resolve()
     assert Path(first).resolve().parent == state / "dictionary"
     built = os.stat(first).st_mtime_ns
-    assert dictionary.build() == (first, False) and os.stat(first).st_mtime_ns == built
+    assert dictionary.build() == dictionary.Built(first, False)
+    assert os.stat(first).st_mtime_ns == built
     with gzip.open(cedict, "at", encoding="utf-8") as f:
         f.write("測試 测试 [ce4 shi4] /to test (machinery etc)/a test/\n")
     assert dictionary.database() is None  # changed: not built by a read

@@ -32,7 +32,6 @@ import contextlib
 import os
 import re
 import sqlite3
-from typing import NamedTuple
 
 from mdmem.recall import glossary
 from mdmem.recall.text import terms
@@ -142,11 +141,26 @@ def database(data: str | None = None) -> str | None:
     return path if path is not None and cedict.ready(path) else None
 
 
-class Built(NamedTuple):
-    """What :func:`build` did: the file, and whether this call made it (False: it was there)."""
+class Built:
+    """What :func:`build` did: the file, and whether this call made it (False: it was there).
 
-    path: str
-    built: bool
+    A plain class, not a NamedTuple: ``typing`` stays off the prompt hook's path.
+    """
+
+    __slots__ = ("built", "path")
+
+    def __init__(self, path: str, built: bool) -> None:
+        self.path = path
+        self.built = built
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Built) and (other.path, other.built) == (self.path, self.built)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.built))
+
+    def __repr__(self) -> str:
+        return f"Built(path={self.path!r}, built={self.built!r})"
 
 
 def _write(data: str, partial: str) -> None:
