@@ -210,6 +210,25 @@ def test_session_start_builds_it_in_the_background_with_mdmem_s_own_child(
     assert os.stat(Path(dfile.folder()) / name).st_mtime_ns == before
 
 
+def test_the_mcp_server_builds_it_in_the_background_when_it_starts(
+    cedict_file: Path, workspace: Path
+) -> None:
+    """An MCP client's session (stdin at its end: the server starts, then stops)."""
+    done = subprocess.run(
+        [PYTHON, "-m", "mdmem", "--workspace", str(workspace), "mcp"],
+        stdin=subprocess.DEVNULL,
+        env=python_env(),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 120  # a wait for the child, not a measure of its speed
+    while dfile.problem() is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dfile.problem() is None and len(_built()) == 1
+
+
 def test_doctor_reports_it_missing_and_fix_builds_it(cedict_file: Path, workspace: Path) -> None:
     _whales_and_deploys(workspace)
     report = _mdmem(workspace, "doctor", "--json")
