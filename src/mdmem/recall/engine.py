@@ -37,6 +37,7 @@ from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
+from mdmem.store import watch
 from mdmem.store.hit import Hit
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
@@ -122,7 +123,7 @@ def _reads(store: Store) -> dict[str, tuple[int, float]]:
     """Read counts and last read times by note, cached while the ledger's files are unchanged."""
     from mdmem.store import ledger
 
-    base = ledger.folder(store.path)
+    base = ledger.folder(store.state)
     try:
         key: tuple[int, int] | None = (
             os.stat(base).st_mtime_ns,
@@ -133,7 +134,7 @@ def _reads(store: Store) -> dict[str, tuple[int, float]]:
     cached = _READS.get(store.path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    notes = ledger.load(store.path).get("notes")
+    notes = ledger.load(store.state).get("notes")
     out: dict[str, tuple[int, float]] = {}
     if isinstance(notes, dict):
         for name, entry in notes.items():
@@ -162,6 +163,7 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
         and not fresh
         and known[1] == dir_mtime
         and now - known[2] < _RECHECK_SECONDS
+        and not watch.active(path)  # watched: asking the watch is cheaper than 2 s of doubt
     ):
         return known[0]
     index = known[0] if known is not None else Index(store)

@@ -16,6 +16,7 @@ import os
 
 from mdmem.store import _catalog, _index_file, files, rows
 from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
+from mdmem.store.state import StateDir
 
 __all__ = ["Draft", "Pass", "draft", "finish", "hash_file", "index_stat", "redo", "remember"]
 
@@ -143,7 +144,7 @@ def draft(
 
 
 def remember(
-    root: str,
+    root: str | StateDir,
     private: bool,
     cat: _catalog.Catalog,
     draft: Draft,
@@ -151,7 +152,10 @@ def remember(
     index_stat: _catalog.Stat | None,
 ) -> None:
     """Record what mdmem wrote: its stat, hash, line count, and a time after which
-    its stat alone proves it (see :meth:`_index_is_ours`)."""
+    its stat alone proves it (see :meth:`_index_is_ours`). ``root`` is the store's
+    state (``store.state``) or its root, as for :func:`finish`."""
+    state = StateDir.of(root)
+    root = state.root
     when = now
     if draft.rewrote and index_stat is not None and files.stamped(index_stat):
         # Stamped as it was written: its stat proves it from now on (files.stamped).
@@ -159,7 +163,7 @@ def remember(
     elif draft.rewrote and index_stat is not None and not cat.memory:
         # Read after the file was renamed and its stat taken: once the clock is
         # past its times, any later change of it shows in its stat.
-        later = _catalog.fs_now(root, private=private)
+        later = _catalog.fs_now(state, private=private)
         if later > max(index_stat[0], index_stat[3]):
             when = later
     if draft.new is not None:
@@ -176,7 +180,7 @@ def remember(
 
 
 def finish(
-    root: str,
+    root: str | StateDir,
     private: bool,
     cat: _catalog.Catalog,
     scan: _catalog.Scan | None,
@@ -186,6 +190,8 @@ def finish(
 ) -> None:
     """The end of a pass: the directory the rows know, the marks, the change log, the
     commit, and the fingerprint when the pass found the store settled."""
+    state = StateDir.of(root)
+    root = state.root
     # What the directory looked like when the rows were last complete: while it
     # is unchanged, the rows know every name (see Store.name_taken).
     directory = scan.dir_stat if scan is not None else None
@@ -199,7 +205,7 @@ def finish(
     )
     from mdmem.store import marks
 
-    marks.save(root, rows.marked(cat))  # before the fingerprint that vouches for it
+    marks.save(state, rows.marked(cat))  # before the fingerprint that vouches for it
     fingerprint = None
     if scan is not None and not done.fresh and not draft.rewrote and not cat.memory:
         stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
@@ -212,9 +218,52 @@ def finish(
                 draft.lines,
                 rows.head_names(cat),
             )
+    elif (
+        scan is not None
+        and draft.rewrote
+        and draft.scan_dir is not None
+        and not cat.memory
+        and not done.fresh
+        and index_stat is not None
+    ):
+        fingerprint = _settled_after_rewrite(root, private, cat, scan, draft, index_stat)
     _log_pass(root, cat, scan, done, draft, index_stat, fingerprint)
     cat.commit()
-    _catalog.write_fingerprint(root, fingerprint, private=private)
+    _catalog.write_fingerprint(state, fingerprint, private=private)
+
+
+def _settled_after_rewrite(
+    root: str,
+    private: bool,
+    cat: _catalog.Catalog,
+    scan: _catalog.Scan,
+    draft: Draft,
+    index_stat: _catalog.Stat,
+) -> _catalog.Fingerprint | None:
+    """The fingerprint of a store a pass found settled but for MEMORY.md, which it
+    rewrote (only that moved the folder since the listing): the listing with the new
+    MEMORY.md, once the clock is past the folder's and MEMORY.md's new times (so a
+    change in the same tick cannot hide). Without it the next read would do the whole
+    stat pass again only to find nothing changed."""
+    import time
+
+    assert draft.scan_dir is not None and draft.lines is not None
+    newest = max(draft.scan_dir[0], draft.scan_dir[3], index_stat[0], index_stat[3])
+    later = 0
+    for _ in range(50):  # the clock just stamped them: wait out its tick (a few ms)
+        later = _catalog.fs_now(root, private=private)
+        if later <= 0 or later > newest:
+            break
+        time.sleep(0.001)
+    if later <= newest:
+        return None
+    listed = scan.index_stat
+    scan.index_stat = index_stat
+    try:
+        full = scan.fingerprint()
+    finally:
+        scan.index_stat = listed
+    return _catalog.Fingerprint(full, draft.scan_dir, index_stat, draft.lines, rows.head_names(cat))
 
 
 def _log_pass(
