@@ -227,6 +227,10 @@ PRIVATE_IMPORTS_ALLOWED = {
         "the gate's thresholds are checked against each candidate's evidence, which recall"
         " offers only through its ranking (engine.evidence takes a ranked candidate)"
     ),
+    ("manager/test_turn_record.py", "mdmem.store.paths._name_problem"): (
+        "counts the one name validator's calls (one name check per write, issue 22 item 4);"
+        " check_name and is_plain_name, the public faces, share it with every other caller"
+    ),
     ("extract/providers/test_provider_choice.py", "mdmem.cli.agents._login_choice"): (
         "`mdmem install` asks its question only on a terminal, which CliRunner is not"
     ),

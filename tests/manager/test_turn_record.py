@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import create_op, delete_op, update_op
+from builders import Scripted, create_op, delete_op, update_op
 from conftest import state
 from mdmem import Level, Manager, NoteType, Store
 from mdmem.errors import InvalidOperation, InvalidPath
@@ -31,7 +31,6 @@ from mdmem.manager.turn_record import (
 )
 from mdmem.store import paths
 from mdmem.store.operations import Create, Update, ValidOperation, format_op, validate
-from test_manager import ScriptedProvider
 
 # JSON holds any text but lone surrogates (a turn file is UTF-8).
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -252,7 +251,7 @@ def test_a_turn_file_of_the_previous_version_still_replays(tmp_path: Path) -> No
         json.dumps({"id": asked_id, "messages": [["user", "Remember: CI uses Go 1.23."]]}),
         encoding="utf-8",
     )
-    provider = ScriptedProvider([create_op("CI uses Go 1.23")])
+    provider = Scripted([create_op("CI uses Go 1.23")])
     user_dir = tmp_path / "user"
     with Manager(ws, user_dir=user_dir, provider=provider) as manager:
         assert manager.flush(timeout=60)
@@ -288,7 +287,7 @@ def test_a_turn_file_of_a_newer_version_is_set_aside_not_guessed(tmp_path: Path)
     project.apply([])
     turns = str(state(project.root) / "turns")
     put_pending(turns, {"v": VERSION + 1, "id": new_turn_id(), "messages": [["user", "x"]]})
-    provider = ScriptedProvider()
+    provider = Scripted()
     with Manager(ws, user_dir=tmp_path / "user", provider=provider) as manager:
         assert manager.flush(timeout=60)
     assert provider.requests == [] and len(damaged(turns)) == 1
@@ -348,9 +347,7 @@ def test_the_answer_is_journaled_checked(tmp_path: Path, monkeypatch: pytest.Mon
         {"action": "create", "level": "project", "type": "project_knowledge", "content": "x"},
         create_op("Short answers", level="user"),
     ]
-    manager = Manager(
-        ws, user_dir=tmp_path / "user", provider=ScriptedProvider(answer), max_attempts=1
-    )
+    manager = Manager(ws, user_dir=tmp_path / "user", provider=Scripted(answer), max_attempts=1)
 
     def disk_full(*args: object, **kwargs: object) -> object:
         raise OSError(28, "No space left on device")
