@@ -131,7 +131,6 @@ _PROSE_WORDS = frozenset(
         "a an one what which who how where why lost forgotten generated random case"
     )
 )
-_CODE_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[\[(]")
 _PROSE_ENDINGS = ("ed", "ing", "ly", "ble", "ful", "less", "ive", "ent", "ant", "al", "ous")
 _ASSIGN_TAIL = r"""["']?(?P<s1>[ \t]*)(?P<sep>=>|:=|=(?!=)|:(?![:=/]))(?P<s2>[ \t]*)""" + _VALUE
 
@@ -260,7 +259,6 @@ _DEV_PASSWORDS = frozenset(
         "guest",
     ]
 )
-_URL_HOST = re.compile(r"\[(?P<ip6>[0-9A-Fa-f:.]{1,64})\]|(?P<host>[0-9A-Za-z._-]{1,253})")
 
 
 def _local_dev_default(m: re.Match[str], password: str) -> bool:
@@ -273,7 +271,7 @@ def _local_dev_default(m: re.Match[str], password: str) -> bool:
     user = m.group(0)[3:].split(":", 1)[0]
     if password != user and password.lower() not in _DEV_PASSWORDS:
         return False
-    after = _URL_HOST.match(m.string, m.end())
+    after = _compiled().url_host.match(m.string, m.end())
     host = (after.group("ip6") or after.group("host")).lower() if after else ""
     return (
         host in ("localhost", "::1", "0.0.0.0", "host.docker.internal")
@@ -383,6 +381,14 @@ class _Patterns:
     def camel(self) -> re.Pattern[str]:
         return re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+")
 
+    @functools.cached_property
+    def url_host(self) -> re.Pattern[str]:
+        return re.compile(r"\[(?P<ip6>[0-9A-Fa-f:.]{1,64})\]|(?P<host>[0-9A-Za-z._-]{1,253})")
+
+    @functools.cached_property
+    def code_call(self) -> re.Pattern[str]:
+        return re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[\[(]")
+
     def __init__(self) -> None:
         # The words each secret-key rule needs (a flag's, a tag's): one of them.
         words = ("pass", "pwd", "secret", "token", "api", "access", "private")
@@ -438,9 +444,7 @@ class _Patterns:
                 "github_token",
                 needles=_one("gh", "github_pat_"),
             ),
-            _Rule(
-                _token("glpat-", r"[A-Za-z0-9_-]{20,}"), "gitlab_token", needles=_one("glpat-")
-            ),
+            _Rule(_token("glpat-", r"[A-Za-z0-9_-]{20,}"), "gitlab_token", needles=_one("glpat-")),
             _Rule(
                 _token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
                 "npm_token",
@@ -631,7 +635,7 @@ class _Patterns:
             return len(value) > 1
         if len(value) < 3 or low in _STOPWORDS or low in _PROSE_WORDS:
             return False
-        if _CODE_CALL.match(value):
+        if _compiled().code_call.match(value):
             return False  # "Optional[str]", "getpass()": code, not a value
         letters = low.replace("-", "").replace("'", "")
         if letters.isalpha():

@@ -25,6 +25,8 @@ Ranking (see docs/concepts/recall.md):
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import re
@@ -101,7 +103,7 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
 USE_BONUS = 0.10
-_READS: dict[str, tuple[tuple[int, int] | None, dict[str, tuple[int, float]]]] = {}
+_READS: dict[str, tuple[str, dict[str, tuple[int, float]]]] = {}
 
 
 def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
@@ -116,28 +118,44 @@ def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
     return 1 + USE_BONUS * (often + recent) / 2
 
 
-def _reads(store: Store) -> dict[str, tuple[int, float]]:
-    """Read counts and last read times by note, cached while the ledger's files are unchanged."""
-    from mdmem.store import ledger
+def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, float]]:
+    """Read counts and last read times by note, cached while the ledger's files are unchanged.
 
-    base = ledger.folder(store.path)
+    In this process, and in the store's search index (``index``): the ledger is
+    folded from up to 256 KiB of events, which a fresh process (the per-prompt
+    hook) would otherwise parse at every prompt, for a map of a few notes.
+    """
+    base = store.state.usage  # the ledger's folder (mdmem.store.ledger.folder)
     try:
-        key: tuple[int, int] | None = (
-            os.stat(base).st_mtime_ns,
-            sum(os.stat(os.path.join(base, n)).st_mtime_ns for n in os.listdir(base)),
-        )
+        with os.scandir(base) as entries:
+            seen = sorted(
+                f"{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+                for e in entries
+                for st in (e.stat(follow_symlinks=False),)
+            )
+        key = f"{os.stat(base).st_mtime_ns} {' '.join(seen)}"
     except OSError:
         return {}
     cached = _READS.get(store.path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    notes = ledger.load(store.path).get("notes")
     out: dict[str, tuple[int, float]] = {}
+    kept = index.derived("reads", key) if index is not None else None
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            out = {str(n): (int(r), float(t)) for n, (r, t) in json.loads(kept).items()}
+            _READS[store.path] = (key, out)
+            return out
+    from mdmem.store import ledger  # only where there is a ledger: a hook's import less
+
+    notes = ledger.load(store.path).get("notes")
     if isinstance(notes, dict):
         for name, entry in notes.items():
             if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:
                 out[str(name)] = (int(entry["read"]), float(entry.get("last_read", 0) or 0))
     _READS[store.path] = (key, out)
+    if index is not None:
+        index.keep("reads", key, json.dumps({n: list(v) for n, v in out.items()}))
     return out
 
 
@@ -302,7 +320,8 @@ def _rank(
             c.score *= dispute_penalty(by_level[level_name], name)
     # Notes people actually read rank a little higher, as the seed's score does with hit
     # counts and recency: at most USE_BONUS, from the usage ledger (mdmem.store.ledger).
-    uses = {level_name: _reads(store) for level_name, store in by_level.items()}
+    indexes = {level.value: index for index, level, _ in per_store}
+    uses = {name: _reads(store, indexes.get(name)) for name, store in by_level.items()}
     for (level_name, name), c in candidates.items():
         use = uses.get(level_name, {}).get(name)
         if use is not None:
