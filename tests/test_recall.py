@@ -135,7 +135,7 @@ def test_cjk_runs_become_ngrams(n: int) -> None:
 
 
 _HAN = st.lists(
-    st.sampled_from(list("部署缓存构建配置发布分支数据库迁移的吗呢吧啊") + ["为什么", "怎么样", "哪里"]),
+    st.sampled_from([*"部署缓存构建配置发布分支数据库迁移的吗呢吧啊", "为什么", "怎么样", "哪里"]),
     max_size=12,
 ).map("".join)
 
