@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANDIDATES",
     "HINTS",
+    "distinctive",
     "estimate_tokens",
     "index_of",
     "lexical",
@@ -363,6 +364,20 @@ def _gate(ranked: list[_Candidate], relative: float) -> list[_Candidate]:
     return [c for c in ranked if evidence(c) >= floor]
 
 
+def distinctive(
+    words: Sequence[str], df: dict[str, int], total: int
+) -> tuple[list[str], list[str]]:
+    """(the words that find notes, the words the store has), of ``words`` in a store of
+    ``total`` notes with document frequencies ``df``.
+
+    A word in more than a third of a large store (over 1,500 notes) says little (its
+    IDF is near 0) and would make a match rank most of the store: it still counts for
+    coverage, not for finding. In a smaller store every word finds.
+    """
+    present = [t for t in words if df.get(t, 0) > 0]
+    return [t for t in present if df[t] <= max(total / 3, _COMMON)], present
+
+
 def lexical(
     index: Index,
     level: Level,
@@ -398,8 +413,7 @@ def lexical(
     rescale = pool is not None and local != pooled  # one store alone: nothing to do
     # A term in a third of a large store says little (its IDF is near 0) and would make
     # the match rank thousands of rows: it still counts for coverage, not for finding.
-    present_terms = [t for t in wanted if df.get(t, 0) > 0]
-    rare = [t for t in present_terms if df[t] <= max(total / 3, _COMMON)]
+    rare, present_terms = distinctive(wanted, df, total)
     found: dict[str, _Candidate] = {}
     # A superseded note's match goes to the note that replaced it: a question asked in
     # the old note's words ("machine", "token") is about what is true now.

@@ -837,21 +837,28 @@ class Index:
         )
         return {str(term): int(n) for term, n in rows}
 
-    def match(self, words: Iterable[str], limit: int, *, heading: bool = False) -> list[Row]:
+    def match(
+        self, words: Iterable[str], limit: int, *, heading: bool = False, every: bool = False
+    ) -> list[Row]:
         """The ``limit`` notes sharing most with ``words`` by field-weighted BM25, best first.
 
-        ``heading`` matches the title and summary only (what MEMORY.md shows).
+        ``heading`` matches the title and summary only (what MEMORY.md shows);
+        ``every`` only notes holding every one of ``words``.
         """
         words = sorted(set(words))
         if not words or limit <= 0:
             return []
-        query = " OR ".join(f'"{w}"' for w in words)
+        query = (" AND " if every else " OR ").join(f'"{w}"' for w in words)
         if heading:
             query = f"{{title summary}} : ({query})"
         weights = ", ".join(str(w) for w in WEIGHTS)
+        # The best rows first, from the full-text table alone, then their notes: a word in
+        # most notes makes the match rank most of the store, and joining every candidate
+        # before the sort read each one's row (about half the time at 100,000 notes).
         rows = self._connect().execute(
-            f"SELECT {_COLUMNS}, n.terms, bm25(fts, {weights}) AS r FROM fts"
-            " JOIN notes n ON n.id = fts.rowid WHERE fts MATCH ? ORDER BY r LIMIT ?",
+            f"SELECT {_COLUMNS}, n.terms, top.r FROM"
+            f" (SELECT rowid AS id, bm25(fts, {weights}) AS r FROM fts WHERE fts MATCH ?"
+            " ORDER BY r LIMIT ?) AS top JOIN notes n ON n.id = top.id ORDER BY top.r",
             (query, limit),
         )
         # FTS5's bm25() is lower-is-better; the engine wants higher-is-better.
