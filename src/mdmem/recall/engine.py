@@ -409,7 +409,14 @@ def gate(
     ]
 
 
-_CJK_GRAM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+def _cjk_gram(term: str) -> bool:
+    """Whether ``term`` is a CJK n-gram: two or more Han characters (as the regular
+    expression ``[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}`` would say, without
+    compiling its ranges, ~1 ms, in the per-prompt hook's process)."""
+    return len(term) >= 2 and all(
+        "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+        for ch in term
+    )
 
 
 def _seams(
@@ -427,10 +434,10 @@ def _seams(
     def present(t: str) -> bool:  # in a note, itself or by a translation
         return bool(df.get(t)) or any(df.get(a) for a in alternatives.get(t, ()))
 
-    absent = [t for t in qterms if _CJK_GRAM.fullmatch(t) and not present(t)]
+    absent = [t for t in qterms if _cjk_gram(t) and not present(t)]
     if not absent:
         return set()
-    found = "".join(t for t in qterms if _CJK_GRAM.fullmatch(t) and present(t))
+    found = "".join(t for t in qterms if _cjk_gram(t) and present(t))
     return {t for t in absent if all(ch in found for ch in t)}
 
 
