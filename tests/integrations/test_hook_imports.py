@@ -35,6 +35,7 @@ ALLOWED = {
     "mdmem.integrations.prompt_recall",
     "mdmem.integrations.session_control",
     "mdmem.recall",
+    "mdmem.recall.dictionary",
     "mdmem.recall.disputes",
     "mdmem.recall.engine",
     "mdmem.recall.glossary",
@@ -89,6 +90,16 @@ print(json.dumps({
 """
 
 
+TOPICS = [
+    ("Release deploys", "Deploy the release branch with make ship after the review."),
+    ("Lint settings", "The server's lint config is ruff with line length 100."),
+    ("Queue retries", "The queue worker retries a job three times, then parks it."),
+    ("Cache lifetime", "The build cache is kept for a day and cleared nightly."),
+    ("Database migrations", "Migrations run with alembic upgrade head before the tests."),
+    ("Local services", "docker compose up brings the database and the broker."),
+]
+
+
 def _store(workspace: Path) -> Store:
     store = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
     ops = [
@@ -96,10 +107,10 @@ def _store(workspace: Path) -> Store:
             "action": "create",
             "level": "project",
             "type": "project_knowledge",
-            "title": f"Release step {i}",
-            "content": f"Deploy the release branch with make ship-{i} after the review.",
+            "title": title,
+            "content": content,
         }
-        for i in range(6)
+        for title, content in TOPICS
     ]
     store.apply(ops)
     return store
@@ -135,7 +146,7 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
     # The first session settles the store and its index; the second is measured.
     for session in ("s-warm", "s-imports"):
         _run("session-start", {**start, "session_id": session}, env)
-        asked = {**prompt, "session_id": session, "prompt": "how do we deploy the release?"}
+        asked = {**prompt, "session_id": session, "prompt": "how do we deploy the release branch?"}
         out, first = _run("user-prompt-submit", asked, env)
         assert "release" in json.loads(out)["hookSpecificOutput"]["additionalContext"].lower()
     # SessionStart recorded what it showed in the usage ledger: the session's first prompt
@@ -144,9 +155,10 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
     asked = {
         **prompt,
         "session_id": "s-imports",
-        "prompt": "which make target ships after the review?",
+        "prompt": "which lint config does the server use?",
     }
-    _, later = _run("user-prompt-submit", asked, env)
+    out, later = _run("user-prompt-submit", asked, env)
+    assert "ruff" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
     for report in (first, later):
         assert set(report["modules"]) <= ALLOWED | {"mdmem.store.ledger"}
         assert report["cjk_compiled"] == 0
