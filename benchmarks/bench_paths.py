@@ -6,7 +6,10 @@ each size, interleaved round by round with the floors (``python -c pass``; one
 durable write: a temporary file, ``fsync``, ``rename``; a raw FTS5 query of
 the recall index in a fresh process):
 
-- ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin;
+- ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
+  session's first prompt as Claude Code runs it (``hook session-start`` first, not
+  timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
+  also as ``python -m mdmem`` and without a SessionStart record;
 - ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
   as processes;
 - in process: a single-op create and delete, and a Manager turn that writes 3
@@ -21,6 +24,9 @@ the recall index in a fresh process):
     python benchmarks/bench_paths.py                 # 1,000 and 10,000 notes
     python benchmarks/bench_paths.py --quick         # fewer rounds
     python benchmarks/bench_paths.py --large         # 100,000 notes (long)
+    python benchmarks/bench_paths.py --sizes 1000,10000,100000 --repeat 7   # all three
+
+Each command's peak resident set (``wait4``'s ``ru_maxrss``) is reported too.
 
 Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
 ``--label`` for a before/after.
@@ -253,7 +259,14 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         rounds["pass"] += 1
         return PROMPTS[rounds["pass"] % len(PROMPTS)]
 
-    def hook(started: bool = True) -> float:
+    # The hook as Claude Code runs it: the console script its settings name
+    # (mdmem._spawn.hook_command), without -E so that PYTHONPATH still picks the checkout.
+    from mdmem._spawn import console_script
+
+    script = console_script()
+    installed = [py, script] if script else mdmem
+
+    def hook(started: bool = True, command: list[str] = installed) -> float:
         payload = json.loads(hook_json)
         payload["prompt"] = prompt()
         payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
@@ -263,8 +276,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
             del start["prompt"]
             run.run([*mdmem, "hook", "session-start"], env, json.dumps(start))
-        argv = [*mdmem, "hook", "user-prompt-submit"]
-        return proc(argv, json.dumps(payload), name="hook" if started else "hook-unstarted")
+        argv = [*command, "hook", "user-prompt-submit"]
+        name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
+        return proc(argv, json.dumps(payload), name=name)
 
     def add() -> float:
         took = proc([*mdmem, "add", "--title", f"Added {rounds['pass']}", "Added by the bench."])
@@ -303,6 +317,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                 "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
                 "durable": lambda: durable_write(floor_dir, data),
                 "hook": hook,
+                "hook-m": lambda: hook(command=mdmem),
                 "hook-unstarted": lambda: hook(started=False),
                 "index": lambda: proc([*mdmem, "index"]),
                 "search": lambda: proc([*mdmem, "search", prompt()]),
@@ -442,6 +457,7 @@ def main() -> None:
     paths = [
         ("hook user-prompt-submit", "hook", "pass"),
         ("hook user-prompt-submit", "hook", "fts"),
+        ("hook user-prompt-submit, as `python -m mdmem`", "hook-m", "pass"),
         ("hook user-prompt-submit, no SessionStart record", "hook-unstarted", "pass"),
         ("mdmem index", "index", "pass"),
         ("mdmem search", "search", "pass"),
