@@ -496,10 +496,16 @@ BIGGER = {
         "each MCP tool is a closure over the server's stores, registered with its "
         "docstring as the tool's description: one list to check against DESIGN.md",
     ),
+    "privacy.py": (
+        1_030,
+        "the filter and its table of secret rules, each rule with the literals it needs "
+        "(needles: a rule runs and compiles only on a text holding them); the table is "
+        "the next thing to move out",
+    ),
     "privacy.py:_Patterns.__init__": (
-        180,
-        "every compiled pattern in one place, built once on first use (import mdmem stays "
-        "cheap): a table of regular expressions, no control flow",
+        205,
+        "every pattern in one place with its needles, compiled on first use (import mdmem "
+        "and a hook's redaction stay cheap): a table of regular expressions, no control flow",
     ),
     "store/stale.py:check": (140, "the cached check: the code tree's key, rows, verdicts"),
 }
