@@ -151,7 +151,7 @@ def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, flo
             return out
     from mdmem.store import ledger  # only where there is a ledger: a hook's import less
 
-    notes = ledger.load(store.path).get("notes")
+    notes = ledger.load(store.state).get("notes")
     if isinstance(notes, dict):
         for name, entry in notes.items():
             if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:

@@ -363,7 +363,7 @@ class Index:
 
         # The file-system clock before the listing: only a directory older than this
         # can vouch for the listing later (a change within the same tick could not).
-        before = catalog.fs_now(root, private=self.store.private)
+        before = catalog.fs_now(self.store.state, private=self.store.private)
         scan = catalog.Scan(root)
         fingerprint = scan.fingerprint()
         if fingerprint == self._meta("fingerprint"):
@@ -404,7 +404,7 @@ class Index:
         """
         from mdmem.store import catalog
 
-        saved = catalog.read_fingerprint(self.store.path)
+        saved = catalog.read_fingerprint(self.store.state)
         settled = saved is not None and saved.full == fingerprint
         db.execute(
             "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
