@@ -490,8 +490,12 @@ BIGGER = {
     "manager/manager.py": (1_100, "the Manager's turn and its worker; to be cut like Store"),
     "manager/manager.py:Manager": (820, "update_async, the worker, the budget, the handover"),
     "manager/doctor.py": (1_000, "one check per kind of finding, each with its repair"),
-    "recall/index.py": (1_000, "the FTS5 index: schema, freshness, incremental sync, queries"),
-    "recall/index.py:Index": (780, "one SQLite connection's queries and its incremental sync"),
+    "recall/index.py": (
+        1_030,
+        "the FTS5 index: schema, freshness, incremental sync, queries, and the facts derived "
+        "beside it (the ledger's read counts a fresh hook would fold at every prompt)",
+    ),
+    "recall/index.py:Index": (800, "one SQLite connection's queries and its incremental sync"),
     "integrations/mcp.py:build_server": (
         240,
         "each MCP tool is a closure over the server's stores, registered with its "

@@ -43,10 +43,12 @@ ALLOWED = {
     "mdmem.recall.text",
     "mdmem.store",
     "mdmem.store.activity",
+    "mdmem.store.cedict",
     "mdmem.store.files",
     "mdmem.store.hit",
     "mdmem.store.paths",
     "mdmem.store.state",
+    "mdmem.store.watch",
     "mdmem.store.workspace",
 }
 #: Never on that path: the store class and its catalog, the block's code, heavy libraries.
@@ -70,6 +72,7 @@ NEVER = {
     "logging",
     "dataclasses",
     "pathlib",
+    "watchfiles",
 }
 
 _PROBE = """
