@@ -697,17 +697,27 @@ BIGGER = {
     "manager/manager.py": (1_100, "the Manager's turn and its worker; to be cut like Store"),
     "manager/manager.py:Manager": (820, "update_async, the worker, the budget, the handover"),
     "manager/doctor.py": (1_000, "one check per kind of finding, each with its repair"),
-    "recall/index.py": (1_000, "the FTS5 index: schema, freshness, incremental sync, queries"),
-    "recall/index.py:Index": (780, "one SQLite connection's queries and its incremental sync"),
+    "recall/index.py": (
+        1_030,
+        "the FTS5 index: schema, freshness, incremental sync, queries, and the facts derived "
+        "beside it (the ledger's read counts a fresh hook would fold at every prompt)",
+    ),
+    "recall/index.py:Index": (800, "one SQLite connection's queries and its incremental sync"),
     "integrations/mcp.py:build_server": (
         240,
         "each MCP tool is a closure over the server's stores, registered with its "
         "docstring as the tool's description: one list to check against DESIGN.md",
     ),
+    "privacy.py": (
+        1_030,
+        "the filter and its table of secret rules, each rule with the literals it needs "
+        "(needles: a rule runs and compiles only on a text holding them); the table is "
+        "the next thing to move out",
+    ),
     "privacy.py:_Patterns.__init__": (
-        180,
-        "every compiled pattern in one place, built once on first use (import mdmem stays "
-        "cheap): a table of regular expressions, no control flow",
+        205,
+        "every pattern in one place with its needles, compiled on first use (import mdmem "
+        "and a hook's redaction stay cheap): a table of regular expressions, no control flow",
     ),
     "store/stale.py:check": (140, "the cached check: the code tree's key, rows, verdicts"),
 }

@@ -13,9 +13,6 @@ from __future__ import annotations
 import os
 import sys
 
-from mdmem.store.index import cached_block
-from mdmem.store.workspace import refusal, resolve
-
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     from mdmem.store.hit import Hit
@@ -29,6 +26,9 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
     """The text ``mdmem index`` prints (without the final newline)."""
+    from mdmem.store.index import cached_block
+    from mdmem.store.workspace import resolve
+
     ws, project, user = resolve(workspace, user_dir)
     block = cached_block(project, user, level=level)
     if not as_json:
@@ -52,6 +52,8 @@ def say_refusal(workspace: str | None, user_dir: str | None, start: str | None =
     """Write one line on stderr when the workspace's project store is refused (someone
     else's, writable by others, ``/``, a symlink); nothing when it is fine. Never raises."""
     try:
+        from mdmem.store.workspace import refusal, resolve
+
         line = refusal(resolve(workspace, user_dir, start=start)[1])
     except Exception:  # a warning must never break the command or the hook
         return
@@ -130,6 +132,8 @@ def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) 
     if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
         return None  # the full CLI says it is not a directory
     try:
+        from mdmem.store.workspace import resolve
+
         _, project, user = resolve(opts["workspace"], opts["user_dir"])
         stores = [s for s in (project, user) if level in ("all", s.level.value)]
         if command == "search":

@@ -42,7 +42,14 @@ import re
 import sys
 
 from mdmem import _json
-from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
+from mdmem.integrations._session import (
+    MAX_SEEN,
+    names_in,
+    read_seen,
+    seen_path,
+    workspace_of,
+    write_seen,
+)
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -121,11 +128,10 @@ def user_prompt_submit(
     if session_control.skip(payload):  # paused, or MDMEM_DISABLE
         return ""
     prompt = prompt[:_MAX_PROMPT_CHARS]
-    from mdmem.integrations.claude_code import workspace_of
     from mdmem.recall.engine import recalled
-    from mdmem.store.workspace import resolve
+    from mdmem.store.workspace import resolve_reading
 
-    _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    _, project, user = resolve_reading(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
     semantic = os.environ.get("MDMEM_SEMANTIC", "").strip().lower() in ("on", "1", "yes", "true")
     path = seen_path(project.path, payload.get("session_id"))
