@@ -25,6 +25,7 @@ import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from hashlib import blake2b as _blake2b
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidPath, LockTimeout, MdmemError
@@ -65,6 +66,12 @@ _TRASH = "trash"
 # What files.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
 _TEMP = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
 _TEMP_GRACE_SECONDS = 600
+# Within one examine(): the notes check leaves, per store, the hash of MEMORY.md's right
+# bytes (every readable note's line, by name), and the index check right after it takes
+# it: a MEMORY.md that is exactly right costs a hash, not a second pass over the notes.
+_RIGHT_INDEX: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "mdmem_doctor_right_index", default=None
+)
 # The progress callback of the examine() under way: the checks keep their one-argument form.
 _PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
     "mdmem_doctor_progress", default=None
@@ -292,8 +299,12 @@ def _note_lines(store: Store, findings: list[Finding]) -> Iterator[tuple[str, st
 
 def _find_malformed(store: Store) -> list[Finding]:
     findings: list[Finding] = []
-    for _ in _note_lines(store, findings):
-        pass
+    right = _blake2b(digest_size=16)  # of MEMORY.md's right bytes, for the index check
+    for _, line in _note_lines(store, findings):
+        right.update(line.encode("utf-8") + b"\n")
+    memo = _RIGHT_INDEX.get()
+    if memo is not None:
+        memo[store.path] = right.hexdigest()
     return findings
 
 
@@ -369,6 +380,10 @@ def _find_index(store: Store) -> list[Finding]:
         return [Finding("index", INDEX_NAME, f"MEMORY.md is {reason}", fixable=True)]
     if not _is_utf8(data):
         return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+    memo = _RIGHT_INDEX.get()
+    right = memo.pop(store.path, None) if memo is not None else None
+    if right is not None and _blake2b(data, digest_size=16).hexdigest() == right:
+        return []  # exactly the notes' lines, as the notes check just went through them
     malformed: list[Finding] = []  # reported by the notes check
     expected: Iterator[tuple[str, str]] = _note_lines(store, malformed)
     previous, ordered = None, True
@@ -851,10 +866,12 @@ def examine(
     ``progress(done, total)`` is called as the notes are gone through (each pass
     over them counted in ``total``): a CLI draws a bar with it.
     """
-    token = _PROGRESS.set(None if progress is None else _passes(progress, 4 if fix else 2))
+    token = _PROGRESS.set(None if progress is None else _passes(progress, 2 if fix else 1))
+    memo = _RIGHT_INDEX.set({})
     try:
         return _examine(store, fix=fix)
     finally:
+        _RIGHT_INDEX.reset(memo)
         _PROGRESS.reset(token)
 
 

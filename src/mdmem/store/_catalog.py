@@ -75,9 +75,11 @@ __all__ = [
     "iter_listing",
     "listing",
     "load",
+    "present",
     "read_fingerprint",
     "read_head",
     "stat_of",
+    "type_counts",
     "updated_times",
 ]
 
@@ -1317,6 +1319,37 @@ def iter_listing(root: str) -> Iterator[tuple[str, str | None, str]]:
     except Exception as exc:
         if is_damage(exc):
             return
+        raise
+    finally:
+        cat.close()
+
+
+def type_counts(root: str) -> dict[str, int]:
+    """How many valid notes (those with an index line) there are of each type: one query."""
+    cat = Catalog(root, private=True)
+    try:
+        rows = cat._open().execute(
+            "SELECT type, COUNT(*) FROM notes WHERE line IS NOT NULL GROUP BY type"
+        )
+        return {str(kind): int(n) for kind, n in rows}
+    except Exception as exc:
+        if is_damage(exc):
+            return {}
+        raise
+    finally:
+        cat.close()
+
+
+def present(root: str, names: Collection[str]) -> set[str]:
+    """Which of ``names`` are valid notes (an indexed look-up each, not a pass)."""
+    if not names:
+        return set()
+    cat = Catalog(root, private=True)
+    try:
+        return cat.present(names)
+    except Exception as exc:
+        if is_damage(exc):
+            return set()
         raise
     finally:
         cat.close()

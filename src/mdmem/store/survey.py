@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.store import _catalog
+from mdmem.store.state import CATALOG
 
 if TYPE_CHECKING:
     import sqlite3
@@ -61,7 +62,7 @@ class Survey:
 
     @property
     def rejected(self) -> dict[str, str]:
-        """Entries that look like notes but are not (a symlink, a bad name): printable name -> why."""
+        """Entries that look like notes but are not (a symlink, a bad name): name -> why."""
         return self._scan.rejected
 
     def notes(
@@ -134,24 +135,26 @@ class Survey:
 
 
 def _read_only(root: str) -> sqlite3.Connection | None:
-    """The catalog's file opened as it is on disk (None when there is none, or it cannot be read).
+    """The catalog opened read-only (None when there is none, or it cannot be read).
 
-    ``immutable``: SQLite takes no lock, reads no WAL and creates no ``-wal`` or
-    ``-shm`` file, so looking changes nothing in the state folder. Rows still in
-    the WAL (the last writes, until a checkpoint) are missed, and a row read
-    while a checkpoint rewrites its page may be an older one: both are safe,
-    because a row is used only while its recorded stat is the note's stat now
-    (an older row with the note's stat describes the same bytes); the notes
-    whose row is missing or unproven are parsed.
+    Looking must change nothing in the state folder. Without a ``-wal`` file the
+    database file is the whole catalog, and it is opened ``immutable`` (SQLite then
+    takes no lock and creates no ``-wal`` or ``-shm`` file). With one, another
+    connection may hold rows there: it is opened read-only and shares the WAL's
+    files, which exist already. A row read while a writer moves on may be an older
+    one: that is safe, because a row is used only while its recorded stat is the
+    note's stat now (an older row with the note's stat describes the same bytes);
+    the notes whose row is missing or unproven are parsed.
     """
     import sqlite3
     from pathlib import Path
 
-    path = os.path.join(_catalog._state(root), _catalog.CATALOG)
+    path = os.path.join(_catalog._state(root), CATALOG)
     if not os.path.isfile(path):
         return None  # and never created here
+    mode = "?mode=ro" if os.path.exists(path + "-wal") else "?immutable=1"
     try:
-        con = sqlite3.connect(Path(path).as_uri() + "?immutable=1", uri=True, timeout=1)
+        con = sqlite3.connect(Path(path).as_uri() + mode, uri=True, timeout=1)
         version = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error:
         return None
