@@ -179,9 +179,12 @@ def import_items(
             refused.append((item.source, f"level {item.level!r} is not project or user"))
             continue
         chosen = where or level
-        kind = item.type or (
-            NoteType.PROJECT_KNOWLEDGE if chosen is Level.PROJECT else NoteType.USER_PREFERENCE
-        ).value
+        kind = (
+            item.type
+            or (
+                NoteType.PROJECT_KNOWLEDGE if chosen is Level.PROJECT else NoteType.USER_PREFERENCE
+            ).value
+        )
         if kind not in _TYPES:
             refused.append((item.source, f"type {kind!r} is not one of {sorted(_TYPES)}"))
             continue

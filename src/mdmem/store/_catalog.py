@@ -83,7 +83,9 @@ __all__ = [
     "updated_times",
 ]
 
-_VERSION = 7  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes
+# 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes;
+# 8: each note's number key (``nums``), the dedupe keys grouped by it
+_VERSION = 8
 #: The most note names the fingerprint lists for the block's quick check.
 HEAD_NAMES = 2_000
 
@@ -94,7 +96,7 @@ Stat = tuple[int, int, int, int]
 # {"st": [mtime_ns, size, ino, ctime_ns], "at": int, "sha": str, "line": str, "error": str,
 #  "type": str, "title": str, "summary": str, "updated": str}
 Entry = dict[str, object]
-_FIELDS = ("sha", "line", "type", "title", "summary", "updated", "error")
+_FIELDS = ("sha", "line", "type", "title", "summary", "updated", "error", "nums")
 _KNOWN = frozenset(("st", "at", *_FIELDS))
 
 
@@ -491,7 +493,7 @@ CREATE TABLE IF NOT EXISTS notes (
     mtime INTEGER, size INTEGER, ino INTEGER, ctime INTEGER,
     at INTEGER NOT NULL DEFAULT 0,
     sha TEXT, line TEXT, type TEXT, title TEXT, summary TEXT, updated TEXT, error TEXT,
-    extra TEXT
+    nums TEXT, extra TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
 -- The rows of notes with supersedes/expires: every write reads them (marks), never all rows.
@@ -522,7 +524,8 @@ LOG_KEEP = 512
 #: Past this many names, a pass logs "catch up in full" instead of the names.
 LOG_NAMES = 1_000
 _COLUMNS = (
-    "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, extra"
+    "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, nums,"
+    " extra"
 )
 
 
@@ -630,20 +633,20 @@ def _row_entry(row: tuple[object, ...]) -> Entry:
     if row[1] is not None:
         entry["st"] = [row[1], row[2], row[3], row[4]]
     entry["at"] = row[5]
-    for key, value in zip(_FIELDS, row[6:13], strict=True):
+    for key, value in zip(_FIELDS, row[6:14], strict=True):
         if value is not None:
             entry[key] = value
-    if row[13]:
+    if row[14]:
         import json
 
         # Whatever else the note's entry holds (supersedes, expires, ...), as JSON.
-        entry.update(json.loads(str(row[13])))
+        entry.update(json.loads(str(row[14])))
     return entry
 
 
 _PUT = (
     f"INSERT OR REPLACE INTO notes (folded, {_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -1046,7 +1049,13 @@ class Catalog:
 
             for name, entry in items:
                 title = entry.get("title") if entry.get("line") is not None else None
-                _dedupe_keys.put(self._open(), name, None if title is None else str(title))
+                numbers = entry.get("nums")
+                _dedupe_keys.put(
+                    self._open(),
+                    name,
+                    None if title is None else str(title),
+                    None if numbers is None else str(numbers),
+                )
 
     def marked(self) -> dict[str, Entry]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
@@ -1158,8 +1167,11 @@ class Catalog:
             self._keys = _dedupe_keys.is_built(self._open())
         return self._keys
 
-    def near(self, title: str, timeout: float) -> list[tuple[str, str, str]] | None:
-        """(name, title, summary) of the valid notes whose title may be near ``title``.
+    def near(
+        self, title: str, timeout: float, numbers: str | None = None
+    ) -> list[tuple[str, str, str]] | None:
+        """(name, title, summary) of the valid notes of number key ``numbers`` (None: any)
+        whose title may be near ``title``.
 
         Builds the keys first if they are not there (once; later writes keep
         them); None when they cannot be built now (another process holds the
@@ -1178,7 +1190,7 @@ class Catalog:
             except BaseException:
                 self.rollback()
                 raise
-        return _dedupe_keys.near(con, title)
+        return _dedupe_keys.near(con, title, numbers)
 
     def set_meta(self, key: str, value: str | None) -> None:
         con = self._open()

@@ -415,10 +415,13 @@ class Store:
                 return
             after = page[-1][0]
 
-    def _near_titles(self, title: str) -> list[tuple[str, str, str]] | None:
-        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, whose title
-        may be near ``title``, as the catalog last recorded them (no stat pass: the planner
-        reads each one it uses). None when the catalog cannot say; then every entry is read.
+    def _near_titles(
+        self, title: str, numbers: str | None = None
+    ) -> list[tuple[str, str, str]] | None:
+        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, that name
+        ``numbers`` (``dedupe.number_key``; None: any) and whose title may be near ``title``,
+        as the catalog last recorded them (no stat pass: the planner reads each one it uses).
+        None when the catalog cannot say; then every entry is read.
         """
         if self.unavailable is not None or not os.path.isdir(self._root):
             return []
@@ -426,7 +429,7 @@ class Store:
             try:
                 with _RollBack(self):
                     cat = self._cat()
-                    rows = cat.near(title, self.lock_timeout)
+                    rows = cat.near(title, self.lock_timeout, numbers)
                     if rows is None:
                         return None
                     superseded = self._superseded(cat)
@@ -602,6 +605,7 @@ class Store:
     ) -> _catalog.Entry:
         """A note's catalog row. ``parsed``: the note the bytes ``known[name]`` were
         rendered from (a write's own): used instead of parsing them again."""
+        from mdmem.store.dedupe import number_key
         from mdmem.store.note import format_time, index_line, parse
 
         path = os.path.join(self._root, name)
@@ -635,6 +639,7 @@ class Store:
             "title": note.title,
             "summary": note.summary,
             "updated": format_time(note.updated) if note.updated else None,
+            "nums": number_key(note.title, note.summary, note.body),  # dedupe's group
         }
         from mdmem.store.marks import note_marks
 
