@@ -99,7 +99,9 @@ def test_numbered_duplicates_are_still_caught(tmp_path: Path) -> None:
     store = Store(tmp_path / "mem", Level.PROJECT)
     _numbered(store, 150)
     op = {"action": "create", "level": "project", "type": "project_knowledge"}
-    again = store.apply([{**op, "title": "Note number 42", "content": "What note 42 says, in full."}])
+    again = store.apply(
+        [{**op, "title": "Note number 42", "content": "What note 42 says, in full."}]
+    )
     assert [(a.action, a.filename) for a in again.applied] == [
         ("unchanged", "project_knowledge_note-number-42.md")
     ]

@@ -72,15 +72,21 @@ def read_source(path: str, read_stdin: Callable[[], str] | None = None) -> list[
 
     Raises:
         FileNotFoundError: no such file or folder.
-        ValueError: a file that is no text (not UTF-8).
+        InvalidNote: a JSON Lines file that is no text (not UTF-8).
     """
+    from mdmem.errors import InvalidNote
+
     if path == "-":
         text = read_stdin() if read_stdin is not None else ""
         return list(_json_lines(text, "stdin"))
     if os.path.isdir(path):
         return [_markdown(os.path.join(path, name)) for name in _markdown_files(path)]
     data = files.read_bytes(path, 1 << 31)
-    return list(_json_lines(data.decode("utf-8"), path))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidNote(path, f"not UTF-8 (byte {exc.start})") from None
+    return list(_json_lines(text, path))
 
 
 def _json_lines(text: str, where: str) -> Iterator[Item]:
