@@ -280,11 +280,9 @@ class Planner:
                 return None
             return note.title, note.summary, note.body
 
-        near = [
-            c
-            for c in self._near(title, number_key(title, summary, body))
-            if self._exists(c.filename)
-        ]
+        # Whether each candidate still exists is asked by ``read`` (None when it is gone, or
+        # deleted by this batch), for the few the cheap tests leave: not an lstat each.
+        near = self._near(title, number_key(title, summary, body))
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:
