@@ -61,6 +61,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
     monkeypatch.setenv("MDMEM_EMBED", "off")
+    # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
+    # glossary here; the dictionary's tests name a small file of their own.
+    monkeypatch.setenv("MDMEM_DICTIONARY", "off")
     # A real `claude` on the machine must never be chosen, nor run, by a test.
     monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 
