@@ -39,8 +39,12 @@ from __future__ import annotations
 import functools
 import math
 from array import array
-from hashlib import blake2b
 from typing import TYPE_CHECKING
+
+try:  # hashlib costs milliseconds to import (OpenSSL): blake2 alone is enough here
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - interpreters without the _blake2 module
+    from hashlib import blake2b
 
 from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
 
