@@ -87,7 +87,7 @@ def _last_use(entry: Mapping[str, Any]) -> float:
     return max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
 
 
-def _current(store: Store) -> bool:
+def _current(store: Store, progress: Callable[[int, int], None] | None = None) -> bool:
     """Whether the store has notes to read; its catalog is first brought up to date (a stat
     pass) unless it may be read as the notes are (:meth:`Store.catalog_current`: settled
     less than ten minutes ago, every change since in its log; a note edited in place
@@ -95,7 +95,7 @@ def _current(store: Store) -> bool:
     if store.unavailable is not None or not os.path.isdir(store.path):
         return False
     if store.catalog_current() is None:
-        for _ in store.iter_entries(limit=1):
+        for _ in store.iter_entries(limit=1, progress=progress):
             pass
     return True
 
@@ -166,13 +166,16 @@ def collect(
     now: float | None = None,
     per_note: bool = True,
     stream: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, object]:
     """The figures of ``mdmem stats`` as one JSON-ready dict (see docs/reference/api.md).
 
     With ``per_note=False``, ``usage`` lists only the notes with recorded use
     (what the text form needs): a large store's never-used notes cost no row.
     With ``stream=True``, ``usage`` and ``unused.notes`` are :class:`Rows`
-    (iterated, not held; dump with :func:`json_chunks`).
+    (iterated, not held; dump with :func:`json_chunks`). ``progress(done,
+    total)`` is called while a store's catalog is brought up to date (a stat
+    pass over its notes), when it must be.
     """
     now = time.time() if now is None else now
     since = now - unused_days * 86_400
@@ -187,7 +190,7 @@ def collect(
         for store, recorded in stores:
             types: dict[str, int] = {}
             live: set[str] = set()
-            if _current(store):
+            if _current(store, progress):
                 types = catalog.type_counts(store.path)
                 live = catalog.present(store.path, [n for n, e in recorded.items() if _uses(e)])
             for name in sorted(live):

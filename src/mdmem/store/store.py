@@ -251,7 +251,13 @@ class Store:
             count = _count_lines(path)
         return head, max(count, len(head))
 
-    def _settle(self, *, keep: bool, scan: _catalog.Scan | None = None) -> bool:
+    def _settle(
+        self,
+        *,
+        keep: bool,
+        scan: _catalog.Scan | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> bool:
         """Bring the catalog up to date (nothing to do on a settled store); True: an overlay.
 
         ``scan``: a listing the caller just took, used instead of taking another.
@@ -267,29 +273,35 @@ class Store:
                 recorded = None
             if recorded is not None and recorded.same_stat(fp.index):
                 return False
-        return self._sync(scan, keep=keep)[1]
+        return self._sync(scan, keep=keep, progress=progress)[1]
 
     def entries(self) -> list[IndexEntry]:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
         return list(self.iter_entries())
 
     def iter_entries(
-        self, offset: int = 0, limit: int | None = None, *, settle: bool = True
+        self,
+        offset: int = 0,
+        limit: int | None = None,
+        *,
+        settle: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> Iterator[IndexEntry]:
         """The index entries sorted by file name, from ``offset``, at most ``limit``: streamed.
 
-        The catalog is brought up to date first (a stat pass); then entries
-        are read from it a page at a time, never all at once. With
-        ``settle=False`` the stat pass is skipped and the entries are as the
-        catalog last recorded them: for a caller that checks each one it uses
-        against the file anyway (dedupe inside a write).
+        The catalog is brought up to date first (a stat pass; ``progress(done,
+        total)`` as it goes through the notes); then entries are read from it a
+        page at a time, never all at once. With ``settle=False`` the stat pass
+        is skipped and the entries are as the catalog last recorded them: for a
+        caller that checks each one it uses against the file anyway (dedupe
+        inside a write).
         """
 
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
         rows = None
         with self._catalog_guard:
-            overlay = self._settle(keep=True) if settle else False
+            overlay = self._settle(keep=True, progress=progress) if settle else False
             superseded = self._superseded(self._cat())
             if overlay:  # not saved (another process is writing): read it before letting go
                 rows = list(self._cat().rows(offset=offset, limit=limit))
