@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.store import _catalog
-from mdmem.store.state import CATALOG
+from mdmem.store._scan import _VERSION
+from mdmem.store.state import CATALOG, StateDir
 
 if TYPE_CHECKING:
     import sqlite3
@@ -149,7 +150,7 @@ def _read_only(root: str) -> sqlite3.Connection | None:
     import sqlite3
     from pathlib import Path
 
-    path = os.path.join(_catalog._state(root), CATALOG)
+    path = os.path.join(StateDir.of(root).path, CATALOG)
     if not os.path.isfile(path):
         return None  # and never created here
     mode = "?mode=ro" if os.path.exists(path + "-wal") else "?immutable=1"
@@ -158,7 +159,7 @@ def _read_only(root: str) -> sqlite3.Connection | None:
         version = con.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error:
         return None
-    if version != _catalog._VERSION:
+    if version != _VERSION:
         con.close()
         return None  # another mdmem's layout: its rows prove nothing here
     return con
