@@ -119,6 +119,8 @@ CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
 -- The rows of notes with supersedes/expires: every write reads them (marks), never all rows.
 CREATE INDEX IF NOT EXISTS notes_marked ON notes (name) WHERE extra IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+-- Counts by type (mdmem stats) from a small index, not a pass over every row.
+CREATE INDEX IF NOT EXISTS notes_type ON notes (type) WHERE line IS NOT NULL;
 -- The prompt block's order (ranked_lines): its first lines without sorting every row.
 CREATE INDEX IF NOT EXISTS notes_rank ON notes (
     CASE type WHEN 'correction_feedback' THEN 0 WHEN 'user_preference' THEN 0
