@@ -15,8 +15,8 @@ one durable write: a temporary file, ``fsync``, ``rename``):
 Then, into a fresh store, ``mdmem import notes`` of 10,000 notes with numbered
 titles (``--import-notes`` to change the count) as one process, timed whole.
 
-    python benchmarks/bench_whole.py --cache /work/wt/cache            # 1k and 10k
-    python benchmarks/bench_whole.py --cache /work/wt/cache --large    # and 100k
+    python benchmarks/bench_whole.py --cache DIR            # 1k and 10k
+    python benchmarks/bench_whole.py --cache DIR --large    # and 100k
 
 Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
 ``--label`` for a before/after.
