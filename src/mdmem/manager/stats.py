@@ -106,7 +106,7 @@ def _names(store: Store) -> Iterator[tuple[str, str | None]]:
 
     if store.unavailable is not None or not os.path.isdir(store.path):
         return
-    for name, updated, _ in catalog.iter_listing(store.path):
+    for name, updated, _ in catalog.iter_listing(store.state):
         yield name, updated
 
 
@@ -117,7 +117,7 @@ def _usage_rows(
         if not per_note:  # the notes with recorded use: the ledger's, still in the store
             from mdmem.store import catalog
 
-            live = catalog.present(store.path, list(recorded)) if _has(store) else set()
+            live = catalog.present(store.state, list(recorded)) if _has(store) else set()
             for name in sorted(live):
                 yield _row(store.level.value, name, recorded[name])
             continue
@@ -191,8 +191,8 @@ def collect(
             types: dict[str, int] = {}
             live: set[str] = set()
             if _current(store, progress):
-                types = catalog.type_counts(store.path)
-                live = catalog.present(store.path, [n for n, e in recorded.items() if _uses(e)])
+                types = catalog.type_counts(store.state)
+                live = catalog.present(store.state, [n for n, e in recorded.items() if _uses(e)])
             for name in sorted(live):
                 entry = recorded[name]
                 yield (-_uses(entry), name), _row(store.level.value, name, entry)

@@ -931,9 +931,9 @@ def iter_listing(root: str | StateDir) -> Iterator[tuple[str, str | None, str]]:
         cat.close()
 
 
-def type_counts(root: str) -> dict[str, int]:
+def type_counts(root: str | StateDir) -> dict[str, int]:
     """How many valid notes (those with an index line) there are of each type: one query."""
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         rows = cat._open().execute(
             "SELECT type, COUNT(*) FROM notes WHERE line IS NOT NULL GROUP BY type"
@@ -947,11 +947,11 @@ def type_counts(root: str) -> dict[str, int]:
         cat.close()
 
 
-def present(root: str, names: Collection[str]) -> set[str]:
+def present(root: str | StateDir, names: Collection[str]) -> set[str]:
     """Which of ``names`` are valid notes (an indexed look-up each, not a pass)."""
     if not names:
         return set()
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         return cat.present(names)
     except Exception as exc:
