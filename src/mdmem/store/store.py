@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from mdmem.store.operations import Operation, ValidOperation
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
+    Progress = Callable[[int, int], None] | None
+    Near = tuple[str, str, str]  # a dedupe candidate: name, title, summary
+
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
 
@@ -214,18 +217,12 @@ class Store:
         limit: int | None = None,
         *,
         settle: bool = True,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Progress = None,
     ) -> Iterator[IndexEntry]:
         """The index entries sorted by file name, from ``offset``, at most ``limit``: streamed.
 
-        The catalog is brought up to date first (a stat pass; ``progress(done,
-        total)`` as it goes through the notes); then entries are read from it a
-        page at a time, never all at once. With ``settle=False`` the stat pass
-        is skipped and the entries are as the catalog last recorded them: for a
-        caller that checks each one it uses against the file anyway (dedupe
-        inside a write).
-        """
-
+        A stat pass brings the catalog up to date (``progress(done, total)``), then it is read
+        a page at a time; ``settle=False`` skips the pass (entries as last recorded: dedupe)."""
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
         rows = None
@@ -300,9 +297,7 @@ class Store:
                 self._engine.cat().rollback()
         return keys
 
-    def _near_titles(
-        self, title: str, numbers: str | None = None
-    ) -> list[tuple[str, str, str]] | None:
+    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
         """Dedupe's candidates (see ``Coherence.near``): the planner asks for them."""
         return self._engine.near(title, numbers)
 
