@@ -696,7 +696,11 @@ BIGGER = {
     ),
     "manager/manager.py": (1_100, "the Manager's turn and its worker; to be cut like Store"),
     "manager/manager.py:Manager": (820, "update_async, the worker, the budget, the handover"),
-    "manager/doctor.py": (1_000, "one check per kind of finding, each with its repair"),
+    "manager/doctor.py": (
+        1_050,
+        "one check per kind of finding, each with its repair, and one pass over the notes "
+        "for two of them (the survey's lines, MEMORY.md compared by one hash)",
+    ),
     "recall/index.py": (
         1_030,
         "the FTS5 index: schema, freshness, incremental sync, queries, and the facts derived "

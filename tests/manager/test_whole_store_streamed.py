@@ -20,9 +20,9 @@ from conftest import state
 from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
 from mdmem.manager.doctor import examine
-from mdmem.manager.stats import Rows, collect, json_chunks, split_lines
+from mdmem.manager.stats import Rows, collect, json_chunks
 from mdmem.store import files, ledger, stale
-from mdmem.store.index import merge
+from mdmem.store.index import prompt_block
 
 T0 = 1_767_225_600.0  # 2026-01-01
 
@@ -73,7 +73,7 @@ def _reference(project: Store, user: Store, now: float, unused_days: int, top: i
         (r for r in usage if int(str(r["injected"])) + int(str(r["read"])) > 0),
         key=lambda r: (-(int(str(r["injected"])) + int(str(r["read"]))), str(r["filename"])),
     )[:top]
-    block = merge(project.load_index(), user.load_index())
+    block = prompt_block(project, user)  # what `mdmem index` prints
     return {"usage": usage, "unused": unused, "most": most, "block": block}
 
 
@@ -89,12 +89,7 @@ def test_stats_streamed_is_what_holding_every_row_gave(
     assert isinstance(streamed["usage"], Rows)
     assert held["usage"] == ref["usage"] and held["most_used"] == ref["most"]
     assert held["unused"] == {"days": 30, "notes": ref["unused"]}
-    block = ref["block"]
-    assert held["prompt_block"] == {
-        "tokens": stats_module.estimate_tokens(block),
-        "bytes": len(block.encode("utf-8")),
-        "lines": len(block.splitlines()),
-    }
+    assert held["prompt_block"] == _figures(ref["block"])
     assert "".join(json_chunks(streamed)) == json.dumps(held, ensure_ascii=False, indent=2)
     lean = collect(project, user, now=now, top=top, per_note=False, stream=True)
     assert list(lean["usage"]) == [  # type: ignore[call-overload]
@@ -104,22 +99,23 @@ def test_stats_streamed_is_what_holding_every_row_gave(
     assert isinstance(unused, dict) and len(unused["notes"]) == len(ref["unused"])
 
 
-def test_stats_block_figures_hold_one_chunk_of_memory_md(
-    stores: tuple[Store, Store], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _figures(block: str) -> dict[str, int]:
+    return {
+        "tokens": stats_module.estimate_tokens(block),
+        "bytes": len(block.encode("utf-8")),
+        "lines": len(block.splitlines()),
+    }
+
+
+def test_stats_block_figures_are_the_block_index_prints(stores: tuple[Store, Store]) -> None:
     project, user = stores
-    expected = merge(project.load_index(), user.load_index())
-
-    def whole(self: Store) -> str:
-        raise AssertionError("MEMORY.md was read whole")
-
-    monkeypatch.setattr(stats_module, "_CHUNK", 97)  # many chunks, lines cut across them
-    with monkeypatch.context() as patch:
-        patch.setattr(Store, "load_index", whole)
-        assert stats_module._block(project, user) == expected
-    # Not settled (a hand edit since): load_index decides, as before.
-    (Path(project.path) / "MEMORY.md").write_text("- [user_preference] X (x.md)\n")
-    assert stats_module._block(project, user) == merge(project.load_index(), user.load_index())
+    assert collect(project, user)["prompt_block"] == _figures(prompt_block(project, user))
+    # A note written by hand since (a new file): the figures follow the block.
+    note = Path(project.path) / "correction_feedback_by-hand.md"
+    note.write_text("---\ntype: correction_feedback\ntitle: By hand\n---\n\nWritten by hand.\n")
+    block = prompt_block(project, user)
+    assert "By hand" in block
+    assert collect(project, user)["prompt_block"] == _figures(block)
 
 
 # -- the streaming helpers ----------------------------------------------------------
@@ -155,11 +151,6 @@ def test_json_chunks_spells_keys_and_refuses_as_json_does() -> None:
     assert "".join(json_chunks(value)) == json.dumps(value, ensure_ascii=False, indent=2)
     with pytest.raises(TypeError):
         "".join(json_chunks({"a": b"bytes"}))
-
-
-@given(st.lists(st.text(alphabet="ab\n\r", max_size=8), max_size=8))
-def test_split_lines_is_split_of_the_joined_text(chunks: list[str]) -> None:
-    assert list(split_lines(chunks)) == "".join(chunks).split("\n")
 
 
 # -- doctor and stale ---------------------------------------------------------------

@@ -152,7 +152,7 @@ class _FullScan:
 
     def __getattr__(self, name: str) -> object:
         if name == "_near_titles":
-            return lambda title: None
+            return lambda title, numbers=None: None
         return getattr(self._store, name)
 
 
