@@ -61,6 +61,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
     monkeypatch.setenv("MDMEM_EMBED", "off")
+    # The model loads in the process that asks, not in a resident embedder per test (each
+    # would hold the model for minutes): only the resident embedder's own tests start one.
+    monkeypatch.setenv("MDMEM_EMBEDDER", "in-process")
     # A real `claude` on the machine must never be chosen, nor run, by a test.
     monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 

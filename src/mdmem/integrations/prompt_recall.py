@@ -25,15 +25,16 @@ before are no longer in the context, and may be recalled again. The output
 stays under Claude Code's 10,000-character cap on hook output. The workspace
 is ``$CLAUDE_PROJECT_DIR`` when set, else the hook's ``cwd``.
 
-It runs as a cold process at every prompt, so it is lexical only (the semantic
-model takes about a second to load) unless ``MDMEM_SEMANTIC=on``; and it
+It runs as a cold process at every prompt, so it matches by meaning only when
+the resident embedder (:mod:`mdmem.recall.resident`) answers at once, and
+starts it for the next prompt when a store has vectors (the model takes a
+second or more to load); ``MDMEM_SEMANTIC=on`` / ``off`` decides otherwise. It
 imports only what the answer needs (no typer, no YAML on a settled store).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 
@@ -123,7 +124,11 @@ def user_prompt_submit(
 
     _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
-    semantic = os.environ.get("MDMEM_SEMANTIC", "").strip().lower() in ("on", "1", "yes", "true")
+    from mdmem.recall import resident
+
+    # By meaning only when the resident embedder answers now (a model load per prompt is
+    # seconds); MDMEM_SEMANTIC=on / off decides otherwise.
+    semantic = resident.for_prompt([s.state.path for s in stores])
     path = seen_path(project.path, payload.get("session_id"))
     known = read_seen(path)
     seen: list[str]

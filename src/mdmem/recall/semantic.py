@@ -115,8 +115,12 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     return _controller.limit(limits=1, user_api="blas")  # type: ignore[no-any-return]
 
 
-def encode(texts: Sequence[str]) -> Any:
+def encode(texts: Sequence[str], *, resident: bool = True) -> Any:
     """Embed texts: a float32 numpy array (len(texts), :data:`DIM`), rows of unit length.
+
+    With ``resident`` (the default) the resident embedder computes them
+    (:mod:`mdmem.recall.resident`: no model load in this process), started if
+    none runs; where it is off or unavailable, the model is loaded here.
 
     Raises:
         ImportError: the ``semantic`` extra is not installed.
@@ -125,6 +129,12 @@ def encode(texts: Sequence[str]) -> Any:
 
     if not texts:
         return np.zeros((0, DIM), dtype=np.float32)
+    if resident:
+        from mdmem.recall import resident as server
+
+        blob = server.encode(texts)
+        if blob is not None:
+            return np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(texts), DIM)
     vectors = np.asarray(_get_model().encode(list(texts)), dtype=np.float32)
     vectors = vectors.reshape(len(texts), DIM)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
