@@ -59,6 +59,10 @@ def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return python_env()
 
 
+def ready() -> bool:
+    return resident.ready(semantic.MODEL_ID)
+
+
 def sock_path() -> Path:
     return Path(resident.folder()) / f"{semantic.MODEL_ID}.sock"
 
@@ -111,7 +115,7 @@ def kept_alive() -> Iterator[None]:
 
     def ping() -> None:
         while not stop.wait(0.3):
-            resident.ready()
+            ready()
 
     thread = threading.Thread(target=ping, daemon=True)
     thread.start()
@@ -166,7 +170,7 @@ def test_started_by_the_first_request_it_answers_the_next_process_and_stops_when
         assert server_pid() == pid
         # So is this one, with the vectors the model computes in-process.
         texts = ["Deploying larder: run fly deploy", "彩色输出"]
-        got = resident.encode(texts, wait=False)
+        got = resident.encode(texts, semantic.MODEL_ID, semantic.DIM, wait=False)
         assert got is not None
         np = pytest.importorskip("numpy")
         there = np.frombuffer(got, dtype="<f4").reshape(len(texts), semantic.DIM)
@@ -177,11 +181,11 @@ def test_started_by_the_first_request_it_answers_the_next_process_and_stops_when
         with connected() as s:
             s.sendall(resident.MAGIC + struct.pack("<I", resident.MAX_TEXTS + 1))
             assert s.recv(len(resident.MAGIC) + 1)[-1:] == b"\x01"
-        assert resident.ready()
+        assert ready()
     # Three seconds without a request (MDMEM_EMBEDDER_IDLE): it stops, its socket gone.
     assert wait_until(lambda: ended(pid))
     assert not path.exists()
-    assert not resident.ready()
+    assert not ready()
 
 
 @needs_peercred
@@ -205,7 +209,7 @@ def test_two_processes_starting_it_at_once_get_one_embedder(env: dict[str, str])
         if p.isdigit()
         and not ended(int(p))
         and _cmdline(int(p)).count(resident.folder().encode())
-        and b"mdmem.recall.resident:serve" in _cmdline(int(p))
+        and b"mdmem.recall.semantic:resident_server" in _cmdline(int(p))
     ]
     assert serving == [str(pid)]
 
@@ -230,7 +234,7 @@ def test_a_dead_servers_socket_file_is_replaced(env: dict[str, str]) -> None:
         connected()
     assert encode_in_child(env, "after a crash") == ["1", "1.0", "False"]
     connected().close()  # a live server's now
-    assert resident.ready()
+    assert ready()
 
 
 def _listener(mode: int) -> socket.socket:
@@ -256,7 +260,7 @@ def _nobody_connected(listener: socket.socket) -> bool:
 def test_a_socket_others_may_write_is_refused(env: dict[str, str]) -> None:
     listener = _listener(0o666)
     try:
-        assert resident.problem() is not None
+        assert resident.problem(str(sock_path())) is not None
         # The process loads the model itself (True) and never connects.
         assert encode_in_child(env, "private text") == ["1", "1.0", "True"]
         assert _nobody_connected(listener)
@@ -270,7 +274,7 @@ def test_a_socket_or_folder_of_someone_else_is_refused(env: dict[str, str]) -> N
     listener = _listener(0o600)
     try:
         os.chown(sock_path(), 65534, 65534)
-        assert "uid 65534" in (resident.problem() or "")
+        assert "uid 65534" in (resident.problem(str(sock_path())) or "")
         assert encode_in_child(env, "private text") == ["1", "1.0", "True"]
         assert _nobody_connected(listener)
         # A server started against it leaves it alone and stops (exit status 1).
@@ -278,8 +282,8 @@ def test_a_socket_or_folder_of_someone_else_is_refused(env: dict[str, str]) -> N
             [
                 PYTHON,
                 "-c",
-                "import sys; from mdmem.recall.resident import serve; "
-                "raise SystemExit(serve(sys.argv[1:]))",
+                "import sys; from mdmem.recall.semantic import resident_server; "
+                "raise SystemExit(resident_server(sys.argv[1:]))",
                 resident.folder(),
             ],
             env=env,
@@ -388,7 +392,7 @@ def test_the_prompt_hook_matches_by_meaning_once_the_resident_embedder_answers(
     # No embedder runs: this prompt is matched by its words (none match), and one is started
     # for the next prompt rather than the model loaded here.
     assert "Time zones in quarry" not in hook("s1")
-    assert wait_until(resident.ready)
+    assert wait_until(ready)
     with kept_alive():
         out = hook("s2")
     assert "Time zones in quarry" in json.loads(out)["hookSpecificOutput"]["additionalContext"]

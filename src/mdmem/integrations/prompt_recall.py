@@ -124,11 +124,11 @@ def user_prompt_submit(
 
     _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
-    from mdmem.recall import resident
+    from mdmem.recall.semantic import for_prompt
 
     # By meaning only when the resident embedder answers now (a model load per prompt is
     # seconds); MDMEM_SEMANTIC=on / off decides otherwise.
-    semantic = resident.for_prompt([s.state.path for s in stores])
+    semantic = for_prompt([s.state.path for s in stores])
     path = seen_path(project.path, payload.get("session_id"))
     known = read_seen(path)
     seen: list[str]

@@ -46,14 +46,14 @@ import stat
 import struct
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from mdmem import _spawn
 from mdmem.store.paths import state_base
 
-TYPE_CHECKING = False  # not typing's: the prompt hook imports this module
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = [
     "FOLDER",
@@ -62,10 +62,10 @@ __all__ = [
     "enabled",
     "encode",
     "folder",
-    "for_prompt",
     "problem",
     "ready",
     "serve",
+    "socket_path",
     "start",
 ]
 
@@ -84,16 +84,11 @@ READ_SECONDS = 10.0
 #: After a failure, a process loads the model itself for this long before trying again.
 RETRY_SECONDS = 60.0
 
-_ENTRY = "mdmem.recall.resident:serve"
+#: What the server process runs: semantic's, which hands :func:`serve` the model.
+_ENTRY = "mdmem.recall.semantic:resident_server"
 _OFF = ("off", "0", "no", "false", "in-process", "inprocess", "process", "never")
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 _failed_at: float | None = None
-
-
-def _model_id() -> str:
-    from mdmem.recall.semantic import MODEL_ID
-
-    return MODEL_ID
 
 
 def enabled() -> bool:
@@ -106,6 +101,11 @@ def enabled() -> bool:
 def folder() -> str:
     """Where the socket and the lock live: ``<state base>/embedder``."""
     return os.path.join(state_base(), FOLDER)
+
+
+def socket_path(model: str) -> str:
+    """The socket of the server of ``model`` (vectors of two models never mix)."""
+    return os.path.join(folder(), model + ".sock")
 
 
 def idle_seconds() -> float:
@@ -143,13 +143,12 @@ def _private_folder(path: str, *, create: bool) -> int:
     return fd
 
 
-def problem(path: str | None = None) -> str | None:
-    """Why the socket at ``path`` (default: this user's) must not be used, or None.
+def problem(path: str) -> str | None:
+    """Why the socket at ``path`` must not be used, or None.
 
     None also when there is no socket yet. A socket that is not a socket, is
     someone else's, or may be written by others is refused (and never removed).
     """
-    path = path or os.path.join(folder(), _model_id() + ".sock")
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -197,7 +196,7 @@ def _request(texts: Sequence[str]) -> bytes:
     return b"".join(parts)
 
 
-def _ask(texts: Sequence[str], timeout: float) -> bytes | None:
+def _ask(texts: Sequence[str], model: str, dim: int, timeout: float) -> bytes | None:
     """The vectors of ``texts`` from a running server; None when there is none to ask.
 
     Raises:
@@ -209,7 +208,7 @@ def _ask(texts: Sequence[str], timeout: float) -> bytes | None:
     except FileNotFoundError:
         return None
     try:
-        name = _model_id() + ".sock"
+        name = model + ".sock"
         refused = problem(os.path.join(directory, name))
         if refused is not None:
             raise PermissionError(refused)
@@ -222,7 +221,7 @@ def _ask(texts: Sequence[str], timeout: float) -> bytes | None:
                 return None  # no server, or a dead one's socket file: start one
             _check_peer(sock)
             sock.sendall(_request(texts))
-            return _reply(sock, len(texts))
+            return _reply(sock, len(texts), model, dim)
         finally:
             sock.close()
     finally:
@@ -238,20 +237,18 @@ def _check_peer(sock: socket.socket) -> None:
         raise PermissionError(f"the embedder's socket is served by uid {uid}")
 
 
-def _reply(sock: socket.socket, count: int) -> bytes:
-    from mdmem.recall.semantic import DIM
-
+def _reply(sock: socket.socket, count: int, model: str, dim: int) -> bytes:
     head = _recv_exact(sock, len(MAGIC) + 3)
     if head[: len(MAGIC)] != MAGIC:
         raise ConnectionError("not an mdmem embedder")
     status, size = head[len(MAGIC)], struct.unpack("<H", head[len(MAGIC) + 1 :])[0]
-    model = _recv_exact(sock, size).decode("utf-8", "replace")
+    theirs = _recv_exact(sock, size).decode("utf-8", "replace")
     (n,) = struct.unpack("<I", _recv_exact(sock, 4))
     if status != 0:
         raise ConnectionError(_recv_exact(sock, min(n, 4096)).decode("utf-8", "replace"))
-    if model != _model_id() or n != count:
-        raise ConnectionError(f"the embedder runs {model}, not {_model_id()}")
-    return _recv_exact(sock, n * DIM * 4)
+    if theirs != model or n != count:
+        raise ConnectionError(f"the embedder runs {theirs}, not {model}")
+    return _recv_exact(sock, n * dim * 4)
 
 
 def start() -> bool:
@@ -269,42 +266,18 @@ def start() -> bool:
     return True
 
 
-def ready(timeout: float = 0.5) -> bool:
-    """Whether a server runs and answers within ``timeout`` seconds (a ping; nothing started)."""
+def ready(model: str, timeout: float = 0.5) -> bool:
+    """Whether a server of ``model`` answers within ``timeout`` seconds (a ping, starts nothing)."""
     if not enabled():
         return False
     try:
-        return _ask([], timeout) is not None
+        return _ask([], model, 0, timeout) is not None
     except OSError:
         return False
 
 
-def for_prompt(state_folders: Sequence[str]) -> bool:
-    """Whether the prompt hook matches by meaning: never at the cost of a model load.
-
-    ``MDMEM_SEMANTIC=on`` or ``off`` decides. Otherwise (``auto``) only when the
-    extra is installed and a resident embedder answers now; when none does and
-    one of the stores (their state folders) has vectors, one is started for the
-    next prompt, and this one is matched by its words.
-    """
-    setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
-    if setting in ("on", "1", "yes", "true"):
-        return True
-    if setting in ("0", "off", "no", "false") or not enabled():
-        return False
-    from mdmem.recall import semantic
-
-    if not semantic.available():
-        return False
-    if ready():
-        return True
-    if any(os.path.exists(os.path.join(f, semantic.FILE)) for f in state_folders):
-        start()
-    return False
-
-
-def encode(texts: Sequence[str], *, wait: bool = True) -> bytes | None:
-    """The unit vectors of ``texts`` (float32, ``len(texts) * DIM``), from the resident embedder.
+def encode(texts: Sequence[str], model: str, dim: int, *, wait: bool = True) -> bytes | None:
+    """The vectors of ``texts`` by ``model`` (``len(texts) * dim`` float32), from its server.
 
     Starts it when none runs, and with ``wait`` waits for its answer (the model
     loads meanwhile); without ``wait`` returns None at once in that case. None
@@ -317,7 +290,7 @@ def encode(texts: Sequence[str], *, wait: bool = True) -> bytes | None:
     if _failed_at is not None and time.monotonic() - _failed_at < RETRY_SECONDS:
         return None
     try:
-        found = _ask(texts, START_SECONDS)
+        found = _ask(texts, model, dim, START_SECONDS)
         if found is not None:
             return found
         if not start() or not wait:
@@ -327,7 +300,7 @@ def encode(texts: Sequence[str], *, wait: bool = True) -> bytes | None:
         while time.monotonic() < deadline:
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-            found = _ask(texts, max(1.0, deadline - time.monotonic()))
+            found = _ask(texts, model, dim, max(1.0, deadline - time.monotonic()))
             if found is not None:
                 return found
             if ended is None and all(c.poll() is not None for c in _CHILDREN):
@@ -345,15 +318,18 @@ def encode(texts: Sequence[str], *, wait: bool = True) -> bytes | None:
 # -- the server ---------------------------------------------------------------------------
 
 
-def serve(args: list[str]) -> int:
-    """The server process (:func:`start` runs it): ``[FOLDER]``; exit status 0, or 1 if refused."""
+def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> int:
+    """Serve ``model`` on its socket in ``directory`` until idle; ``vectors`` embeds.
+
+    What the server process runs (:func:`mdmem.recall.semantic.resident_server`,
+    which :func:`start` starts). Exit status 0, or 1 when the socket's path is
+    someone else's (left alone).
+    """
     import fcntl
 
-    directory = args[0]
-    name = _model_id()
     dir_fd = _private_folder(directory, create=True)
     lock = os.open(
-        os.path.join(directory, name + ".lock"),
+        os.path.join(directory, model + ".lock"),
         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o600,
     )
@@ -361,7 +337,7 @@ def serve(args: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another one runs: the clients reach it
-    path = os.path.join(directory, name + ".sock")
+    path = os.path.join(directory, model + ".sock")
     with contextlib.suppress(FileNotFoundError):
         if os.lstat(path).st_uid != os.geteuid():
             return 1  # someone else's: left alone (clients refuse it and load the model themselves)
@@ -369,7 +345,7 @@ def serve(args: list[str]) -> int:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     mask = os.umask(0o177)  # the socket is 0600 from its first moment
     try:
-        server.bind(_address(dir_fd, directory, name + ".sock"))
+        server.bind(_address(dir_fd, directory, model + ".sock"))
     finally:
         os.umask(mask)
     os.chmod(path, 0o600)
@@ -377,10 +353,8 @@ def serve(args: list[str]) -> int:
     # Bound before the model loads: the clients that start it wait in the backlog.
     server.listen(64)
     try:
-        from mdmem.recall import semantic
-
-        semantic.encode(["warm up"], resident=False)
-        _loop(server, path, mine, idle_seconds())
+        vectors(["warm up"])
+        _loop(server, path, mine, idle_seconds(), model, vectors)
     finally:
         server.close()
         with contextlib.suppress(OSError):
@@ -389,7 +363,14 @@ def serve(args: list[str]) -> int:
     return 0
 
 
-def _loop(server: socket.socket, path: str, mine: int, idle: float) -> None:
+def _loop(
+    server: socket.socket,
+    path: str,
+    mine: int,
+    idle: float,
+    model: str,
+    vectors: Callable[[list[str]], bytes],
+) -> None:
     last = time.monotonic()
     while True:
         left = idle - (time.monotonic() - last)
@@ -406,11 +387,11 @@ def _loop(server: socket.socket, path: str, mine: int, idle: float) -> None:
                 return
             continue
         with conn, contextlib.suppress(OSError, ValueError, struct.error, UnicodeError):
-            _answer(conn)
+            _answer(conn, model, vectors)
         last = time.monotonic()
 
 
-def _answer(conn: socket.socket) -> None:
+def _answer(conn: socket.socket, model: str, vectors: Callable[[list[str]], bytes]) -> None:
     peer = getattr(socket, "SO_PEERCRED", None)
     if peer is not None:
         _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, peer, 12))
@@ -422,32 +403,32 @@ def _answer(conn: socket.socket) -> None:
         return
     (count,) = struct.unpack("<I", head[len(MAGIC) :])
     if count > MAX_TEXTS:
-        _send(conn, 1, b"too many texts in one request")
+        _send(conn, model, 1, b"too many texts in one request")
         return
     texts, total = [], 0
     for _ in range(count):
         (size,) = struct.unpack("<I", _recv_exact(conn, 4))
         total += size
         if total > MAX_BYTES:
-            _send(conn, 1, b"the texts of one request are too long")
+            _send(conn, model, 1, b"the texts of one request are too long")
             return
         texts.append(_recv_exact(conn, size).decode("utf-8", "replace"))
-    from mdmem.recall import semantic
-
-    vectors = semantic.encode(texts, resident=False)
+    payload = vectors(texts) if texts else b""
     del texts  # nothing of what was sent is kept
-    _send(conn, 0, vectors.astype("<f4").tobytes(), count)
+    _send(conn, model, 0, payload, count)
 
 
-def _send(conn: socket.socket, status: int, payload: bytes, count: int | None = None) -> None:
+def _send(
+    conn: socket.socket, model: str, status: int, payload: bytes, count: int | None = None
+) -> None:
     """A reply: status 0 with ``count`` vectors, or 1 with a message."""
-    model = _model_id().encode()
+    name = model.encode()
     size = len(payload) if count is None else count
     conn.sendall(
         MAGIC
         + bytes([status])
-        + struct.pack("<H", len(model))
-        + model
+        + struct.pack("<H", len(name))
+        + name
         + struct.pack("<I", size)
         + payload
     )

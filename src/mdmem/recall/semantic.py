@@ -53,7 +53,9 @@ __all__ = [
     "available",
     "coverage",
     "encode",
+    "for_prompt",
     "note_text",
+    "resident_server",
     "scores",
 ]
 
@@ -132,13 +134,45 @@ def encode(texts: Sequence[str], *, resident: bool = True) -> Any:
     if resident:
         from mdmem.recall import resident as server
 
-        blob = server.encode(texts)
+        blob = server.encode(texts, MODEL_ID, DIM)
         if blob is not None:
             return np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(texts), DIM)
     vectors = np.asarray(_get_model().encode(list(texts)), dtype=np.float32)
     vectors = vectors.reshape(len(texts), DIM)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def resident_server(args: list[str]) -> int:
+    """The resident embedder's process (:mod:`mdmem.recall.resident` starts it): ``[FOLDER]``."""
+    from mdmem.recall import resident
+
+    def vectors(texts: list[str]) -> bytes:
+        return bytes(encode(texts, resident=False).astype("<f4").tobytes())
+
+    return resident.serve(args[0], MODEL_ID, vectors)
+
+
+def for_prompt(state_folders: Sequence[str]) -> bool:
+    """Whether the prompt hook matches by meaning: never at the cost of a model load.
+
+    ``MDMEM_SEMANTIC=on`` or ``off`` decides. Otherwise (``auto``) only when the
+    extra is installed and the resident embedder answers now; when it does not
+    and one of the stores (their state folders) has vectors, it is started for
+    the next prompt, and this one is matched by its words.
+    """
+    from mdmem.recall import resident
+
+    setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
+    if setting in ("on", "1", "yes", "true"):
+        return True
+    if setting in ("0", "off", "no", "false") or not resident.enabled() or not available():
+        return False
+    if resident.ready(MODEL_ID):
+        return True
+    if any(os.path.exists(os.path.join(folder, FILE)) for folder in state_folders):
+        resident.start()
+    return False
 
 
 def note_text(title: str, summary: str, body: str) -> str:
