@@ -64,7 +64,7 @@ def ready() -> bool:
 
 
 def sock_path() -> Path:
-    return Path(resident.folder()) / f"{semantic.MODEL_ID}.sock"
+    return Path(resident.socket_path(semantic.MODEL_ID))
 
 
 @contextlib.contextmanager
@@ -174,12 +174,19 @@ def test_started_by_the_first_request_it_answers_the_next_process_and_stops_when
         assert got is not None
         np = pytest.importorskip("numpy")
         there = np.frombuffer(got, dtype="<f4").reshape(len(texts), semantic.DIM)
-        assert np.allclose(there, semantic.encode(texts, resident=False), atol=1e-5)
+        here = semantic.encode(texts, resident=False)
+        assert np.allclose(there, here, atol=1e-5)
+        # Scored there against vectors it is sent: the products this process would compute.
+        query = "how do we ship larder"
+        scored = resident.score(query, [here.tobytes()], semantic.MODEL_ID, semantic.DIM)
+        assert scored is not None
+        mine = here @ semantic.encode([query], resident=False)[0]
+        assert np.allclose(np.frombuffer(scored, dtype="<f4"), mine, atol=1e-5)
         # Garbage on the socket does not stop it; a request over its bounds gets an error.
         with connected() as s:
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
         with connected() as s:
-            s.sendall(resident.MAGIC + struct.pack("<I", resident.MAX_TEXTS + 1))
+            s.sendall(resident.MAGIC + resident.EMBED + struct.pack("<I", resident.MAX_TEXTS + 1))
             assert s.recv(len(resident.MAGIC) + 1)[-1:] == b"\x01"
         assert ready()
     # Three seconds without a request (MDMEM_EMBEDDER_IDLE): it stops, its socket gone.

@@ -35,6 +35,7 @@ imports only what the answer needs (no typer, no YAML on a settled store).
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mdmem.store.hit import Hit
+    from mdmem.store.store import Store
 
 __all__ = [
     "BUDGET_TOKENS",
@@ -106,6 +108,24 @@ def _in_session_start(
         return []
 
 
+def _by_meaning(stores: Sequence[Store]) -> bool:
+    """Whether this prompt is matched by meaning too: ``MDMEM_SEMANTIC`` ``on`` / ``off``;
+    else only when a store has vectors and the resident embedder answers now (a model load
+    is seconds; see :func:`mdmem.recall.semantic.for_prompt`)."""
+    setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
+    if setting in ("on", "1", "yes", "true"):
+        return True
+    if setting in ("0", "off", "no", "false"):
+        return False
+    folders = [store.state.path for store in stores]
+    # semantic.FILE: without vectors there is nothing to match by meaning, nothing to import.
+    if not any(os.path.exists(os.path.join(folder, "vectors.sqlite")) for folder in folders):
+        return False
+    from mdmem.recall.semantic import for_prompt
+
+    return for_prompt(folders)
+
+
 def user_prompt_submit(
     payload: dict[str, object], workspace: str | None = None, user_dir: str | None = None
 ) -> str:
@@ -124,11 +144,7 @@ def user_prompt_submit(
 
     _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
-    from mdmem.recall.semantic import for_prompt
-
-    # By meaning only when the resident embedder answers now (a model load per prompt is
-    # seconds); MDMEM_SEMANTIC=on / off decides otherwise.
-    semantic = for_prompt([s.state.path for s in stores])
+    semantic = _by_meaning(stores)
     path = seen_path(project.path, payload.get("session_id"))
     known = read_seen(path)
     seen: list[str]

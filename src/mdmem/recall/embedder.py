@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING
 from mdmem import _spawn
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator
 
     from mdmem.recall import semantic
@@ -231,10 +231,11 @@ def embed_inline(index: Index, most: int = INLINE) -> bool:
                 return False
             rows = [r for r in index.rows(sorted(name_of.values())) if name_of.get(r.sha) == r.name]
             if rows:
-                encoded = semantic.encode(
+                # Through the resident embedder, as bytes: no model, nor numpy, loaded here.
+                encoded = semantic.encode_blobs(
                     [semantic.note_text(r.title, r.summary, r.body) for r in rows]
                 )
-                vectors.put((r.sha, v.tobytes()) for r, v in zip(rows, encoded, strict=True))
+                vectors.put((r.sha, blob) for r, blob in zip(rows, encoded, strict=True))
         return True
     except (OSError, sqlite3.Error):
         return False  # the query answers with what exists; the background embedder may follow

@@ -1,40 +1,46 @@
 """The resident embedder: the semantic model kept loaded, one per user, over a private socket.
 
 Loading the model costs a second or more (and 160 MB) in every process that
-embeds; a query needs one vector. So a query (``mdmem recall``, ``search``, the
-prompt hook, the few fresh notes :func:`mdmem.recall.embedder.embed_inline`
-embeds) sends its texts to one long-lived process, which answers with their
-vectors (:func:`encode`). It is:
+embeds, and importing numpy costs more than the rest of a cold query; a query
+needs one vector and a few products. So a query (``mdmem recall``, ``search``,
+the prompt hook) and the few fresh notes it embeds first
+(:func:`mdmem.recall.embedder.embed_inline`) ask one long-lived process: it
+embeds texts (:func:`encode`), or embeds a query and scores it against the
+vectors it is sent (:func:`score`), so that a cold process imports neither
+the model nor numpy. It is:
 
 - **Private**: a Unix domain socket in mdmem's own state folder,
-  ``<state>/embedder/<model>.sock``; the folder is ``0700`` and the socket
-  ``0600``, both owned by the user. A client connects only to a socket that is
-  its own and writable by nobody else (and, on Linux, answered by a process of
-  its own user: ``SO_PEERCRED``); the server serves only its own user.
+  ``<state>/embedder/<model>-v<PROTOCOL>.sock``; the folder is ``0700`` and the
+  socket ``0600``, both owned by the user. A client connects only to a socket
+  that is its own and writable by nobody else (and, on Linux, answered by a
+  process of its own user: ``SO_PEERCRED``); the server serves only its own user.
 - **Started on demand**: the first query that finds no server starts it through
   :func:`mdmem._spawn.start` (this installed mdmem, isolated, in the state
   folder; nothing a repository supplies) and waits for its answer, about what
   loading the model in-process would have cost; later queries get theirs in
   milliseconds.
-- **One at a time**: the server holds ``<model>.lock`` (an ``flock``, released
-  by the kernel however it dies) while it runs. Two clients may start one at
-  once: the second server finds the lock taken and exits, and both clients
-  reach the first. A socket file left by a dead server is replaced.
+- **One at a time**: the server holds ``<model>-v<PROTOCOL>.lock`` (an
+  ``flock``, released by the kernel however it dies) while it runs. Two clients
+  may start one at once: the second server finds the lock taken and exits, and
+  both clients reach the first. A socket file left by a dead server is replaced.
 - **Stopping by itself**: after :data:`IDLE_SECONDS` without a request
   (``MDMEM_EMBEDDER_IDLE``, seconds), or when its socket file is removed.
-- **Holding nothing**: it embeds what it is sent and returns the vectors. It
-  never reads a store, keeps no text, writes nothing but its socket and lock,
-  and its output goes nowhere. Texts travel over the socket, never in argv.
+- **Holding nothing**: it embeds and scores what it is sent and returns the
+  numbers. It never reads a store, keeps nothing of a request, writes nothing
+  but its socket and lock, and its output goes nowhere. Texts travel over the
+  socket, never in argv.
 
 ``MDMEM_EMBEDDER=in-process`` (or ``off``), a platform without Unix sockets or
 ``flock`` (Windows), or a socket that fails the checks above: the model is
 loaded in the process that needs it, as before (:func:`encode` returns None).
 
-The wire format (both directions start with :data:`MAGIC`): a request is
-``u32 count`` then, per text, ``u32 length`` and its UTF-8; a reply is
-``u8 status``, the model's id (``u16`` length, bytes), then ``u32 count`` and
-``count * DIM`` little-endian float32 (status 0), or ``u32 length`` and a
-message (status 1). A request of no text is a ping.
+The wire format (both directions start with :data:`MAGIC`): a request is its
+kind (:data:`EMBED` or :data:`SCORE`), ``u32 count`` then, per item, ``u32
+length`` and its bytes (texts in UTF-8; to score, the query, then matrices of
+little-endian float32 rows); a reply is ``u8 status``, the model's id (``u16``
+length, bytes), then ``u32 count`` and ``count`` vectors or scores, float32
+(status 0), or ``u32 length`` and a message (status 1). Embedding nothing is
+a ping.
 """
 
 from __future__ import annotations
@@ -56,14 +62,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 __all__ = [
+    "EMBED",
     "FOLDER",
     "IDLE_SECONDS",
     "MAGIC",
+    "MAX_MATRIX_BYTES",
+    "PROTOCOL",
+    "SCORE",
     "enabled",
     "encode",
     "folder",
     "problem",
     "ready",
+    "reap",
+    "score",
     "serve",
     "socket_path",
     "start",
@@ -73,12 +85,20 @@ __all__ = [
 FOLDER = "embedder"
 #: The server stops after this many seconds without a request (``MDMEM_EMBEDDER_IDLE``).
 IDLE_SECONDS = 600.0
-MAGIC = b"MDE1"
+MAGIC = b"MDE2"
+#: The wire format's version, part of the socket's name.
+PROTOCOL = 2
 #: A client waits this long for a server it started to answer (the model loads meanwhile).
 START_SECONDS = 60.0
 #: Bounds on one request: the server never holds more than this of anyone's text.
 MAX_TEXTS = 4096
 MAX_BYTES = 32 * 1024 * 1024
+#: The vectors one request may bring to be scored (about 32,000 notes); more are scored
+#: by the process itself, which has read them anyway.
+MAX_MATRIX_BYTES = 64 * 1024 * 1024
+#: The two kinds of request: embed texts; embed a query and score it against vectors.
+EMBED = b"E"
+SCORE = b"S"
 #: A connection that sends nothing for this long is dropped (the server is serial).
 READ_SECONDS = 10.0
 #: After a failure, a process loads the model itself for this long before trying again.
@@ -105,7 +125,13 @@ def folder() -> str:
 
 def socket_path(model: str) -> str:
     """The socket of the server of ``model`` (vectors of two models never mix)."""
-    return os.path.join(folder(), model + ".sock")
+    return os.path.join(folder(), _name(model) + ".sock")
+
+
+def _name(model: str) -> str:
+    # The wire format's version is in the name: after an upgrade, a server still running
+    # the old one is left to stop by itself, beside the new one.
+    return f"{model}-v{PROTOCOL}"
 
 
 def idle_seconds() -> float:
@@ -188,16 +214,24 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _request(texts: Sequence[str]) -> bytes:
-    encoded = [t.encode("utf-8", "replace") for t in texts]
-    parts = [MAGIC, struct.pack("<I", len(encoded))]
-    for data in encoded:
+def _request(op: bytes, items: Sequence[bytes]) -> bytes:
+    parts = [MAGIC, op, struct.pack("<I", len(items))]
+    for data in items:
         parts += [struct.pack("<I", len(data)), data]
     return b"".join(parts)
 
 
-def _ask(texts: Sequence[str], model: str, dim: int, timeout: float) -> bytes | None:
-    """The vectors of ``texts`` from a running server; None when there is none to ask.
+class _Ask:
+    """One request: its kind, its items, and the size of the answer expected."""
+
+    __slots__ = ("count", "items", "model", "op", "width")
+
+    def __init__(self, op: bytes, items: Sequence[bytes], model: str, count: int, width: int):
+        self.op, self.items, self.model, self.count, self.width = op, items, model, count, width
+
+
+def _ask(ask: _Ask, timeout: float) -> bytes | None:
+    """The answer of a running server; None when there is none to ask.
 
     Raises:
         OSError: a server was reached and failed (or was refused after connecting).
@@ -208,7 +242,7 @@ def _ask(texts: Sequence[str], model: str, dim: int, timeout: float) -> bytes | 
     except FileNotFoundError:
         return None
     try:
-        name = model + ".sock"
+        name = _name(ask.model) + ".sock"
         refused = problem(os.path.join(directory, name))
         if refused is not None:
             raise PermissionError(refused)
@@ -220,8 +254,8 @@ def _ask(texts: Sequence[str], model: str, dim: int, timeout: float) -> bytes | 
             except (FileNotFoundError, ConnectionRefusedError):
                 return None  # no server, or a dead one's socket file: start one
             _check_peer(sock)
-            sock.sendall(_request(texts))
-            return _reply(sock, len(texts), model, dim)
+            sock.sendall(_request(ask.op, ask.items))
+            return _reply(sock, ask)
         finally:
             sock.close()
     finally:
@@ -237,7 +271,7 @@ def _check_peer(sock: socket.socket) -> None:
         raise PermissionError(f"the embedder's socket is served by uid {uid}")
 
 
-def _reply(sock: socket.socket, count: int, model: str, dim: int) -> bytes:
+def _reply(sock: socket.socket, ask: _Ask) -> bytes:
     head = _recv_exact(sock, len(MAGIC) + 3)
     if head[: len(MAGIC)] != MAGIC:
         raise ConnectionError("not an mdmem embedder")
@@ -246,16 +280,14 @@ def _reply(sock: socket.socket, count: int, model: str, dim: int) -> bytes:
     (n,) = struct.unpack("<I", _recv_exact(sock, 4))
     if status != 0:
         raise ConnectionError(_recv_exact(sock, min(n, 4096)).decode("utf-8", "replace"))
-    if theirs != model or n != count:
-        raise ConnectionError(f"the embedder runs {theirs}, not {model}")
-    return _recv_exact(sock, n * dim * 4)
+    if theirs != ask.model or n != ask.count:
+        raise ConnectionError(f"the embedder runs {theirs}, not {ask.model}")
+    return _recv_exact(sock, n * ask.width)
 
 
 def start() -> bool:
     """Start a server (it exits at once if one runs); False when it could not be started."""
-    for child in list(_CHILDREN):
-        if child.poll() is not None:
-            _CHILDREN.remove(child)
+    reap()
     try:
         directory = folder()
         os.close(_private_folder(directory, create=True))
@@ -266,12 +298,20 @@ def start() -> bool:
     return True
 
 
+def reap() -> int:
+    """Collect the servers this process started that have ended; how many still run."""
+    for child in list(_CHILDREN):
+        if child.poll() is not None:
+            _CHILDREN.remove(child)
+    return len(_CHILDREN)
+
+
 def ready(model: str, timeout: float = 0.5) -> bool:
     """Whether a server of ``model`` answers within ``timeout`` seconds (a ping, starts nothing)."""
     if not enabled():
         return False
     try:
-        return _ask([], model, 0, timeout) is not None
+        return _ask(_Ask(EMBED, [], model, 0, 0), timeout) is not None
     except OSError:
         return False
 
@@ -284,13 +324,33 @@ def encode(texts: Sequence[str], model: str, dim: int, *, wait: bool = True) -> 
     also when it is off or unavailable, or failed in this process in the last
     :data:`RETRY_SECONDS`: the caller then loads the model itself.
     """
+    items = [t.encode("utf-8", "replace") for t in texts]
+    return _asked(_Ask(EMBED, items, model, len(texts), dim * 4), wait)
+
+
+def score(
+    query: str, matrices: Sequence[bytes], model: str, dim: int, *, wait: bool = True
+) -> bytes | None:
+    """The cosine of ``query`` to each row of each matrix (float32 each), from the server.
+
+    Each matrix is unit vectors of ``model``, ``dim`` float32 (little-endian) a
+    row, end to end; the answer is one float32 a row, the matrices' rows one
+    after the other. The server keeps nothing of them. Like :func:`encode`:
+    None when the caller must do it itself.
+    """
+    rows = sum(len(m) for m in matrices) // (dim * 4)
+    items = [query.encode("utf-8", "replace"), *matrices]
+    return _asked(_Ask(SCORE, items, model, rows, 4), wait)
+
+
+def _asked(ask: _Ask, wait: bool) -> bytes | None:
     global _failed_at
     if not enabled():
         return None
     if _failed_at is not None and time.monotonic() - _failed_at < RETRY_SECONDS:
         return None
     try:
-        found = _ask(texts, model, dim, START_SECONDS)
+        found = _ask(ask, START_SECONDS)
         if found is not None:
             return found
         if not start() or not wait:
@@ -300,7 +360,7 @@ def encode(texts: Sequence[str], model: str, dim: int, *, wait: bool = True) -> 
         while time.monotonic() < deadline:
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-            found = _ask(texts, model, dim, max(1.0, deadline - time.monotonic()))
+            found = _ask(ask, max(1.0, deadline - time.monotonic()))
             if found is not None:
                 return found
             if ended is None and all(c.poll() is not None for c in _CHILDREN):
@@ -318,8 +378,16 @@ def encode(texts: Sequence[str], model: str, dim: int, *, wait: bool = True) -> 
 # -- the server ---------------------------------------------------------------------------
 
 
-def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> int:
-    """Serve ``model`` on its socket in ``directory`` until idle; ``vectors`` embeds.
+def serve(
+    directory: str,
+    model: str,
+    vectors: Callable[[list[str]], bytes],
+    similarities: Callable[[str, list[bytes]], bytes],
+) -> int:
+    """Serve ``model`` on its socket in ``directory`` until idle.
+
+    ``vectors(texts)`` embeds (float32 bytes); ``similarities(query, matrices)``
+    embeds the query and scores it against each row (float32 bytes).
 
     What the server process runs (:func:`mdmem.recall.semantic.resident_server`,
     which :func:`start` starts). Exit status 0, or 1 when the socket's path is
@@ -329,7 +397,7 @@ def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> 
 
     dir_fd = _private_folder(directory, create=True)
     lock = os.open(
-        os.path.join(directory, model + ".lock"),
+        os.path.join(directory, _name(model) + ".lock"),
         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o600,
     )
@@ -337,7 +405,7 @@ def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> 
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return 0  # another one runs: the clients reach it
-    path = os.path.join(directory, model + ".sock")
+    path = os.path.join(directory, _name(model) + ".sock")
     with contextlib.suppress(FileNotFoundError):
         if os.lstat(path).st_uid != os.geteuid():
             return 1  # someone else's: left alone (clients refuse it and load the model themselves)
@@ -345,7 +413,7 @@ def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     mask = os.umask(0o177)  # the socket is 0600 from its first moment
     try:
-        server.bind(_address(dir_fd, directory, model + ".sock"))
+        server.bind(_address(dir_fd, directory, _name(model) + ".sock"))
     finally:
         os.umask(mask)
     os.chmod(path, 0o600)
@@ -354,7 +422,7 @@ def serve(directory: str, model: str, vectors: Callable[[list[str]], bytes]) -> 
     server.listen(64)
     try:
         vectors(["warm up"])
-        _loop(server, path, mine, idle_seconds(), model, vectors)
+        _loop(server, path, mine, idle_seconds(), model, (vectors, similarities))
     finally:
         server.close()
         with contextlib.suppress(OSError):
@@ -369,7 +437,7 @@ def _loop(
     mine: int,
     idle: float,
     model: str,
-    vectors: Callable[[list[str]], bytes],
+    work: tuple[Callable[[list[str]], bytes], Callable[[str, list[bytes]], bytes]],
 ) -> None:
     last = time.monotonic()
     while True:
@@ -387,35 +455,51 @@ def _loop(
                 return
             continue
         with conn, contextlib.suppress(OSError, ValueError, struct.error, UnicodeError):
-            _answer(conn, model, vectors)
+            _answer(conn, model, *work)
         last = time.monotonic()
 
 
-def _answer(conn: socket.socket, model: str, vectors: Callable[[list[str]], bytes]) -> None:
+def _answer(
+    conn: socket.socket,
+    model: str,
+    vectors: Callable[[list[str]], bytes],
+    similarities: Callable[[str, list[bytes]], bytes],
+) -> None:
     peer = getattr(socket, "SO_PEERCRED", None)
     if peer is not None:
         _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, peer, 12))
         if uid != os.geteuid():
             return  # only its own user is served
     conn.settimeout(READ_SECONDS)
-    head = _recv_exact(conn, len(MAGIC) + 4)
-    if head[: len(MAGIC)] != MAGIC:
+    head = _recv_exact(conn, len(MAGIC) + 5)
+    op = head[len(MAGIC) : len(MAGIC) + 1]
+    if head[: len(MAGIC)] != MAGIC or op not in (EMBED, SCORE):
         return
-    (count,) = struct.unpack("<I", head[len(MAGIC) :])
+    (count,) = struct.unpack("<I", head[len(MAGIC) + 1 :])
+    most = MAX_BYTES if op == EMBED else MAX_MATRIX_BYTES + MAX_BYTES
     if count > MAX_TEXTS:
-        _send(conn, model, 1, b"too many texts in one request")
+        _send(conn, model, 1, b"too many items in one request")
         return
-    texts, total = [], 0
+    items, total = [], 0
     for _ in range(count):
         (size,) = struct.unpack("<I", _recv_exact(conn, 4))
         total += size
-        if total > MAX_BYTES:
-            _send(conn, model, 1, b"the texts of one request are too long")
+        if total > most:
+            _send(conn, model, 1, b"the request is too long")
             return
-        texts.append(_recv_exact(conn, size).decode("utf-8", "replace"))
-    payload = vectors(texts) if texts else b""
-    del texts  # nothing of what was sent is kept
-    _send(conn, model, 0, payload, count)
+        items.append(_recv_exact(conn, size))
+    if op == EMBED:
+        texts = [item.decode("utf-8", "replace") for item in items]
+        payload = vectors(texts) if texts else b""
+        n = len(texts)
+    elif not items:
+        _send(conn, model, 1, b"no query to score")
+        return
+    else:
+        payload = similarities(items[0].decode("utf-8", "replace"), items[1:])
+        n = len(payload) // 4
+    del items  # nothing of what was sent is kept
+    _send(conn, model, 0, payload, n)
 
 
 def _send(
