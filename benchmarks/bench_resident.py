@@ -66,8 +66,17 @@ def main() -> None:
         if name.startswith("MDMEM_") and name not in env:
             del os.environ[name]
 
+    import compileall
+
+    import mdmem
     from mdmem import Level, Store
     from mdmem.recall import embedder, resident
+
+    # Bytecode as an installed package has it, for both checkouts (PYTHONDONTWRITEBYTECODE
+    # would make every process compile what changed since the last install).
+    compileall.compile_dir(os.path.dirname(mdmem.__file__), quiet=1)
+    if args.before:
+        compileall.compile_dir(os.path.join(args.before, "mdmem"), quiet=1)
 
     project = Store(os.path.join(ws, ".PseudoClaude", "memory"), Level.PROJECT)
     print(f"embedding {args.notes} notes ...", file=sys.stderr, flush=True)
@@ -87,7 +96,7 @@ def main() -> None:
 
     def server() -> int | None:
         """The resident embedder's pid (its socket's peer credentials), or None."""
-        path = os.path.join(resident.folder(), f"{embedder_model()}.sock")
+        path = resident.socket_path(embedder_model())
         with socket.socket(socket.AF_UNIX) as s:
             try:
                 fd = os.open(resident.folder(), os.O_RDONLY | os.O_DIRECTORY)

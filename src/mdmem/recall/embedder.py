@@ -318,6 +318,9 @@ def reap() -> int:
     embedder does not stay a zombie until the next :func:`request`.
     """
     _reap()
+    from mdmem.recall import resident
+
+    resident.reap()  # the resident embedder this process started, once it has stopped
     return len(_CHILDREN)
 
 
