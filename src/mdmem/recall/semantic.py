@@ -617,19 +617,33 @@ def scores(index: Index, query_vector: Any) -> Scores:
     return Scores(binding, every[binding.arrays()[0]])
 
 
+#: A process has this many queries scored by the resident embedder; from the next one on it
+#: is a long-lived one (the MCP server), which scores the vectors it holds itself.
+REMOTE_QUERIES = 3
+_remote_queries = 0
+
+
 def query_scores(indexes: Sequence[Index], query: str) -> list[Scores]:
     """The similarity of ``query`` to the notes of each index that have a vector.
 
     A process that has not imported numpy (a cold command, a hook) has the
     resident embedder embed the query and score it against these vectors,
     which it is sent and keeps nothing of, so numpy is never imported here
-    (it costs more than the rest of the query); a warm process, or one without
-    the resident embedder, encodes the query and scores here.
+    (it costs more than the rest of the query); a warm process (numpy loaded,
+    or past :data:`REMOTE_QUERIES`), or one without the resident embedder,
+    encodes the query and scores here.
     """
+    global _remote_queries
     from mdmem.recall import resident
 
     bound = [_bound(index) for index in indexes]
-    if "numpy" not in sys.modules and resident.enabled() and sys.byteorder == "little":
+    if (
+        "numpy" not in sys.modules
+        and _remote_queries < REMOTE_QUERIES
+        and resident.enabled()
+        and sys.byteorder == "little"
+    ):
+        _remote_queries += 1
         blobs = [matrix.blob() for matrix, _ in bound]
         if sum(map(len, blobs)) <= resident.MAX_MATRIX_BYTES:
             found = resident.score(query, blobs, MODEL_ID, DIM)
