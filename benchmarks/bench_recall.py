@@ -226,8 +226,13 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
         queries = [q for q in queries if q["lang"] == args.lang]
     if args.kind:
         queries = [q for q in queries if q["kind"] == args.kind]
+    from mdmem.recall import dictionary
+
     if args.no_glossary:
         engine.expand = lambda query, qterms: {}  # type: ignore[assignment]
+        print("\ntranslations: none")
+    else:
+        print(f"\ntranslations: {'CC-CEDICT' if dictionary.available() else 'the glossary'}")
     counts = Counter(str(q["kind"]) for q in queries)
     counts["all"] = len(queries)
     ids = [str(n["id"]) for n in notes]
@@ -704,7 +709,14 @@ def main() -> None:
     q.add_argument("--cjk", type=int, default=0, help="CJK n-gram size (1, 2, 3)")
     q.add_argument("--lexical-only", action="store_true")
     q.add_argument(
-        "--no-glossary", action="store_true", help="without the English-Chinese word list"
+        "--no-glossary",
+        action="store_true",
+        help="without any English-Chinese translation (neither the dictionary nor the glossary)",
+    )
+    q.add_argument(
+        "--dictionary",
+        choices=["on", "off"],
+        help="CC-CEDICT (the dictionary extra) on, or off for the glossary (default: as installed)",
     )
     q.add_argument("--kind", help="only the queries of this kind (e.g. cross-lingual)")
     q.add_argument("--lang", help="only the queries in this language (en, zh, es)")
@@ -721,6 +733,7 @@ def main() -> None:
         help="which sets (default: recall-holdout and recall-calib)",
     )
     h.add_argument("--lexical-only", action="store_true")
+    h.add_argument("--dictionary", choices=["on", "off"], help="as for quality")
     lat = sub.add_parser("latency")
     lat.add_argument("--sizes", default="100,1000,10000")
     lat.add_argument("--lexical-only", action="store_true")
@@ -736,6 +749,8 @@ def main() -> None:
         help="measure the extra only up to this many notes",
     )
     args = parser.parse_args()
+    if getattr(args, "dictionary", None):
+        os.environ["MDMEM_DICTIONARY"] = args.dictionary
     if args.what == "quality":
         quality(args)
     elif args.what == "hooks":

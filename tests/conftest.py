@@ -64,6 +64,9 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The model loads in the process that asks, not in a resident embedder per test (each
     # would hold the model for minutes): only the resident embedder's own tests start one.
     monkeypatch.setenv("MDMEM_EMBEDDER", "in-process")
+    # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
+    # glossary here; the dictionary's tests name a small file of their own.
+    monkeypatch.setenv("MDMEM_DICTIONARY", "off")
     # A real `claude` on the machine must never be chosen, nor run, by a test.
     monkeypatch.setenv("MDMEM_CLAUDE", str(tmp_path / "no-claude-here"))
 

@@ -207,6 +207,7 @@ class Questions(str, Enum):
 
     rules = "rules"
     sentences = "sentences"
+    other_language = "other-language"
     model = "model"
 
 
@@ -279,9 +280,12 @@ def eval_recall(
             "--questions",
             help="rules: the note's summary without its title's words, and its most telling "
             "sentence without its rarest words (no model, the default). sentences: a sentence "
-            "of each note, copied (finds nearly every note). model: the configured model "
-            "writes a question each note answers, in its own words (costs tokens, counted in "
-            "the daily budget).",
+            "of each note, copied (finds nearly every note). other-language: the rules' "
+            "probes put in the other language (English <-> Chinese) word by word with "
+            "CC-CEDICT (the dictionary extra; the embedder picks among translations when "
+            "installed). model: the configured model writes a question each note answers, in "
+            "its own words, and the same in the other language (costs tokens, counted in the "
+            "daily budget).",
         ),
     ] = Questions.rules,
     as_json: JsonOption = False,
@@ -292,7 +296,9 @@ def eval_recall(
     summary without the title's words; its most telling sentence without its
     rarest words), with that note as the answer; no model is called. With
     --questions model, the model you configured for extraction (Anthropic or
-    OpenAI-compatible) writes the questions instead. Reports per level, type,
+    OpenAI-compatible) writes the questions instead, each also in the other
+    language; with --questions other-language, the rule probes are put in the
+    other language by CC-CEDICT. Reports per level, type,
     probe kind and split (dev, held-out), and the notes hardest to find, each
     with the note found instead and why.
 
@@ -304,7 +310,7 @@ def eval_recall(
     stores = selected(options, level)
     ask = _asker(selected(options, Which.all)) if questions is Questions.model else None
     with progress_bar(options, "probing") as progress:
-        source = "sentences" if questions is Questions.sentences else "rules"
+        source = "rules" if questions is Questions.model else questions.value
         report = evaluate(
             stores,
             limit=limit,

@@ -8,15 +8,19 @@ a small budget (:data:`BUDGET_TOKENS`), and prints::
     {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                             "additionalContext": "<the recalled block>"}}
 
-It prints nothing when no note is relevant: a note must hold a share of the
-prompt's words (or, with vectors, be close in meaning), and come near the best
-candidate's evidence, the best counted before anything already seen is left
-out, so a prompt whose answer was shown already is not padded with weak
-matches. It never repeats a note an earlier prompt of the same session
-recalled; a note the SessionStart block listed (recorded by the SessionStart
-hook, :func:`remember_session_start`, or, when it did not run, read from its
-cached block), which gave only its title and summary, comes again only when
-the prompt is about it (:data:`mdmem.recall.engine.ABOUT`), once. Both are kept
+What it shows is decided in one place, :func:`mdmem.recall.engine.gate` (with
+``per_prompt``): it prints nothing when no note is relevant: a note must hold
+a share of the prompt's words (or, with vectors, be close in meaning); the
+prompt must be about something (a note :data:`mdmem.recall.engine.ABOUT` it,
+or a first note well ahead of the second, and not a word that many notes
+share alike); and a note must come near the best candidate's evidence, the
+best counted before anything already seen is left out, so a prompt whose
+answer was shown already is not padded with weak matches. It never repeats a
+note an earlier prompt of the same session recalled; a note the SessionStart
+block listed (recorded by the SessionStart hook, :func:`remember_session_start`,
+or, when it did not run, read from its cached block), which gave only its
+title and summary, comes again when it is one of the prompt's first
+candidates or the prompt is about it, once. Both are kept
 per session in a small file of the project store's state
 folder: reading it costs the same whatever the store's size and the session's
 length (it keeps at most :data:`MAX_SEEN` recalled names, the latest). After
@@ -68,7 +72,7 @@ MAX_OUTPUT_CHARS = 10_000
 #: A note must hold this IDF-weighted share of the prompt's terms to count as relevant (or,
 #: with vectors, be this close in meaning: mdmem.recall.engine.MIN_COSINE). Calibrated on
 #: benchmarks/data/recall-calib (`bench_recall.py hooks`), never on recall-dev's queries.
-MIN_COVERAGE = 0.2
+MIN_COVERAGE = 0.25
 #: ... and at least this share of the best candidate's evidence: no padding with weak matches.
 RELATIVE = 0.6
 _MAX_PROMPT_CHARS = 4000
@@ -164,6 +168,7 @@ def user_prompt_submit(
         exclude=seen,
         listed=start,
         limit=8,
+        per_prompt=True,
     )
     _log_recall(project.path, payload.get("session_id"), prompt, block, hits)
     if not block:

