@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from builders import create_op
 from conftest import PYTHON, python_env
 from mdmem import Level, Note, NoteType, Store
 from mdmem.recall import resident, semantic
@@ -359,12 +360,17 @@ def test_a_note_just_written_is_found_by_its_meaning_at_the_next_cold_query(
     assert embedder.status(store) == dict(
         notes=len(NOTES), with_vectors=len(NOTES), running=False, model=semantic.MODEL_ID
     )
-    # A note written, and at once asked for in other words: the next query embeds it first
-    # and finds it by its meaning.
-    write_notes(root, [COFFEE])
-    assert search(QUESTION)[:1] == ["project_knowledge_coffee.md"]
+    # A note written through mdmem, and at once asked for in other words: the next query
+    # embeds it first and finds it by its meaning.
+    _, title, body = COFFEE
+    (done,) = store.apply([create_op(title, body)]).applied
+    written = done.filename
+    assert search(QUESTION)[:1] == [written]
     assert embedder.status(store)["with_vectors"] == len(NOTES) + 1  # type: ignore[index]
     assert search(QUESTION, "--lexical") == []
+    # And one written by hand, likewise.
+    write_notes(root, [TZ])
+    assert search("cambiar la zona horaria")[:1] == ["project_knowledge_tz.md"]
 
 
 def test_the_prompt_hook_matches_by_meaning_once_the_resident_embedder_answers(
