@@ -12,6 +12,9 @@ A generated store (``bench_scale.py``'s, ``--notes`` notes, cached under
 - ``mdmem recall QUERY`` right after the resident embedder was killed (its dead
   socket file left behind): the command starts a new one and waits for it
   (the first query of a day, ``--first-rounds`` rounds);
+- ``mdmem hook user-prompt-submit`` (the query as the prompt, a new session each
+  time) with ``MDMEM_SEMANTIC=off`` and with the resident embedder running (it
+  then matches by meaning too);
 - with ``--before <checkout>/src``, that checkout's ``mdmem recall QUERY`` and
   ``--lexical`` in the same rounds.
 
@@ -24,6 +27,7 @@ Every command is ``python -m mdmem`` in a fresh process, in the workspace.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -85,10 +89,19 @@ def main() -> None:
 
     py = sys.executable
     mdmem = [py, "-m", "mdmem", "recall", QUERY]
+    hook = [py, "-m", "mdmem", "hook", "user-prompt-submit"]
+
+    sessions = iter(range(10**9))
 
     def run(argv: list[str], extra: dict[str, str] | None = None) -> float:
+        stdin = None
+        if argv[3:5] == ["hook", "user-prompt-submit"]:  # a new session each time: nothing seen
+            payload = {"session_id": f"bench-{next(sessions)}", "cwd": ws, "prompt": QUERY}
+            stdin = json.dumps(payload).encode()
         started = time.perf_counter()
-        proc = subprocess.run(argv, cwd=ws, env={**env, **(extra or {})}, capture_output=True)
+        proc = subprocess.run(
+            argv, cwd=ws, env={**env, **(extra or {})}, capture_output=True, input=stdin
+        )
         took = time.perf_counter() - started
         if proc.returncode != 0:
             raise SystemExit(f"{argv[3:]} failed: {proc.stderr.decode()[-400:]}")
@@ -116,6 +129,11 @@ def main() -> None:
             run(mdmem)  # starts it
         return run(mdmem)
 
+    def hook_warm() -> float:
+        if not resident.ready(embedder_model(), timeout=60):
+            run(mdmem)  # starts it
+        return run(hook)
+
     def resident_first() -> float:
         pid = server()
         if pid is not None:
@@ -130,6 +148,8 @@ def main() -> None:
         "recall, model loaded in-process": lambda: run(mdmem, {"MDMEM_EMBEDDER": "in-process"}),
         "recall, resident embedder running": resident_warm,
         "recall, resident embedder started by it": resident_first,
+        "prompt hook, MDMEM_SEMANTIC=off": lambda: run(hook, {"MDMEM_SEMANTIC": "off"}),
+        "prompt hook, resident embedder running": hook_warm,
     }
     if args.before:
         old = {"PYTHONPATH": os.path.abspath(args.before)}

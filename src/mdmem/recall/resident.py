@@ -79,6 +79,7 @@ __all__ = [
     "serve",
     "socket_path",
     "start",
+    "status",
 ]
 
 #: The folder of the socket and lock, under mdmem's state base (``0700``).
@@ -308,12 +309,24 @@ def reap() -> int:
 
 def ready(model: str, timeout: float = 0.5) -> bool:
     """Whether a server of ``model`` answers within ``timeout`` seconds (a ping, starts nothing)."""
+    return status(model, timeout) == "ready"
+
+
+def status(model: str, timeout: float = 0.5) -> str:
+    """``ready`` (it answers a ping within ``timeout``), ``busy`` (it runs, loading its
+    model or answering another: it did not answer in time), ``refused`` (its socket or
+    folder fails the checks of :func:`problem`) or ``absent`` (none runs, or the resident
+    embedder is off). Starts nothing."""
     if not enabled():
-        return False
+        return "absent"
     try:
-        return _ask(_Ask(EMBED, [], model, 0, 0), timeout) is not None
+        return "absent" if _ask(_Ask(EMBED, [], model, 0, 0), timeout) is None else "ready"
+    except TimeoutError:
+        return "busy"
+    except PermissionError:
+        return "refused"
     except OSError:
-        return False
+        return "absent"
 
 
 def encode(texts: Sequence[str], model: str, dim: int, *, wait: bool = True) -> bytes | None:

@@ -182,11 +182,12 @@ def for_prompt(state_folders: Sequence[str]) -> bool:
 
     if not resident.enabled() or not available():
         return False
-    if resident.ready(MODEL_ID):
-        return True
-    if any(os.path.exists(os.path.join(folder, FILE)) for folder in state_folders):
+    # A warm server answers a ping in milliseconds; one still loading its model is left to
+    # it (this prompt by its words), and only where none runs is one started.
+    found = resident.status(MODEL_ID, timeout=0.1)
+    if found == "absent" and any(os.path.exists(os.path.join(f, FILE)) for f in state_folders):
         resident.start()
-    return False
+    return found == "ready"
 
 
 def note_text(title: str, summary: str, body: str) -> str:
