@@ -11,6 +11,15 @@ alike; the table gives medians (and the range).
 
 The workspace holds ``--notes`` generated notes (settled by ``mdmem reindex``
 and a first ``index``/``search`` with each checkout before the rounds).
+
+``--rows`` times, instead, the store's own passes over every row, in a fresh
+process of each checkout (each with its own copy of the notes and its own state
+folder): the first load after the state folder is deleted (every note parsed),
+``entries()`` on a settled store (every row decoded), and ``load_index()`` after
+the directory's mtime moved (a stat pass over every row).
+
+Both checkouts' ``src/`` are compiled first: with ``PYTHONDONTWRITEBYTECODE``
+set, a checkout without ``__pycache__`` would compile every module on every run.
 """
 
 from __future__ import annotations
@@ -56,12 +65,71 @@ def make_workspace(base: str, notes: int) -> str:
     return ws
 
 
+ROWS_CHILD = """
+import os, shutil, sys, time
+from mdmem import Level, Store
+root, what = sys.argv[1], sys.argv[2]
+store = Store(root, Level.PROJECT)
+if what == "first load":
+    shutil.rmtree(store.state.path, ignore_errors=True)
+    start = time.perf_counter(); store.load_index()
+elif what == "entries()":
+    store.load_index()
+    start = time.perf_counter(); store.entries()
+else:
+    store.load_index()
+    os.utime(root)  # the directory moved: the next read makes a stat pass over every row
+    start = time.perf_counter(); store.load_index()
+print(time.perf_counter() - start)
+"""
+
+
+def rows(srcs: dict[str, str], env: dict[str, str], base: str, args: argparse.Namespace) -> None:
+    """``--rows``: the passes over every row, in process, alternating the checkouts."""
+    import shutil
+
+    ws = make_workspace(os.path.join(base, "notes"), args.notes)
+    notes = os.path.join(ws, ".PseudoClaude", "memory")
+    past = time.time() - 120
+    for name in os.listdir(notes):
+        os.utime(os.path.join(notes, name), (past, past))
+    roots = {}
+    for label in srcs:
+        roots[label] = os.path.join(base, label, "memory")
+        shutil.copytree(notes, roots[label])
+    kinds = ("first load", "entries()", "stat pass")
+    times: dict[tuple[str, str], list[float]] = {(k, lab): [] for k in kinds for lab in srcs}
+    for round_ in range(args.rounds):
+        order = list(srcs) if round_ % 2 == 0 else list(srcs)[::-1]
+        for kind in kinds:
+            for label in order:
+                child = dict(
+                    env,
+                    PYTHONPATH=os.path.join(srcs[label], "src"),
+                    MDMEM_STATE_DIR=os.path.join(base, f"state-{label}"),
+                )
+                out = subprocess.run(
+                    [sys.executable, "-c", ROWS_CHILD, roots[label], kind],
+                    env=child,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+                times[(kind, label)].append(float(out.split()[-1]))
+    print(f"| in process ({args.notes:,} notes, {args.rounds} rounds) | median | range |")
+    print("|---|---|---|")
+    for (kind, label), values in times.items():
+        median, lo, hi = (f(values) * 1000 for f in (statistics.median, min, max))
+        print(f"| {label}: {kind} | {median:.1f} ms | {lo:.0f}–{hi:.0f} ms |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", help="checkout whose src/ is timed first")
     parser.add_argument("after", help="checkout whose src/ is timed second")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--rows", action="store_true", help="the passes over every row instead")
     args = parser.parse_args()
     base = tempfile.mkdtemp(prefix="mdmem-compare-")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MDMEM_", "XDG_"))}
@@ -71,9 +139,14 @@ def main() -> None:
         MDMEM_STATE_DIR=os.path.join(base, "state"),
         MDMEM_EMBED="off",
     )
-    ws = make_workspace(base, args.notes)
     py = sys.executable
     srcs = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    for src in srcs.values():  # see the module docstring
+        subprocess.run([py, "-m", "compileall", "-q", os.path.join(src, "src")], check=True)
+    if args.rows:
+        rows(srcs, env, base, args)
+        return
+    ws = make_workspace(base, args.notes)
 
     def run(cmd: list[str], src: str | None) -> float:
         child = dict(env, PYTHONPATH=os.path.join(src, "src")) if src else env

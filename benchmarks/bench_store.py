@@ -53,6 +53,7 @@ from mdmem.store import _catalog
 from mdmem.store.files import atomic_write
 from mdmem.store.note import Note, index_line, render
 from mdmem.store.paths import INDEX_NAME, slugify, state_dir
+from mdmem.store.state import FINGERPRINT
 from mdmem.store.store import Store
 
 if TYPE_CHECKING:
@@ -408,7 +409,7 @@ def load_cases(bs: BenchStore, size: int) -> dict[str, Callable[[], float]]:
 
     def drop_fingerprint() -> None:
         bs.settle()
-        os.unlink(os.path.join(state_dir(bs.root), _catalog.FINGERPRINT))
+        os.unlink(os.path.join(state_dir(bs.root), FINGERPRINT))
 
     def edit_body() -> None:
         bs.settle()
@@ -599,7 +600,7 @@ def profile(base: str, bs: BenchStore, notes: list[Note], creates: int) -> str:
 
     def drop_fingerprint() -> None:
         bs.settle()
-        os.unlink(os.path.join(state_dir(bs.root), _catalog.FINGERPRINT))
+        os.unlink(os.path.join(state_dir(bs.root), FINGERPRINT))
 
     out = [
         _profiled(f"cold load_index(), {size}", bs.drop_state, lambda: bs.store().load_index()),

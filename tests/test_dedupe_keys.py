@@ -38,7 +38,7 @@ def _catalog_with(rows: dict[str, str]) -> _catalog.Catalog:
     cat = _catalog.Catalog("/nonexistent-store", private=True, memory=True)
     cat.begin(0)
     for name, title in rows.items():
-        cat.put(name, {"line": f"- {title} ({name})", "title": title, "summary": "s"})
+        cat.put(name, _catalog.CatalogRow(line=f"- {title} ({name})", title=title, summary="s"))
     cat.commit()
     return cat
 
@@ -74,10 +74,10 @@ def test_the_keys_find_what_the_full_index_finds(
     # Kept by the note afterwards: retitled, added and removed notes.
     cat.begin(0)
     for name, title in changes.items():
-        cat.put(name, {"line": f"- {title} ({name})", "title": title, "summary": "s"})
+        cat.put(name, _catalog.CatalogRow(line=f"- {title} ({name})", title=title, summary="s"))
     removed = [f"project_knowledge_n{i}.md" for i in gone]
     cat.remove(removed)
-    cat.put("project_knowledge_broken.md", {"error": "not a note"})
+    cat.put("project_knowledge_broken.md", _catalog.CatalogRow(error="not a note"))
     cat.commit()
     final = {n: t for n, t in {**rows, **changes}.items() if n not in removed}
     for title in [*queries, *final.values()]:

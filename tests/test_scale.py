@@ -25,7 +25,7 @@ from builders import create_op
 from conftest import state
 from mdmem import Level, Store
 from mdmem.recall import index as recall_index
-from mdmem.store import _catalog, _dedupe_keys
+from mdmem.store import _catalog, _dedupe_keys, _scan
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: s\n---\n{body}\n"
 TITLES = st.sampled_from(["Alpha", "Beta", "构建 测试", "Gamma ray", "Δelta", "Zed"])
@@ -326,7 +326,7 @@ def test_a_name_is_validated_once(store: Store, monkeypatch: pytest.MonkeyPatch)
     assert "CJK" in store.load_index()
     checked: list[str] = []
     real = paths.check_name
-    monkeypatch.setattr(_catalog, "check_name", lambda n: checked.append(n) or real(n))
+    monkeypatch.setattr(_scan, "check_name", lambda n: checked.append(n) or real(n))
     (state(store.root) / "fingerprint").unlink(missing_ok=True)
     store.load_index()
     assert checked == []

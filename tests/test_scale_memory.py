@@ -24,7 +24,7 @@ from mdmem import Level, Store
 from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.manager.doctor import examine
 from mdmem.recall import index as recall_index
-from mdmem.store import _catalog, _index_file
+from mdmem.store import _catalog, _index_file, sync
 from mdmem.store import index as block
 from mdmem.store import store as store_module
 
@@ -52,10 +52,8 @@ def fill(root: Path, count: int) -> None:
 
 
 def rows(root: Path) -> list[tuple[str, object]]:
-    return sorted(
-        (name, {k: v for k, v in e.items() if k not in ("at", "st")})
-        for name, e in _catalog.load(str(root))[0].items()
-    )
+    """The catalog's rows but their stat and time (``st``, ``at``)."""
+    return sorted((name, tuple(e)[2:]) for name, e in _catalog.load(str(root))[0].items())
 
 
 def rebuilt(root: Path) -> tuple[str, list[tuple[str, object]]]:
@@ -85,7 +83,7 @@ def test_a_first_load_writes_rows_in_batches_and_streams_memory_md(
     batches: list[int] = []
     real = _catalog.Catalog.put_many
 
-    def put_many(self: _catalog.Catalog, items: list[tuple[str, _catalog.Entry]]) -> None:
+    def put_many(self: _catalog.Catalog, items: list[tuple[str, _catalog.CatalogRow]]) -> None:
         batches.append(len(items))
         real(self, items)
 
@@ -95,7 +93,7 @@ def test_a_first_load_writes_rows_in_batches_and_streams_memory_md(
     with monkeypatch.context() as patch:
         patch.setattr(_catalog.Catalog, "put_many", put_many)
         patch.setattr(_index_file, "join", whole)
-        patch.setattr(store_module, "_BATCH", 50)
+        patch.setattr(sync, "_BATCH", 50)
         fresh = Store(root, Level.PROJECT)
         assert fresh.load_index() == text
     assert sum(batches) == 320 and max(batches) <= 50

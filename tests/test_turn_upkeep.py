@@ -20,7 +20,7 @@ from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.recall import engine, search
 from mdmem.recall.index import Index
-from mdmem.store import _catalog, files
+from mdmem.store import _scan, files
 from mdmem.store.index import prompt_block
 from mdmem.store.note import render
 from mdmem.store.paths import is_plain_name
@@ -148,4 +148,4 @@ def test_hand_changes_between_two_writes_are_seen(root: Path) -> None:
 @given(st.lists(st.text(min_size=1, max_size=40).map(lambda s: s + ".md"), max_size=20))
 def test_the_remembered_plain_names_answer_as_the_check(names: list[str]) -> None:
     for name in names + names:  # the second time from the set
-        assert _catalog._plain_name(name) == is_plain_name(name)
+        assert _scan._plain_name(name) == is_plain_name(name)

@@ -200,12 +200,14 @@ def _marked_notes() -> st.SearchStrategy[object]:
 def test_a_writes_row_from_its_own_note_is_the_row_parsing_would_give(
     tmp_path_factory: pytest.TempPathFactory, note: object
 ) -> None:
+    from mdmem.store import rows
     from mdmem.store.note import Note, render
 
     assert isinstance(note, Note)
     store = Store(tmp_path_factory.mktemp("s"), Level.PROJECT)
     data = render(note).encode("utf-8")
     st_ = (1, len(data), 2, 3)
-    assert store._entry(note.filename, st_, None, {note.filename: data}, note) == store._entry(
-        note.filename, st_, None, {note.filename: data}
+    known = {note.filename: data}
+    assert rows.note_row(store.path, note.filename, st_, None, known, note) == rows.note_row(
+        store.path, note.filename, st_, None, known
     )

@@ -92,7 +92,7 @@ def prune(
             taken = {p.filename for p in out}
             for name in sorted(entries):
                 used = uses.get(name)
-                if name in taken or not entries[name].get("line") or used is None:
+                if name in taken or not entries[name].line or used is None:
                     continue  # unknown: keep
                 if used < cutoff:
                     out.append(

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class _Lock(Protocol):
-        """What is used of a ``filelock`` lock (only store.py imports filelock)."""
+        """What is used of a ``filelock`` lock (only locks.py imports filelock)."""
 
         @property
         def lock_file(self) -> str: ...

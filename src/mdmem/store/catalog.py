@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mdmem.store import _catalog
 from mdmem.store._catalog import (
-    Entry,
+    CatalogRow,
     Fingerprint,
     Scan,
     Stat,
@@ -26,7 +26,7 @@ from mdmem.store._catalog import (
 )
 
 __all__ = [
-    "Entry",
+    "CatalogRow",
     "Fingerprint",
     "Scan",
     "Stat",

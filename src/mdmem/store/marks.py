@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Protocol
 
+    from mdmem.store._catalog import CatalogRow
     from mdmem.store.note import IndexEntry, Note
 
     class Store(Protocol):
@@ -61,8 +62,9 @@ __all__ = [
 _MIN_LINE = 16
 
 
-def note_marks(note: Note) -> dict[str, object]:
-    """The catalog fields a note's ``supersedes`` and ``expires`` keys give (empty: none).
+def note_marks(note: Note) -> tuple[tuple[str, ...], str | None, float | None]:
+    """What a note's ``supersedes`` and ``expires`` keys give its catalog row: the notes
+    it supersedes, when it expires and that moment in epoch seconds (empty: none).
 
     Hand-written values are read leniently: a name that is not a note name, or
     a date that is not a date, is ignored rather than breaking the note.
@@ -71,7 +73,6 @@ def note_marks(note: Note) -> dict[str, object]:
     from mdmem.store.note import format_time, parse_time
     from mdmem.store.paths import check_name
 
-    out: dict[str, object] = {}
     raw = note.extra.get("supersedes")
     names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
     valid = []
@@ -81,53 +82,48 @@ def note_marks(note: Note) -> dict[str, object]:
                 valid.append(name.strip())
         except InvalidPath:
             continue
-    if valid:
-        out["supersedes"] = valid
     try:
         moment = parse_time(note.extra.get("expires"), "expires", note.filename)
     except InvalidNote:
         moment = None
-    if moment is not None:
-        out["expires"] = format_time(moment)
-        out["expires_ts"] = moment.timestamp()
-    return out
+    if moment is None:
+        return tuple(valid), None, None
+    return tuple(valid), format_time(moment), moment.timestamp()
 
 
-def superseded_by(entries: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
+def superseded_by(entries: Mapping[str, CatalogRow]) -> dict[str, str]:
     """Note name -> the note of the same store that supersedes it (the first, by name)."""
     out: dict[str, str] = {}
     for name in sorted(entries):
-        targets = entries[name].get("supersedes")
-        if not isinstance(targets, list) or not entries[name].get("line"):
+        row = entries[name]
+        if not row.supersedes or not row.line:
             continue
-        for target in targets:
-            if isinstance(target, str) and target in entries and target != name:
+        for target in row.supersedes:
+            if target in entries and target != name:
                 out.setdefault(target, name)
     return out
 
 
-def hidden(entries: Mapping[str, Mapping[str, object]], now: float | None = None) -> dict[str, str]:
+def hidden(entries: Mapping[str, CatalogRow], now: float | None = None) -> dict[str, str]:
     """Note name -> why it is left out of the prompt block and recall, at ``now`` (epoch s)."""
     moment = time.time() if now is None else now
     out = {name: f"superseded by {by}" for name, by in superseded_by(entries).items()}
-    for name, entry in entries.items():
-        ts = entry.get("expires_ts")
-        if isinstance(ts, (int, float)) and ts <= moment and name not in out:
-            out[name] = f"expired {entry.get('expires')}"
+    for name, row in entries.items():
+        if row.expires_ts is not None and row.expires_ts <= moment and name not in out:
+            out[name] = f"expired {row.expires}"
     return out
 
 
-def save(root: str, entries: Mapping[str, Mapping[str, object]]) -> None:
+def save(root: str, entries: Mapping[str, CatalogRow]) -> None:
     """Write the ``marks`` file of a store from its catalog entries (removed when empty)."""
     import contextlib
 
     from mdmem.store import files
 
     lines = [f"S\t{name}\t{by}" for name, by in sorted(superseded_by(entries).items())]
-    for name, entry in sorted(entries.items()):
-        ts = entry.get("expires_ts")
-        if isinstance(ts, (int, float)) and entry.get("line"):
-            lines.append(f"E\t{name}\t{ts!r}")
+    for name, row in sorted(entries.items()):
+        if row.expires_ts is not None and row.line:
+            lines.append(f"E\t{name}\t{row.expires_ts!r}")
     path = StateDir.of(root).marks
     text = "".join(line + "\n" for line in lines)
     try:

@@ -4,62 +4,51 @@ The notes are the source of truth; MEMORY.md and everything in mdmem's state fol
 follow them and can be rebuilt at any time (:meth:`Store.reindex`). Every
 read-modify-write happens under the store's file lock, so several processes
 (agents, a person's CLI, a git hook) can share one store.
+
+:class:`Store` is the facade (DESIGN.md's names): reads, writes, the trash and
+history. What keeps the notes, the catalog and MEMORY.md in agreement is the
+coherence engine (``store/sync.py``), the locks are ``store/locks.py``, the
+planner and the batch journal are ``_planner`` and ``_txn``.
 """
 
 from __future__ import annotations
 
 import os
-from _thread import RLock, _local, allocate_lock
 
 from mdmem._kinds import Level
 from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.errors import (
     InvalidNote,
     InvalidPath,
-    LockTimeout,
     NoteExists,
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, _index_file, files
+from mdmem.store import _catalog, files
+from mdmem.store.locks import Held, Locks
 from mdmem.store.paths import (
     INDEX_NAME,
     MAX_INDEX_BYTES,
     note_path,
     project_problem,
 )
+from mdmem.store.rows import MAX_NOTE_BYTES, superseded
 from mdmem.store.state import StateDir
+from mdmem.store.sync import Coherence
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import contextlib
-    import logging
     from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
     from datetime import datetime
     from pathlib import Path
-    from types import TracebackType
 
-    from filelock import BaseFileLock
-
-    from mdmem.store import _txn
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
-
-MAX_NOTE_BYTES = 256 * 1024
-_LOCK = "lock"
-_TURN_LOCK = "turn.lock"
-
-
-def _log() -> logging.Logger:
-    # logging costs ~15 ms to import; only paths that report something pay it.
-    import logging
-
-    return logging.getLogger("mdmem")
 
 
 class Store:
@@ -91,23 +80,29 @@ class Store:
         )
         #: mdmem's own folder for this store (catalog, journals, trash, history...): named once.
         self.state = StateDir.of(self._root)
-        self._root_fd = _local()  # this thread's flock on the store directory, and its depth
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("MDMEM_LOCK_TIMEOUT", "10"))
-        self.lock_timeout = lock_timeout
         self._redact = redact
-        self._locks: dict[str, BaseFileLock] = {}
-        self._locks_guard = allocate_lock()
-        # The catalog's connection, per process; one thread at a time uses it.
-        self._catalog: _catalog.Catalog | None = None
-        self._catalog_pid = 0
-        self._catalog_guard = RLock()
-        self._listing: tuple[str, set[str]] | None = None
-        # MEMORY.md as this object last wrote it (its stat, its bytes): the next write
-        # checks the file against these bytes instead of hashing it.
-        self._written: tuple[_catalog.Stat, bytes] | None = None
-        # When this object's last stat pass found the store settled, and the store's key then.
-        self._fresh: tuple[float, str] | None = None
+        self._locks = Locks(
+            self._root, self.state, private=self.private, usable=self.unavailable is None
+        )
+        #: What keeps the notes, the catalog and MEMORY.md in agreement (store/sync.py).
+        self._engine = Coherence(
+            self._root,
+            private=self.private,
+            usable=self.unavailable is None,
+            lock_timeout=lock_timeout,
+            lock=self._locks.write,
+        )
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a write waits for the store's lock (``MDMEM_LOCK_TIMEOUT``, 10)."""
+        return self._engine.lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, seconds: float) -> None:
+        self._engine.lock_timeout = seconds
 
     def __repr__(self) -> str:
         return f"Store({self._root!r}, {self.level.value!r})"
@@ -126,22 +121,7 @@ class Store:
 
     # -- locking -------------------------------------------------------------------
 
-    def _filelock(self, name: str) -> BaseFileLock:
-        with self._locks_guard:
-            lock = self._locks.get(name)
-            if lock is None:
-                from filelock import FileLock
-
-                # The lock is taken to write: the store itself must exist by then
-                # (but never through a refused store's symlink).
-                if self.unavailable is None:
-                    files.ensure_dir(self._root, private=self.private)
-                state = self.state.ensure()
-                lock = FileLock(os.path.join(state, name), mode=0o600)
-                self._locks[name] = lock
-            return lock
-
-    def lock(self, timeout: float | None = None) -> _Held:
+    def lock(self, timeout: float | None = None) -> Held:
         """Hold the store's write lock (re-entrant in one thread), finishing any interrupted batch.
 
         Use as ``with store.lock():``.
@@ -149,42 +129,9 @@ class Store:
         Raises:
             LockTimeout: another process held it for longer than ``timeout``.
         """
-        return _Held(self, _LOCK, self.lock_timeout if timeout is None else timeout, recover=True)
+        return self._locks.write(self.lock_timeout if timeout is None else timeout)
 
-    def _hold_root(self, deadline: float | None, timeout: float) -> None:
-        """Take this thread's flock on the store directory (re-entrant), by ``deadline``."""
-        held = self._root_fd
-        depth = getattr(held, "depth", 0)
-        if depth:
-            held.depth = depth + 1
-            return
-        fd = None
-        if self.unavailable is None and os.path.isdir(self._root):
-            import fcntl
-            from time import monotonic, sleep
-
-            fd = os.open(self._root, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if deadline is not None and monotonic() >= deadline:
-                        os.close(fd)
-                        raise LockTimeout(self._root, timeout) from None
-                    sleep(0.005)
-                except OSError:
-                    break  # a file system without flock on directories: the file lock alone
-        held.fd, held.depth = fd, 1
-
-    def _release_root(self) -> None:
-        held = self._root_fd
-        held.depth -= 1
-        if held.depth == 0 and held.fd is not None:
-            os.close(held.fd)  # closing drops the flock
-            held.fd = None
-
-    def turn_lock(self, timeout: float) -> _Held:
+    def turn_lock(self, timeout: float) -> Held:
         """Hold the lock that serialises memory updates of whole turns across processes.
 
         Separate from :meth:`lock`: it is held across a model call, which may
@@ -193,7 +140,7 @@ class Store:
         Raises:
             LockTimeout: another process held it for longer than ``timeout``.
         """
-        return _Held(self, _TURN_LOCK, timeout)
+        return self._locks.turn(timeout)
 
     # -- reading -------------------------------------------------------------------
 
@@ -208,7 +155,7 @@ class Store:
             text = files.read_text(index_path, MAX_INDEX_BYTES)
             if text is not None or scan.index_stat is None:
                 return text or ""
-        text, _ = self._sync(scan)
+        text, _ = self._engine.sync(scan)
         if text is None:
             text = files.read_text(index_path, MAX_INDEX_BYTES) or ""
         return text
@@ -234,7 +181,7 @@ class Store:
                 if fp is not None and scan.fingerprint() == fp.full:
                     text = None
                 else:
-                    text, _ = self._sync(scan)
+                    text, _ = self._engine.sync(scan)
                 if text is not None:  # MEMORY.md could not be written
                     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
                     return lines[: max_lines + 1], len(lines)
@@ -250,24 +197,6 @@ class Store:
         if count is None:
             count = _count_lines(path)
         return head, max(count, len(head))
-
-    def _settle(self, *, keep: bool, scan: _catalog.Scan | None = None) -> bool:
-        """Bring the catalog up to date (nothing to do on a settled store); True: an overlay.
-
-        ``scan``: a listing the caller just took, used instead of taking another.
-        """
-        scan = scan if scan is not None else _catalog.Scan(self._root)
-        fp = _catalog.read_fingerprint(self._root)
-        if fp is not None and scan.fingerprint() == fp.full:
-            # Settled, and if the catalog is the one that saw it settle (it still
-            # records this MEMORY.md), its rows are exactly the notes.
-            try:
-                recorded = _index_file.IndexRecord.parse(self._cat().meta("index"))
-            except _catalog.CatalogError:
-                recorded = None
-            if recorded is not None and recorded.same_stat(fp.index):
-                return False
-        return self._sync(scan, keep=keep)[1]
 
     def entries(self) -> list[IndexEntry]:
         """Every readable note's index entry, sorted by file name, without parsing settled notes."""
@@ -288,15 +217,15 @@ class Store:
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
         rows = None
-        with self._catalog_guard:
-            overlay = self._settle(keep=True) if settle else False
-            superseded = self._superseded(self._cat())
+        with self._engine.guard:
+            overlay = self._engine.settle(keep=True) if settle else False
+            hidden = superseded(self._engine.cat())
             if overlay:  # not saved (another process is writing): read it before letting go
-                rows = list(self._cat().rows(offset=offset, limit=limit))
-                self._cat().rollback()
-        source = rows if rows is not None else self._rows(offset, limit)
+                rows = list(self._engine.cat().rows(offset=offset, limit=limit))
+                self._engine.cat().rollback()
+        source = rows if rows is not None else self._engine.rows(offset, limit)
         for name, e in source:
-            yield _index_entry(name, e, superseded)
+            yield _index_entry(name, e, hidden)
 
     def query(
         self,
@@ -324,14 +253,14 @@ class Store:
             raise ValueError(f"order {order!r}, offset {offset}, limit {limit}")
         if self.unavailable is not None or not os.path.isdir(self._root):
             return 0, []
-        with self._catalog_guard:
-            overlay = self._settle_unless_current(max_age)
-            cat = self._cat()
+        with self._engine.guard:
+            overlay = self._engine.settle_unless_current(max_age)
+            cat = self._engine.cat()
             total, rows = cat.select(type=type, order=order, offset=offset, limit=limit)
-            superseded = self._superseded(cat)
+            hidden = superseded(cat)
             if overlay:
                 cat.rollback()
-        return total, [_index_entry(name, e, superseded) for name, e in rows]
+        return total, [_index_entry(name, e, hidden) for name, e in rows]
 
     def order_keys(
         self,
@@ -352,87 +281,16 @@ class Store:
             raise ValueError(f"order {order!r}, limit {limit}")
         if self.unavailable is not None or not os.path.isdir(self._root):
             return []
-        with self._catalog_guard:
-            overlay = self._settle_unless_current(max_age)
-            keys = self._cat().keys(type=type, order=order, limit=limit)
+        with self._engine.guard:
+            overlay = self._engine.settle_unless_current(max_age)
+            keys = self._engine.cat().keys(type=type, order=order, limit=limit)
             if overlay:
-                self._cat().rollback()
+                self._engine.cat().rollback()
         return keys
 
-    def _settle_unless_current(self, max_age: float) -> bool:
-        """:meth:`_settle`, unless this object's own stat pass found the store settled less
-        than ``max_age`` seconds ago and neither the directory nor MEMORY.md changed since
-        (any write, create, delete or rename by mdmem or an editor's save changes one)."""
-        import time
-
-        key = _catalog.store_key(self._root)
-        if max_age > 0 and self._fresh is not None:
-            at, known = self._fresh
-            if known == key and 0 <= time.monotonic() - at < max_age:
-                return False
-        overlay = self._settle(keep=True)
-        # The key from before the pass: a change during it makes the next call look again.
-        self._fresh = None if overlay else (time.monotonic(), key)
-        return overlay
-
-    @staticmethod
-    def _marked(cat: _catalog.Catalog) -> dict[str, _catalog.Entry]:
-        """The entries ``marks`` needs: notes with supersedes/expires, and the notes they name."""
-        marked = cat.marked()
-        targets = {
-            str(t)
-            for e in marked.values()
-            for t in (e.get("supersedes") or ())  # type: ignore[attr-defined]
-            if isinstance(t, str)
-        }
-        for name in cat.present(targets - set(marked)):
-            marked[name] = {"line": "-"}
-        return marked
-
-    def _superseded(self, cat: _catalog.Catalog) -> dict[str, str]:
-        from mdmem.store.marks import superseded_by
-
-        return superseded_by(self._marked(cat))
-
-    def _rows(
-        self, offset: int, limit: int | None, where: str = "line IS NOT NULL"
-    ) -> Iterator[tuple[str, _catalog.Entry]]:
-        # A page at a time under the guard, so that other threads may use the catalog
-        # between; each page starts after the last name of the one before.
-        done, after = 0, None
-        while limit is None or done < limit:
-            size = 500 if limit is None else min(500, limit - done)
-            with self._catalog_guard:
-                cat = self._cat()
-                page = list(
-                    cat.rows(
-                        where=where, offset=offset if after is None else 0, limit=size, after=after
-                    )
-                )
-            yield from page
-            done += len(page)
-            if len(page) < size:
-                return
-            after = page[-1][0]
-
     def _near_titles(self, title: str) -> list[tuple[str, str, str]] | None:
-        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, whose title
-        may be near ``title``, as the catalog last recorded them (no stat pass: the planner
-        reads each one it uses). None when the catalog cannot say; then every entry is read.
-        """
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return []
-        with self._catalog_guard:
-            try:
-                with _RollBack(self):
-                    cat = self._cat()
-                    rows = cat.near(title, self.lock_timeout)
-                    if rows is None:
-                        return None
-                    superseded = self._superseded(cat)
-            except _catalog.CatalogError:
-                return None
-        return [row for row in rows if row[0] not in superseded]
+        """Dedupe's candidates (see ``Coherence.near``): the planner asks for them."""
+        return self._engine.near(title)
 
     def entry_versions(self, *, scan: _catalog.Scan | None = None) -> dict[str, str]:
         """Every note's content hash by file name, from the catalog brought up to date.
@@ -445,11 +303,11 @@ class Store:
         """
         if self.unavailable is not None or not os.path.isdir(self._root):
             return {}
-        with self._catalog_guard:
-            overlay = self._settle(keep=True, scan=scan)
-            versions = self._cat().versions()
+        with self._engine.guard:
+            overlay = self._engine.settle(keep=True, scan=scan)
+            versions = self._engine.cat().versions()
             if overlay:
-                self._cat().rollback()
+                self._engine.cat().rollback()
         return versions
 
     def iter_versions(self, *, scan: _catalog.Scan | None = None) -> Iterator[tuple[str, str]]:
@@ -459,10 +317,10 @@ class Store:
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
         held = None
-        with self._catalog_guard:
-            if self._settle(keep=True, scan=scan):  # not saved: read it before letting go
-                held = sorted(self._cat().versions().items())
-                self._cat().rollback()
+        with self._engine.guard:
+            if self._engine.settle(keep=True, scan=scan):  # not saved: read it before letting go
+                held = sorted(self._engine.cat().versions().items())
+                self._engine.cat().rollback()
         if held is not None:
             yield from held
             return
@@ -477,12 +335,12 @@ class Store:
 
         if self.unavailable is not None or not os.path.isdir(self._root):
             return []
-        with self._catalog_guard:
-            overlay = self._settle_unless_current(max_age)
-            rows = list(self._cat().rows(where="error IS NOT NULL"))
+        with self._engine.guard:
+            overlay = self._engine.settle_unless_current(max_age)
+            rows = list(self._engine.cat().rows(where="error IS NOT NULL"))
             if overlay:
-                self._cat().rollback()
-        return [Problem(name, str(e["error"])) for name, e in rows]
+                self._engine.cat().rollback()
+        return [Problem(name, str(e.error)) for name, e in rows]
 
     def read(self, filename: str) -> Note:
         """Read one note.
@@ -532,24 +390,7 @@ class Store:
         One ``lstat`` and one catalog look-up while the directory is as the
         catalog last saw it; a listing of the directory otherwise.
         """
-        if os.path.lexists(os.path.join(self._root, filename)):
-            return True
-        folded = filename.casefold()
-        try:
-            st = os.lstat(self._root)
-        except FileNotFoundError:
-            return False
-        here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
-        with self._catalog_guard:
-            try:
-                cat = self._cat()
-                if cat.meta("dir") == here:
-                    return cat.taken(folded)
-            except _catalog.CatalogError:
-                pass  # a damaged catalog: the listing answers
-            if self._listing is None or self._listing[0] != here:
-                self._listing = (here, {n.casefold() for n in os.listdir(self._root)})
-            return folded in self._listing[1]
+        return self._engine.taken(filename)
 
     def search(self, query: str, limit: int = 10) -> list[Hit]:
         """This store's notes that best answer ``query``, best first (see :mod:`mdmem.recall`).
@@ -590,443 +431,9 @@ class Store:
         except UnicodeDecodeError as exc:
             raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
 
-    # -- the catalog ---------------------------------------------------------------
-
-    def _entry(
-        self,
-        name: str,
-        st: _catalog.Stat,
-        prev: _catalog.Entry | None,
-        known: Mapping[str, bytes],
-        parsed: Note | None = None,
-    ) -> _catalog.Entry:
-        """A note's catalog row. ``parsed``: the note the bytes ``known[name]`` were
-        rendered from (a write's own): used instead of parsing them again."""
-        from mdmem.store.note import format_time, index_line, parse
-
-        path = os.path.join(self._root, name)
-        data = known.get(name)
-        if data is None:
-            try:
-                data = files.read_bytes(path, MAX_NOTE_BYTES)
-            except ValueError as exc:
-                return {"st": list(st), "error": f"too large: {exc}"}
-            except OSError as exc:
-                return {"st": list(st), "error": f"cannot be read: {exc.strerror}"}
-        sha = _catalog.content_hash(data)
-        if prev is not None and prev.get("sha") == sha:
-            return {**prev, "st": list(st)}
-        if prev is not None and prev.get("sha") and name not in known:
-            from mdmem.store import history
-
-            # Changed behind mdmem's back: the version before is in history already.
-            history.record_if_unknown(self._root, name, data, source="hand-edit")
-        try:
-            note = parsed if parsed is not None and name in known else parse(data.decode(), name)
-        except UnicodeDecodeError as exc:
-            return {"st": list(st), "sha": sha, "error": f"not UTF-8 (byte {exc.start})"}
-        except InvalidNote as exc:
-            return {"st": list(st), "sha": sha, "error": exc.reason}
-        entry: _catalog.Entry = {
-            "st": list(st),
-            "sha": sha,
-            "line": index_line(note),
-            "type": note.type.value,
-            "title": note.title,
-            "summary": note.summary,
-            "updated": format_time(note.updated) if note.updated else None,
-        }
-        from mdmem.store.marks import note_marks
-
-        entry.update(note_marks(note))
-        return entry
-
-    def _cat(self) -> _catalog.Catalog:
-        if self._catalog is None or self._catalog_pid != os.getpid():
-            # A forked child must not share its parent's SQLite connection.
-            self._catalog = _catalog.Catalog(self._root, private=self.private)
-            self._catalog_pid = os.getpid()
-        return self._catalog
-
-    def _sync(
-        self,
-        scan: _catalog.Scan,
-        *,
-        known: Mapping[str, bytes] | None = None,
-        at: int = 0,
-        full: bool = False,
-        locked: bool = False,
-        keep: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-        cache: dict[str, _catalog.Entry] | None = None,
-    ) -> tuple[str | None, bool]:
-        """Bring the catalog and MEMORY.md in line with the notes.
-
-        Returns (text, overlay): ``text`` is MEMORY.md's right text when the
-        file could not be written (None: the file is right); ``overlay`` is
-        True when, with ``keep``, the catalog's changes could not be saved and
-        are left in an open transaction for the caller to read, then roll back.
-        """
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return "", False  # reading a store that does not exist must not create it
-        with self._catalog_guard:
-            args = (known or {}, at, full, locked, keep, progress, cache or {})
-            try:
-                with _RollBack(self):
-                    return self._sync_with(self._cat(), scan, *args)
-            except _catalog.CatalogError as exc:
-                if exc.busy:
-                    # Held by another connection: answer from a private catalog
-                    # in memory this once; never throw a live catalog away.
-                    return self._sync_with(
-                        _catalog.Catalog(self._root, private=self.private, memory=True),
-                        scan,
-                        *args,
-                    )
-                _log().warning("%s: the catalog was unusable (%s); rebuilding it", self._root, exc)
-                self._cat().reset()
-            try:
-                with _RollBack(self):
-                    return self._sync_with(self._cat(), scan, *args)
-            except _catalog.CatalogError:
-                pass  # the state folder cannot hold a catalog: answer from one in memory
-            self._catalog = _catalog.Catalog(self._root, private=self.private, memory=True)
-            return self._sync_with(self._catalog, scan, *args)
-
-    def _sync_with(
-        self,
-        cat: _catalog.Catalog,
-        scan: _catalog.Scan,
-        known: Mapping[str, bytes],
-        at: int,
-        full: bool,
-        locked: bool,
-        keep: bool,
-        progress: Callable[[int, int], None] | None,
-        cache: dict[str, _catalog.Entry],
-    ) -> tuple[str | None, bool]:
-        if not cat.begin(self.lock_timeout if locked else 0.5):
-            # Another process is rewriting the catalog: work from a private, empty one.
-            cat = _catalog.Catalog(self._root, private=self.private, memory=True)
-            cat.begin(0)
-        now = _catalog.fs_now(self._root, private=self.private) if not cat.memory else 0
-        if full:
-            cat.clear()
-        # Names are validated once: the catalog is asked about a name the quick check
-        # cannot vouch for, instead of holding every recorded name.
-        scan.classify(cat.valid_names())
-        changes: dict[str, str | None] = {}
-        computed: dict[str, _catalog.Entry] = {}
-        fresh = False  # a note as new as its row: its stat proves nothing yet
-        total = scan.count()
-        many = False  # more changed lines than a patch is worth: MEMORY.md is rebuilt
-        rejected = scan.rejected
-        seen_rejected: set[str] = set()
-        gone: list[str] = []
-        batch: list[tuple[str, _catalog.Entry]] = []
-        # The names whose rows this pass changes, for the change log (None: too many,
-        # or a rebuild: readers catch up in full).
-        touched: set[str] | None = None if full else set()
-
-        def unmatched(name: str, st: _catalog.Stat | None) -> None:
-            # A row no note of the listing matched: a rejected name, or a file gone.
-            reason = rejected.get(name)
-            if reason is None:
-                gone.append(name)
-                return
-            seen_rejected.add(name)
-            if st is None:
-                return  # rejected before, and the name cannot change
-            changes[name] = None
-            batch.append((name, {"error": reason}))
-
-        # The listing and the rows, both sorted by name, side by side: nothing holds
-        # every note's row, and rows go to SQLite in key order, a batch at a time.
-        rows = cat.iter_stats()
-        row = next(rows, None)
-        for done, (name, st) in enumerate(scan.sorted_notes(), 1):
-            while row is not None and row[0] < name:
-                unmatched(row[0], row[1])
-                row = next(rows, None)
-            rec: tuple[str, _catalog.Stat | None, int] | None = None
-            if row is not None and row[0] == name:
-                rec, row = row, next(rows, None)
-            stamp = at if name in known else now
-            if (
-                rec is not None
-                and rec[1] == st
-                and max(st[0], st[3]) < rec[2]
-                and name not in known
-            ):
-                if progress is not None:
-                    progress(done, total)
-                continue  # recorded, and the stat is old enough to prove it unchanged
-            prev = cat.get(name) if rec is not None else None
-            hit = cache.get(name)
-            if hit is not None and hit.get("st") == list(st) and name not in known:
-                entry = dict(hit)
-            else:
-                entry = self._entry(name, st, prev, known)
-                if entry.get("error") and (prev is None or prev.get("error") != entry["error"]):
-                    _log().warning(
-                        "%s/%s is not a valid note: %s", self._root, name, entry["error"]
-                    )
-            entry["at"] = stamp
-            fresh = fresh or max(st[0], st[3]) >= stamp
-            if entry != prev:
-                batch.append((name, entry))
-                if touched is not None:
-                    touched.add(name)
-                    if len(touched) > _catalog.LOG_NAMES:
-                        touched = None
-                if len(batch) >= _BATCH:
-                    cat.put_many(batch)
-                    batch.clear()
-                if len(computed) < _CACHE_ENTRIES:
-                    computed[name] = entry
-            if not many and entry.get("line") != (prev or {}).get("line"):
-                changes[name] = entry.get("line")  # type: ignore[assignment]
-                many = len(changes) > _index_file.PATCH_LIMIT
-            if progress is not None:
-                progress(done, total)
-        while row is not None:
-            unmatched(row[0], row[1])
-            row = next(rows, None)
-        for name, reason in rejected.items():
-            if name not in seen_rejected:  # rejected, and new to the catalog
-                batch.append((name, {"error": reason}))
-        if touched is not None:
-            touched.update(name for name, _ in batch)
-            touched.update(gone)
-            if len(touched) > _catalog.LOG_NAMES:
-                touched = None
-        cat.put_many(batch)
-        if gone:  # rows of files that are gone
-            cat.remove(gone)
-            if not many:
-                changes.update(dict.fromkeys(gone))
-        return self._write_index(
-            cat,
-            scan,
-            changes,
-            now,
-            locked=locked,
-            keep=keep,
-            fresh=fresh,
-            computed=computed,
-            rebuild=many,
-            touched=touched,
-        )
-
-    def _write_index(
-        self,
-        cat: _catalog.Catalog,
-        scan: _catalog.Scan | None,
-        changes: dict[str, str | None],
-        now: int,
-        *,
-        locked: bool,
-        keep: bool = False,
-        fresh: bool = True,
-        computed: dict[str, _catalog.Entry] | None = None,
-        complete: bool = False,
-        rebuild: bool = False,
-        touched: Collection[str] | None = None,
-        key_before: str | None = None,
-    ) -> tuple[str | None, bool]:
-        """Make MEMORY.md say what the catalog (in its open transaction) says, then commit.
-
-        MEMORY.md is patched line by line when it is still exactly what mdmem
-        last wrote (its hash is in the catalog), and rebuilt from the catalog
-        otherwise. ``scan`` (None after a write that scanned nothing) lets a
-        settled store be fingerprinted.
-
-        The change log (``Catalog.log``) gets the names whose rows changed
-        (``touched``; None: maybe any) between the store's key ``key_before`` (a
-        write's, taken before its first note was written; a scan's own
-        otherwise) and the key after MEMORY.md is written.
-        """
-        index_path = os.path.join(self._root, INDEX_NAME)
-        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
-        current: bytes | None = None
-        new: bytes | None = None
-        ours = ""
-        lines: int | None = None
-        rewrote = False
-        scan_dir: _catalog.Stat | None = None
-        spliced = None
-        # A rebuild from the catalog (a first load, a reindex, many changes) goes a
-        # chunk at a time: neither the old file nor the new one is held whole.
-        stream = rebuild or recorded is None or len(changes) > _index_file.PATCH_LIMIT
-        streamed: tuple[str, int, int] | None = None
-        if (
-            locked
-            and recorded is not None
-            and not stream
-            and recorded.stat_proves(_index_stat(self._root))
-        ):
-            # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
-            # reading, rendering or hashing the rest (see _index_file.splice).
-            before = _catalog.stat_of(self._root)
-            try:
-                spliced = _index_file.splice(index_path, changes, private=self.private)
-            except OSError:
-                spliced = None
-        if spliced is not None:
-            assert recorded is not None
-            ours, lines, rewrote = "stat", recorded.lines + spliced[0], spliced[1]
-            if rewrote and scan is not None and before == scan.dir_stat:
-                complete, scan_dir = True, _catalog.stat_of(self._root)
-            differs = False
-        elif stream:
-            streamed = _index_file.digest(_index_file.chunks(cat.lines()))
-            lines = streamed[2]
-            differs = streamed[:2] != _file_digest(index_path)
-        else:
-            try:
-                current = files.read_bytes(index_path, MAX_INDEX_BYTES)
-            except (OSError, ValueError):  # absent, not a regular file, too large: replaced
-                current = None
-            ours = self._index_is_ours(current, recorded) if current is not None else ""
-            if ours:
-                assert current is not None and recorded is not None
-                patched = _index_file.patch(current, changes)
-                if patched is not None:
-                    new, delta = patched
-                    lines = recorded.lines + delta
-            if new is None:
-                new = _index_file.join(cat.lines())
-            differs = new != (current or b"")
-        if differs:
-            if not locked:
-                if new is None:  # for the answer, should the locked pass below fail
-                    new = _index_file.join(cat.lines())
-                cat.rollback()
-                try:
-                    with self.lock(timeout=0):
-                        # Scan again inside the lock; what was just parsed is not parsed twice.
-                        return self._sync(
-                            _catalog.Scan(self._root), locked=True, keep=keep, cache=computed
-                        )
-                except (LockTimeout, OSError):
-                    # Someone else is writing, or the store is read-only: the text
-                    # is right all the same, MEMORY.md catches up on the next write.
-                    if keep:
-                        return new.decode("utf-8"), self._redo(changes, computed, scan, cat)
-                    return new.decode("utf-8"), False
-            before = _catalog.stat_of(self._root)
-            data = new if new is not None else _index_file.chunks(cat.lines())
-            files.atomic_write(index_path, data, private=self.private, derived=True)
-            rewrote = True
-            if scan is not None and before == scan.dir_stat:
-                # Only our own MEMORY.md moved the directory since the scan.
-                complete, scan_dir = True, _catalog.stat_of(self._root)
-            else:
-                scan_dir = None
-        if lines is None:
-            assert new is not None
-            lines = new.count(b"\n")
-        index_stat = _index_stat(self._root)
-        if rewrote and index_stat is not None:
-            self._written = None if new is None else (index_stat, new)
-        if rewrote or stream or ours in ("hash", "bytes"):
-            # What mdmem wrote: its stat, hash, line count, and a time after which its stat
-            # alone proves it (see _index_is_ours).
-            when = now
-            if rewrote and index_stat is not None and files.stamped(index_stat):
-                # Stamped as it was written: its stat proves it from now on (files.stamped).
-                when = max(index_stat[0], index_stat[3]) + 1
-            elif rewrote and index_stat is not None and not cat.memory:
-                # Read after the file was renamed and its stat taken: once the clock is
-                # past its times, any later change of it shows in its stat.
-                later = _catalog.fs_now(self._root, private=self.private)
-                if later > max(index_stat[0], index_stat[3]):
-                    when = later
-            if new is not None:
-                digest = _catalog.content_hash(new)
-            elif streamed is not None:
-                digest = streamed[0]
-            elif when != now:
-                digest = "-"  # spliced: the stat proves it; a changed stat means a rebuild
-            else:
-                digest = _hash_file(index_path) or "-"
-            record = _index_file.IndexRecord(index_stat or (0, 0, 0, 0), digest, lines, when)
-            cat.set_meta("index", record.format())
-        # What the directory looked like when the rows were last complete: while it
-        # is unchanged, the rows know every name (see name_taken).
-        directory = scan.dir_stat if scan is not None else None
-        if rewrote and scan is not None:
-            directory = scan_dir
-        elif scan is None and complete:
-            d = os.lstat(self._root)
-            directory = (d.st_mtime_ns, d.st_size, d.st_ino, d.st_ctime_ns)
-        cat.set_meta(
-            "dir", None if directory is None else f"{directory[0]} {directory[3]} {directory[2]}"
-        )
-        from mdmem.store import marks
-
-        marks.save(self._root, self._marked(cat))  # before the fingerprint that vouches for it
-        fingerprint = None
-        if scan is not None and not fresh and not rewrote and not cat.memory:
-            stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
-            if scan.index_stat == index_stat and all(max(s[0], s[3]) < now for s in stats):
-                fingerprint = _catalog.Fingerprint(
-                    scan.fingerprint(),
-                    scan.dir_stat or (0, 0, 0, 0),
-                    index_stat or (0, 0, 0, 0),
-                    lines,
-                    self._head_names(cat),
-                )
-        self._log(cat, scan, key_before, touched, rewrote, scan_dir, index_stat, fingerprint)
-        cat.commit()
-        _catalog.write_fingerprint(self._root, fingerprint, private=self.private)
-        if index_stat is not None:
-            return None, False
-        if streamed is not None:  # MEMORY.md could not be written: the text, if any
-            return (_index_file.join(cat.lines()).decode("utf-8") if streamed[1] else None), False
-        return (new.decode("utf-8") if new else None), False
-
-    def _log(
-        self,
-        cat: _catalog.Catalog,
-        scan: _catalog.Scan | None,
-        before: str | None,
-        touched: Collection[str] | None,
-        rewrote: bool,
-        scan_dir: _catalog.Stat | None,
-        index_stat: _catalog.Stat | None,
-        fingerprint: _catalog.Fingerprint | None,
-    ) -> None:
-        """Append this pass to the change log, and, when it found the store settled,
-        record where the log stood then (``Store.catalog_current``)."""
-        if cat.memory:
-            return
-        now_dir = _catalog.stat_of(self._root)
-        if scan is not None:
-            before = _catalog.key_of(scan.dir_stat, scan.index_stat)
-            # Someone else's create, delete or rename since the listing would hide behind
-            # the names of this pass: then readers catch up in full.
-            if (scan_dir if rewrote else scan.dir_stat) != now_dir:
-                touched = None
-        if touched is None or touched or rewrote:
-            after = _catalog.key_of(now_dir, index_stat)
-            cat.log(before if before is not None else "", after, touched)
-        if fingerprint is not None:
-            import time
-
-            epoch, seq = cat.position()
-            key = _catalog.key_of(fingerprint.dir, fingerprint.index)
-            cat.set_meta("settled", f"{epoch} {seq} {time.time()!r} {key}")
-
     def log_position(self) -> tuple[str, int] | None:
         """Where the store's change log stands (for a derived index to record), or None."""
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return None
-        with self._catalog_guard:
-            try:
-                return self._cat().position()
-            except _catalog.CatalogError:
-                return None
+        return self._engine.log_position()
 
     def changes_since(
         self, position: tuple[str, int], key: str
@@ -1040,23 +447,15 @@ class Store:
         in place behind mdmem's back is not among them until a read notices it
         (see docs/concepts/index.md, "The change log").
         """
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return None
-        now_key = _catalog.store_key(self._root)
-        with self._catalog_guard:
-            try:
-                found = self._cat().changes_after(position, key, now_key)
-            except _catalog.CatalogError:
-                return None
-        return None if found is None else (found[0], now_key, found[1])
+        return self._engine.changes_since(position, key)
 
     def versions_of(self, names: Collection[str]) -> dict[str, str]:
         """The content hash of each of ``names`` that is a note, as the catalog records it
         (no stat pass: for a reader that learned the names from :meth:`changes_since`)."""
-        if self.unavailable is not None or not os.path.isdir(self._root) or not names:
+        if not names or not self._engine.here():
             return {}
-        with self._catalog_guard:
-            return self._cat().versions(names)
+        with self._engine.guard:
+            return self._engine.cat().versions(names)
 
     def catalog_current(self, max_age: float = 600.0) -> int | None:
         """How many notes the catalog lists (MEMORY.md's lines), when it may be read as
@@ -1067,130 +466,7 @@ class Store:
         key since. A note edited in place meanwhile is not seen (the prompt
         block's contract, see ``blockcache``).
         """
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return None
-        import time
-
-        with self._catalog_guard:
-            try:
-                cat = self._cat()
-                settled = (cat.meta("settled") or "").split(" ", 3)
-                if len(settled) != 4 or not 0 <= time.time() - float(settled[2]) < max_age:
-                    return None
-                position = (settled[0], int(settled[1]))
-                now_key = _catalog.store_key(self._root)
-                if cat.changes_after(position, settled[3], now_key) is None:
-                    return None
-                recorded = _index_file.IndexRecord.parse(cat.meta("index"))
-                return None if recorded is None else recorded.lines
-            except (_catalog.CatalogError, ValueError):
-                return None
-
-    def _redo(
-        self,
-        changes: dict[str, str | None],
-        computed: dict[str, _catalog.Entry] | None,
-        scan: _catalog.Scan | None,
-        cat: _catalog.Catalog,
-    ) -> bool:
-        # The unlocked pass rolled back; put its rows back, uncommitted, for the caller.
-        cat.begin(0.5)
-        for name, entry in (computed or {}).items():
-            cat.put(name, entry)
-        gone = [n for n, line in changes.items() if line is None and n not in (computed or {})]
-        cat.remove(gone)
-        return True
-
-    @staticmethod
-    def _head_names(cat: _catalog.Catalog) -> list[tuple[str, _catalog.Stat]] | None:
-        """The notes (valid or not) whose lines make the first block's worth of MEMORY.md."""
-        head: list[tuple[str, _catalog.Stat]] = []
-        count = size = 0
-        for name, entry in cat.rows(where="mtime IS NOT NULL"):
-            if len(head) >= _catalog.HEAD_NAMES:
-                return None
-            st = entry["st"]
-            assert isinstance(st, list)
-            head.append((name, (st[0], st[1], st[2], st[3])))
-            line = entry.get("line")
-            if line:
-                count += 1
-                size += len(str(line).encode("utf-8")) + 1
-                if count > MAX_LINES or size > MAX_BYTES:
-                    break
-        return head
-
-    def _index_is_ours(self, current: bytes, recorded: _index_file.IndexRecord | None) -> str:
-        """How MEMORY.md is known to be exactly what mdmem last wrote: "stat", "hash" or "".
-
-        Its stat proves it when older than the time recorded (the racy-clean rule
-        again); otherwise its bytes are hashed, and once they match, the time of
-        this pass is recorded so that the next write can go by the stat.
-        """
-        if recorded is None:
-            return ""
-        st = _index_stat(self._root)
-        if recorded.stat_proves(st):
-            return "stat"
-        if recorded.same_stat(st) and self._written is not None and self._written == (st, current):
-            return "bytes"  # what this process wrote, byte for byte
-        return "hash" if recorded.digest == _catalog.content_hash(current) else ""
-
-    def _dir_known(self) -> bool:
-        """Whether the catalog's rows know every name in the directory as it is now."""
-        try:
-            st = os.lstat(self._root)
-            with self._catalog_guard:
-                return self._cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
-        except (OSError, _catalog.CatalogError):
-            return False
-
-    def _record(self, plan: _txn.Plan, at: int, complete: bool, before: str | None) -> None:
-        """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
-
-        The rest of the store is not looked at (that is what makes a write cost
-        what it touches); a note someone edited by hand meanwhile is caught by
-        the next read. When MEMORY.md is not what mdmem last wrote, or the
-        catalog is new, a full refresh runs instead.
-        """
-        with self._catalog_guard:
-            try:
-                with _RollBack(self):
-                    cat = self._cat()
-                    if cat.meta("index") is not None and cat.begin(self.lock_timeout):
-                        changes: dict[str, str | None] = {}
-                        for name, data in plan.writes.items():
-                            st = os.stat(os.path.join(self._root, name))
-                            prev = cat.get(name)
-                            entry = self._entry(
-                                name,
-                                (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
-                                prev,
-                                {name: data},
-                                plan.notes.get(name),
-                            )
-                            entry["at"] = at
-                            cat.put(name, entry)
-                            changes[name] = entry.get("line")  # type: ignore[assignment]
-                        cat.remove(list(plan.deletes))
-                        changes.update(dict.fromkeys(plan.deletes))
-                        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
-                        if recorded is not None and _index_stat(self._root) is not None:
-                            self._write_index(
-                                cat,
-                                None,
-                                changes,
-                                at,
-                                locked=True,
-                                complete=complete,
-                                touched=set(changes) if before is not None else None,
-                                key_before=before,
-                            )
-                            return
-                        cat.rollback()
-            except _catalog.CatalogError:
-                pass  # a damaged catalog: the full refresh below rebuilds it
-        self._sync(_catalog.Scan(self._root), known=plan.writes, at=at, locked=True)
+        return self._engine.catalog_current(max_age)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild MEMORY.md and the catalog from the notes, parsing every one.
@@ -1201,28 +477,7 @@ class Store:
         Raises:
             LockTimeout: the store is locked by someone else.
         """
-        from mdmem.store.results import Problem, ReindexReport
-
-        if self.unavailable is not None or not os.path.isdir(self._root):
-            return ReindexReport(0, (), False)
-        with self.lock():
-            index_path = os.path.join(self._root, INDEX_NAME)
-            before = _hash_file(index_path)
-            text, _ = self._sync(
-                _catalog.Scan(self._root), full=True, locked=True, progress=progress
-            )
-            after = _catalog.content_hash(text.encode("utf-8")) if text is not None else None
-            if text is None:
-                after = _hash_file(index_path)
-            with self._catalog_guard:
-                problems = tuple(
-                    Problem(name, str(e["error"]))
-                    for name, e in self._cat().rows(where="error IS NOT NULL")
-                )
-        with self._catalog_guard:
-            count = sum(1 for _ in self._cat().rows())
-        empty = _catalog.content_hash(b"")
-        return ReindexReport(count, problems, changed=(before or empty) != (after or empty))
+        return self._engine.reindex(progress)
 
     # -- writing -------------------------------------------------------------------
 
@@ -1269,7 +524,7 @@ class Store:
                 # The file-system time before the notes are written: their rows are
                 # not trusted until a read finds them older than a later "now".
                 at = _catalog.fs_now(self._root, private=self.private)
-                complete = self._dir_known()
+                complete = self._engine.dir_known()
                 before = _catalog.store_key(self._root)  # for the change log
                 lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
                 for name in lost:
@@ -1277,13 +532,13 @@ class Store:
                 for name, other in planner.plan.renamed.items():
                     planner.renamed(name, other)
                 if lost or planner.plan.renamed:
-                    self._sync(_catalog.Scan(self._root), locked=True)
+                    self._engine.sync(_catalog.Scan(self._root), locked=True)
                 else:
-                    self._record(planner.plan, at, complete, before)
+                    self._engine.record(planner.plan, at, complete, before)
             elif os.path.isdir(self._root) and not os.path.exists(
                 os.path.join(self._root, INDEX_NAME)
             ):
-                self._sync(_catalog.Scan(self._root), locked=True)
+                self._engine.sync(_catalog.Scan(self._root), locked=True)
         return ApplyResult(tuple(planner.applied), tuple(planner.rejected))
 
     def save(
@@ -1338,11 +593,11 @@ class Store:
             if current is None and not os.path.lexists(path):
                 plan.before[note.filename] = None  # a create: exclusive, never a clobber
             at = _catalog.fs_now(self._root, private=self.private)
-            complete = self._dir_known()
+            complete = self._engine.dir_known()
             before = _catalog.store_key(self._root)
             if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(note.filename, self._root)
-            self._record(plan, at, complete, before)
+            self._engine.record(plan, at, complete, before)
         return "create" if current is None else "update"
 
     def rename(self, old: str, new: str, *, source: str = "api") -> str:
@@ -1383,7 +638,7 @@ class Store:
                 os.unlink(source_path)
             files.fsync_dir(self._root)
             history.record(self._root, new, data, source=source, action="rename")
-            self._sync(_catalog.Scan(self._root), locked=True)
+            self._engine.sync(_catalog.Scan(self._root), locked=True)
         return new
 
     # -- the trash -----------------------------------------------------------------
@@ -1434,7 +689,7 @@ class Store:
             from mdmem.store import history
 
             history.record(self._root, filename, data, source="api", action="restore")
-            self._sync(_catalog.Scan(self._root), locked=True)
+            self._engine.sync(_catalog.Scan(self._root), locked=True)
         return filename
 
     # -- history -------------------------------------------------------------------
@@ -1450,7 +705,7 @@ class Store:
 
         check_name(filename)
         if os.path.isdir(self._root):
-            self._sync(_catalog.Scan(self._root))  # notice a hand edit first
+            self._engine.sync(_catalog.Scan(self._root))  # notice a hand edit first
         return history.list_versions(self._root, filename)
 
     def restore_version(self, filename: str, version: int | str, *, source: str = "api") -> str:
@@ -1480,95 +735,8 @@ class Store:
             )
             if _txn.commit(self._root, plan, private=self.private, source=source):
                 raise NoteExists(filename, self._root)  # appeared meanwhile: left as is
-            self._sync(_catalog.Scan(self._root), known=plan.writes, locked=True)
+            self._engine.sync(_catalog.Scan(self._root), known=plan.writes, locked=True)
         return "create" if current is None else "update"
-
-
-class _Held:
-    """A held store lock, as a context manager (contextlib is not imported for this)."""
-
-    __slots__ = ("_lock", "_recover", "_store", "_timeout")
-
-    def __init__(self, store: Store, name: str, timeout: float, *, recover: bool = False) -> None:
-        self._store = store
-        self._lock = store._filelock(name)
-        self._timeout = timeout
-        self._recover = recover
-
-    def __enter__(self) -> None:
-        from time import monotonic
-
-        store = self._store
-        deadline = None if self._timeout < 0 else monotonic() + self._timeout
-        self._acquire(deadline)
-        if self._recover:
-            try:
-                # The write lock also holds an flock on the store directory itself:
-                # deleting the state folder (and the lock file with it) cannot
-                # delete that, so it never lets a second writer in.
-                store._hold_root(deadline, self._timeout)
-            except BaseException:
-                self._lock.release()
-                raise
-            try:
-                from mdmem.store import _txn
-
-                for message in _txn.recover(store.path, private=store.private):
-                    _log().warning("%s: %s", store.path, message)
-            except BaseException:
-                store._release_root()
-                self._lock.release()
-                raise
-
-    def _acquire(self, deadline: float | None) -> None:
-        from time import monotonic
-
-        from filelock import Timeout
-
-        store = self._store
-        for _ in range(100):
-            remaining = -1.0 if deadline is None else max(0.0, deadline - monotonic())
-            try:
-                if self._recover:  # the write lock: taken in turn (see mdmem.store._queue)
-                    from mdmem.store import _queue
-
-                    _queue.acquire(self._lock, remaining, Timeout)
-                else:
-                    self._lock.acquire(timeout=remaining)
-            except Timeout:
-                raise LockTimeout(store.path, self._timeout) from None
-            except FileNotFoundError:  # the state folder was removed: make it again
-                store.state.ensure()
-                continue
-            if _same_file(self._lock):
-                return
-            # The lock file was removed (with its folder) between its open and our
-            # flock: the lock we hold guards nothing. Take the one at the path now.
-            self._lock.release()
-            store.state.ensure()
-        raise LockTimeout(store.path, self._timeout)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._recover:
-            self._store._release_root()
-        self._lock.release()
-
-
-def _same_file(lock: BaseFileLock) -> bool:
-    """Whether the file ``lock`` holds is still the one at its path."""
-    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
-    if not isinstance(fd, int):
-        return True  # this filelock does not say; the directory flock still guards writes
-    try:
-        held, now = os.fstat(fd), os.stat(lock.lock_file)
-    except OSError:
-        return False
-    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
 
 
 def prepare_writes() -> None:
@@ -1578,9 +746,9 @@ def prepare_writes() -> None:
     imports fail: filelock pulls in concurrent.futures' thread pool, which
     registers an exit hook, and that is refused once shutdown has begun.
     """
-    import filelock  # noqa: F401
+    from mdmem.store import _planner, _txn, locks  # noqa: F401
 
-    from mdmem.store import _planner, _txn  # noqa: F401
+    locks.prepare()
 
 
 def _default_redact() -> Callable[[str], str]:
@@ -1596,69 +764,6 @@ def _redact_extra(extra: Mapping[str, object], redact: Callable[[str], str]) -> 
     clean = redact_data(dict(extra), redact)
     assert isinstance(clean, dict)
     return clean
-
-
-_ABSENT = object()
-# Parsed entries an unlocked pass hands to the locked one, at most: a first load of
-# a large store must not hold every note's entry in memory at once.
-_CACHE_ENTRIES = 5_000
-# Rows written to the catalog per statement while a pass reads many notes.
-_BATCH = 500
-
-
-class _RollBack:
-    """Roll the catalog's open transaction back on any error, then let the error go on.
-
-    Whatever the error (a damaged catalog, or MEMORY.md that cannot be written), no
-    transaction may stay open for the next call; only a ``CatalogError`` is then
-    caught by the caller.
-    """
-
-    __slots__ = ("_store",)
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if exc is not None:
-            with _suppress():
-                self._store._cat().rollback()
-
-
-def _suppress() -> contextlib.AbstractContextManager[None]:
-    import contextlib
-
-    return contextlib.suppress(Exception)
-
-
-def _index_stat(root: str) -> _catalog.Stat | None:
-    try:
-        st = os.lstat(os.path.join(root, INDEX_NAME))
-    except FileNotFoundError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def _hash_file(path: str) -> str | None:
-    try:
-        return _catalog.content_hash(files.read_bytes(path, MAX_INDEX_BYTES))
-    except (OSError, ValueError):
-        return None
-
-
-def _file_digest(path: str) -> tuple[str, int]:
-    """(content hash, size) of a file read in chunks; of no bytes when it cannot be read."""
-    try:
-        with _catalog.open_regular(path) as f:
-            found = _index_file.digest(iter(lambda: f.read(1 << 16), b""))
-    except OSError:
-        found = None
-    if found is None or found[1] > MAX_INDEX_BYTES:
-        return _index_file.digest(())[:2]
-    return found[:2]
 
 
 def _count_lines(path: str) -> int:
@@ -1689,17 +794,18 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'mdmem.store.store' has no attribute {name!r}")
 
 
-def _index_entry(name: str, e: Mapping[str, object], superseded: Mapping[str, str]) -> IndexEntry:
-    """A catalog row as the index entry the store hands out."""
+def _index_entry(name: str, row: _catalog.CatalogRow, superseded: Mapping[str, str]) -> IndexEntry:
+    """A catalog row (of a valid note: its fields are there) as the index entry the store
+    hands out."""
     from mdmem.store.note import IndexEntry
 
     return IndexEntry(
         filename=name,
-        type=str(e["type"]),
-        title=str(e["title"]),
-        summary=str(e["summary"]),
-        updated=e.get("updated"),  # type: ignore[arg-type]
-        supersedes=tuple(e.get("supersedes") or ()),  # type: ignore[arg-type]
-        expires=e.get("expires"),  # type: ignore[arg-type]
+        type=str(row.type),
+        title=str(row.title),
+        summary=str(row.summary),
+        updated=row.updated,
+        supersedes=row.supersedes,
+        expires=row.expires,
         superseded_by=superseded.get(name),
     )

@@ -1,0 +1,627 @@
+"""The coherence engine: keeps a store's notes, its catalog and MEMORY.md in agreement.
+
+The notes are the truth. A *pass* (:meth:`Coherence.sync`) walks a listing of the
+store (``_catalog.Scan``) beside the catalog's rows, both sorted by name, re-reads
+only the notes whose stat changed, re-parses only those whose bytes changed, then
+makes MEMORY.md say what the rows say (:meth:`Coherence.write_index`, with the
+helpers of ``_memory_md``): patched line by line when the file is still exactly
+what mdmem last wrote, rebuilt a chunk at a time otherwise. A write
+(:meth:`Coherence.record`) changes the rows of the notes it touched and nothing
+else. Each pass appends what it changed to the catalog's change log, and, when it
+found the store settled, writes the fingerprint the fast paths check
+(``_catalog.Fingerprint``).
+
+A pass that finds MEMORY.md wrong without the write lock retries once under it
+(``lock(0)``); if someone else holds it, the right text is returned and the file
+catches up on the next write. With ``keep``, a pass whose rows could not be saved
+leaves them in an open transaction for the caller to read, then roll back.
+
+:class:`~mdmem.store.store.Store` owns one :class:`Coherence` and reads through it.
+"""
+
+from __future__ import annotations
+
+import os
+from _thread import RLock
+
+from mdmem.errors import LockTimeout
+from mdmem.store import _catalog, _index_file, _memory_md, files, rows
+from mdmem.store.paths import INDEX_NAME
+
+# Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import contextlib
+    import logging
+    from collections.abc import Callable, Iterator, Mapping
+
+    from mdmem.store import _txn
+    from mdmem.store.results import ReindexReport
+
+__all__ = ["Coherence", "Request"]
+
+# Parsed entries an unlocked pass hands to the locked one, at most: a first load of
+# a large store must not hold every note's entry in memory at once.
+_CACHE_ENTRIES = 5_000
+# Rows written to the catalog per statement while a pass reads many notes.
+_BATCH = 500
+
+
+def _log() -> logging.Logger:
+    # logging costs ~15 ms to import; only paths that report something pay it.
+    import logging
+
+    return logging.getLogger("mdmem")
+
+
+class Request:
+    """What a pass is asked to do (the keywords of :meth:`Coherence.sync`)."""
+
+    __slots__ = ("at", "cache", "full", "keep", "known", "locked", "progress")
+
+    def __init__(
+        self,
+        known: Mapping[str, bytes],
+        at: int,
+        *,
+        full: bool,
+        locked: bool,
+        keep: bool,
+        progress: Callable[[int, int], None] | None,
+        cache: Mapping[str, _catalog.CatalogRow],
+    ) -> None:
+        self.known = known
+        self.at = at
+        self.full = full
+        self.locked = locked
+        self.keep = keep
+        self.progress = progress
+        self.cache = cache
+
+
+class Coherence:
+    """The coherence engine of the store at ``root``, and the catalog connection it uses.
+
+    ``usable``: False for a store that must not be read (a refused project store) or
+    written; ``lock(timeout)``: the store's write lock, taken when an unlocked pass
+    must write MEMORY.md. One thread at a time uses the catalog: hold :attr:`guard`.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        private: bool,
+        usable: bool,
+        lock_timeout: float,
+        lock: Callable[[float], contextlib.AbstractContextManager[None]],
+    ) -> None:
+        self.root = root
+        self.private = private
+        self.usable = usable
+        self.lock_timeout = lock_timeout
+        self._lock = lock
+        # The catalog's connection, per process; one thread at a time uses it.
+        self._catalog: _catalog.Catalog | None = None
+        self._catalog_pid = 0
+        self.guard = RLock()
+        # MEMORY.md as this object last wrote it (its stat, its bytes): the next write
+        # checks the file against these bytes instead of hashing it.
+        self._written: tuple[_catalog.Stat, bytes] | None = None
+        # When this object's last stat pass found the store settled, and the store's key then.
+        self._fresh: tuple[float, str] | None = None
+        # The directory's names, folded, by its stat: ``taken`` without a catalog.
+        self._listing: tuple[str, set[str]] | None = None
+
+    def here(self) -> bool:
+        """Whether there is a store to read: usable, and its directory exists."""
+        return self.usable and os.path.isdir(self.root)
+
+    def cat(self) -> _catalog.Catalog:
+        """The catalog, opened on first use (and again in a forked child)."""
+        if self._catalog is None or self._catalog_pid != os.getpid():
+            # A forked child must not share its parent's SQLite connection.
+            self._catalog = _catalog.Catalog(self.root, private=self.private)
+            self._catalog_pid = os.getpid()
+        return self._catalog
+
+    # -- bringing the catalog up to date -------------------------------------------------
+
+    def settle(self, *, keep: bool, scan: _catalog.Scan | None = None) -> bool:
+        """Bring the catalog up to date (nothing to do on a settled store); True: an overlay.
+
+        ``scan``: a listing the caller just took, used instead of taking another.
+        """
+        scan = scan if scan is not None else _catalog.Scan(self.root)
+        fp = _catalog.read_fingerprint(self.root)
+        if fp is not None and scan.fingerprint() == fp.full:
+            # Settled, and if the catalog is the one that saw it settle (it still
+            # records this MEMORY.md), its rows are exactly the notes.
+            try:
+                recorded = _index_file.IndexRecord.parse(self.cat().meta("index"))
+            except _catalog.CatalogError:
+                recorded = None
+            if recorded is not None and recorded.same_stat(fp.index):
+                return False
+        return self.sync(scan, keep=keep)[1]
+
+    def settle_unless_current(self, max_age: float) -> bool:
+        """:meth:`settle`, unless this object's own stat pass found the store settled less
+        than ``max_age`` seconds ago and neither the directory nor MEMORY.md changed since
+        (any write, create, delete or rename by mdmem or an editor's save changes one)."""
+        import time
+
+        key = _catalog.store_key(self.root)
+        if max_age > 0 and self._fresh is not None:
+            at, known = self._fresh
+            if known == key and 0 <= time.monotonic() - at < max_age:
+                return False
+        overlay = self.settle(keep=True)
+        # The key from before the pass: a change during it makes the next call look again.
+        self._fresh = None if overlay else (time.monotonic(), key)
+        return overlay
+
+    def sync(
+        self,
+        scan: _catalog.Scan,
+        *,
+        known: Mapping[str, bytes] | None = None,
+        at: int = 0,
+        full: bool = False,
+        locked: bool = False,
+        keep: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        cache: dict[str, _catalog.CatalogRow] | None = None,
+    ) -> tuple[str | None, bool]:
+        """Bring the catalog and MEMORY.md in line with the notes of ``scan``.
+
+        ``known``: notes this process just wrote (name -> bytes), stamped ``at``
+        (the file-system time before they were written); ``full``: every row
+        rebuilt (a reindex); ``locked``: the caller holds the write lock;
+        ``progress``: called with (done, total); ``cache``: rows an earlier
+        unlocked pass parsed.
+
+        Returns (text, overlay): ``text`` is MEMORY.md's right text when the
+        file could not be written (None: the file is right); ``overlay`` is
+        True when, with ``keep``, the catalog's changes could not be saved and
+        are left in an open transaction for the caller to read, then roll back.
+        """
+        if not self.here():
+            return "", False  # reading a store that does not exist must not create it
+        with self.guard:
+            asked = Request(
+                known or {},
+                at,
+                full=full,
+                locked=locked,
+                keep=keep,
+                progress=progress,
+                cache=cache or {},
+            )
+            try:
+                with _RollBack(self):
+                    return self._walk(self.cat(), scan, asked)
+            except _catalog.CatalogError as exc:
+                if exc.busy:
+                    # Held by another connection: answer from a private catalog
+                    # in memory this once; never throw a live catalog away.
+                    return self._walk(self._in_memory(), scan, asked)
+                _log().warning("%s: the catalog was unusable (%s); rebuilding it", self.root, exc)
+                self.cat().reset()
+            try:
+                with _RollBack(self):
+                    return self._walk(self.cat(), scan, asked)
+            except _catalog.CatalogError:
+                pass  # the state folder cannot hold a catalog: answer from one in memory
+            self._catalog = self._in_memory()
+            return self._walk(self._catalog, scan, asked)
+
+    def _in_memory(self) -> _catalog.Catalog:
+        return _catalog.Catalog(self.root, private=self.private, memory=True)
+
+    # One loop on purpose: the listing and the rows side by side, with the state it shares
+    # (batch, changes, touched) in locals, is the 100,000-note stat pass.
+    def _walk(
+        self, cat: _catalog.Catalog, scan: _catalog.Scan, asked: Request
+    ) -> tuple[str | None, bool]:
+        """The pass itself: rows of the notes that changed, then MEMORY.md."""
+        # Locals, not attributes: the loop reads them once per note.
+        known, at, locked, progress, cache = (
+            asked.known,
+            asked.at,
+            asked.locked,
+            asked.progress,
+            asked.cache,
+        )
+        if not cat.begin(self.lock_timeout if locked else 0.5):
+            # Another process is rewriting the catalog: work from a private, empty one.
+            cat = self._in_memory()
+            cat.begin(0)
+        now = _catalog.fs_now(self.root, private=self.private) if not cat.memory else 0
+        if asked.full:
+            cat.clear()
+        # Names are validated once: the catalog is asked about a name the quick check
+        # cannot vouch for, instead of holding every recorded name.
+        scan.classify(cat.valid_names())
+        changes: dict[str, str | None] = {}
+        computed: dict[str, _catalog.CatalogRow] = {}
+        fresh = False  # a note as new as its row: its stat proves nothing yet
+        total = scan.count()
+        many = False  # more changed lines than a patch is worth: MEMORY.md is rebuilt
+        rejected = scan.rejected
+        seen_rejected: set[str] = set()
+        gone: list[str] = []
+        batch: list[tuple[str, _catalog.CatalogRow]] = []
+        # The names whose rows this pass changes, for the change log (None: too many,
+        # or a rebuild: readers catch up in full).
+        touched: set[str] | None = None if asked.full else set()
+
+        def unmatched(name: str, st: _catalog.Stat | None) -> None:
+            # A row no note of the listing matched: a rejected name, or a file gone.
+            reason = rejected.get(name)
+            if reason is None:
+                gone.append(name)
+                return
+            seen_rejected.add(name)
+            if st is None:
+                return  # rejected before, and the name cannot change
+            changes[name] = None
+            batch.append((name, _catalog.CatalogRow(error=reason)))
+
+        # The listing and the rows, both sorted by name, side by side: nothing holds
+        # every note's row, and rows go to SQLite in key order, a batch at a time.
+        stats = cat.iter_stats()
+        row = next(stats, None)
+        for done, (name, st) in enumerate(scan.sorted_notes(), 1):
+            while row is not None and row[0] < name:
+                unmatched(row[0], row[1])
+                row = next(stats, None)
+            rec: tuple[str, _catalog.Stat | None, int] | None = None
+            if row is not None and row[0] == name:
+                rec, row = row, next(stats, None)
+            stamp = at if name in known else now
+            if (
+                rec is not None
+                and rec[1] == st
+                and max(st[0], st[3]) < rec[2]
+                and name not in known
+            ):
+                if progress is not None:
+                    progress(done, total)
+                continue  # recorded, and the stat is old enough to prove it unchanged
+            prev = cat.get(name) if rec is not None else None
+            hit = cache.get(name)
+            if hit is not None and hit.st == st and name not in known:
+                entry = hit.stamped(stamp)
+            else:
+                entry = rows.note_row(self.root, name, st, prev, known).stamped(stamp)
+                if entry.error and (prev is None or prev.error != entry.error):
+                    _log().warning("%s/%s is not a valid note: %s", self.root, name, entry.error)
+            fresh = fresh or max(st[0], st[3]) >= stamp
+            if entry != prev:
+                batch.append((name, entry))
+                if touched is not None:
+                    touched.add(name)
+                    if len(touched) > _catalog.LOG_NAMES:
+                        touched = None
+                if len(batch) >= _BATCH:
+                    cat.put_many(batch)
+                    batch.clear()
+                if len(computed) < _CACHE_ENTRIES:
+                    computed[name] = entry
+            if not many and entry.line != (prev.line if prev is not None else None):
+                changes[name] = entry.line
+                many = len(changes) > _index_file.PATCH_LIMIT
+            if progress is not None:
+                progress(done, total)
+        while row is not None:
+            unmatched(row[0], row[1])
+            row = next(stats, None)
+        for name, reason in rejected.items():
+            if name not in seen_rejected:  # rejected, and new to the catalog
+                batch.append((name, _catalog.CatalogRow(error=reason)))
+        if touched is not None:
+            touched.update(name for name, _ in batch)
+            touched.update(gone)
+            if len(touched) > _catalog.LOG_NAMES:
+                touched = None
+        cat.put_many(batch)
+        if gone:  # rows of files that are gone
+            cat.remove(gone)
+            if not many:
+                changes.update(dict.fromkeys(gone))
+        done_pass = _memory_md.Pass(
+            changes, now, fresh=fresh, computed=computed, rebuild=many, touched=touched
+        )
+        return self.write_index(cat, scan, done_pass, locked=locked, keep=asked.keep)
+
+    # -- MEMORY.md ----------------------------------------------------------------------
+
+    def write_index(
+        self,
+        cat: _catalog.Catalog,
+        scan: _catalog.Scan | None,
+        done: _memory_md.Pass,
+        *,
+        locked: bool,
+        keep: bool = False,
+    ) -> tuple[str | None, bool]:
+        """Make MEMORY.md say what the catalog (in its open transaction) says, then commit.
+
+        MEMORY.md is patched line by line when it is still exactly what mdmem
+        last wrote (its hash is in the catalog), and rebuilt from the catalog
+        otherwise. ``scan`` (None after a write that scanned nothing) lets a
+        settled store be fingerprinted.
+
+        The change log (``Catalog.log``) gets the names whose rows changed
+        (``done.touched``; None: maybe any) between the store's key
+        ``done.key_before`` (a write's, taken before its first note was written;
+        a scan's own otherwise) and the key after MEMORY.md is written.
+        """
+        index_path = os.path.join(self.root, INDEX_NAME)
+        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+        draft = _memory_md.draft(
+            self.root, self.private, self._written, cat, scan, done, recorded, locked=locked
+        )
+        if draft.differs:
+            if not locked:
+                new = draft.new
+                if new is None:  # for the answer, should the locked pass below fail
+                    new = _index_file.join(cat.lines())
+                cat.rollback()
+                try:
+                    with self._lock(0):
+                        # Scan again inside the lock; what was just parsed is not parsed twice.
+                        return self.sync(
+                            _catalog.Scan(self.root), locked=True, keep=keep, cache=done.computed
+                        )
+                except (LockTimeout, OSError):
+                    # Someone else is writing, or the store is read-only: the text
+                    # is right all the same, MEMORY.md catches up on the next write.
+                    if keep:
+                        return new.decode("utf-8"), _memory_md.redo(done, cat)
+                    return new.decode("utf-8"), False
+            before = _catalog.stat_of(self.root)
+            data = draft.new if draft.new is not None else _index_file.chunks(cat.lines())
+            files.atomic_write(index_path, data, private=self.private, derived=True)
+            draft.rewrote = True
+            if scan is not None and before == scan.dir_stat:
+                # Only our own MEMORY.md moved the directory since the scan.
+                draft.complete, draft.scan_dir = True, _catalog.stat_of(self.root)
+            else:
+                draft.scan_dir = None
+        if draft.lines is None:
+            assert draft.new is not None
+            draft.lines = draft.new.count(b"\n")
+        index_stat = _memory_md.index_stat(self.root)
+        if draft.rewrote and index_stat is not None:
+            self._written = None if draft.new is None else (index_stat, draft.new)
+        if draft.rewrote or draft.streamed is not None or draft.ours in ("hash", "bytes"):
+            _memory_md.remember(self.root, self.private, cat, draft, done.now, index_stat)
+        _memory_md.finish(self.root, self.private, cat, scan, done, draft, index_stat)
+        if index_stat is not None:
+            return None, False
+        if draft.streamed is not None:  # MEMORY.md could not be written: the text, if any
+            text = _index_file.join(cat.lines()).decode("utf-8") if draft.streamed[1] else None
+            return text, False
+        return (draft.new.decode("utf-8") if draft.new else None), False
+
+    # -- after a write -----------------------------------------------------------------
+
+    def dir_known(self) -> bool:
+        """Whether the catalog's rows know every name in the directory as it is now."""
+        try:
+            st = os.lstat(self.root)
+            with self.guard:
+                return self.cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+        except (OSError, _catalog.CatalogError):
+            return False
+
+    def record(self, plan: _txn.Plan, at: int, complete: bool, before: str | None) -> None:
+        """After a batch: update the rows of the notes it touched, and their MEMORY.md lines.
+
+        The rest of the store is not looked at (that is what makes a write cost
+        what it touches); a note someone edited by hand meanwhile is caught by
+        the next read. When MEMORY.md is not what mdmem last wrote, or the
+        catalog is new, a full refresh runs instead. ``complete``: the rows knew
+        every name before the batch (:meth:`dir_known`); ``before``: the store's
+        key then.
+        """
+        with self.guard:
+            try:
+                with _RollBack(self):
+                    cat = self.cat()
+                    if cat.meta("index") is not None and cat.begin(self.lock_timeout):
+                        changes: dict[str, str | None] = {}
+                        for name, data in plan.writes.items():
+                            st = os.stat(os.path.join(self.root, name))
+                            row = rows.note_row(
+                                self.root,
+                                name,
+                                (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
+                                cat.get(name),
+                                {name: data},
+                                plan.notes.get(name),
+                            ).stamped(at)
+                            cat.put(name, row)
+                            changes[name] = row.line
+                        cat.remove(list(plan.deletes))
+                        changes.update(dict.fromkeys(plan.deletes))
+                        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                        if recorded is not None and _memory_md.index_stat(self.root) is not None:
+                            done = _memory_md.Pass(
+                                changes,
+                                at,
+                                complete=complete,
+                                touched=set(changes) if before is not None else None,
+                                key_before=before,
+                            )
+                            self.write_index(cat, None, done, locked=True)
+                            return
+                        cat.rollback()
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the full refresh below rebuilds it
+        self.sync(_catalog.Scan(self.root), known=plan.writes, at=at, locked=True)
+
+    def reindex(self, progress: Callable[[int, int], None] | None) -> ReindexReport:
+        """Rebuild MEMORY.md and the rows from every note, under the write lock
+        (``Store.reindex``)."""
+        from mdmem.store.results import Problem, ReindexReport
+
+        if not self.here():
+            return ReindexReport(0, (), False)
+        with self._lock(self.lock_timeout):
+            index_path = os.path.join(self.root, INDEX_NAME)
+            before = _memory_md.hash_file(index_path)
+            text, _ = self.sync(_catalog.Scan(self.root), full=True, locked=True, progress=progress)
+            after = _catalog.content_hash(text.encode("utf-8")) if text is not None else None
+            if text is None:
+                after = _memory_md.hash_file(index_path)
+            with self.guard:
+                problems = tuple(
+                    Problem(name, str(e.error))
+                    for name, e in self.cat().rows(where="error IS NOT NULL")
+                )
+        with self.guard:
+            count = sum(1 for _ in self.cat().rows())
+        empty = _catalog.content_hash(b"")
+        return ReindexReport(count, problems, changed=(before or empty) != (after or empty))
+
+    # -- the change log ------------------------------------------------------------------
+
+    def log_position(self) -> tuple[str, int] | None:
+        """Where the change log stands (``Store.log_position``), or None."""
+        if not self.here():
+            return None
+        with self.guard:
+            try:
+                return self.cat().position()
+            except _catalog.CatalogError:
+                return None
+
+    def changes_since(
+        self, position: tuple[str, int], key: str
+    ) -> tuple[tuple[str, int], str, set[str]] | None:
+        """What changed since ``position`` and ``key`` (``Store.changes_since``)."""
+        if not self.here():
+            return None
+        now_key = _catalog.store_key(self.root)
+        with self.guard:
+            try:
+                found = self.cat().changes_after(position, key, now_key)
+            except _catalog.CatalogError:
+                return None
+        return None if found is None else (found[0], now_key, found[1])
+
+    def catalog_current(self, max_age: float) -> int | None:
+        """MEMORY.md's line count when the rows may be read without a stat pass
+        (``Store.catalog_current``); None otherwise."""
+        if not self.here():
+            return None
+        import time
+
+        with self.guard:
+            try:
+                cat = self.cat()
+                settled = (cat.meta("settled") or "").split(" ", 3)
+                if len(settled) != 4 or not 0 <= time.time() - float(settled[2]) < max_age:
+                    return None
+                position = (settled[0], int(settled[1]))
+                now_key = _catalog.store_key(self.root)
+                if cat.changes_after(position, settled[3], now_key) is None:
+                    return None
+                recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+                return None if recorded is None else recorded.lines
+            except (_catalog.CatalogError, ValueError):
+                return None
+
+    # -- reading the rows ----------------------------------------------------------------
+
+    def rows(
+        self, offset: int, limit: int | None, where: str = "line IS NOT NULL"
+    ) -> Iterator[tuple[str, _catalog.CatalogRow]]:
+        """The rows ``where`` selects, sorted by name: a page at a time under the guard,
+        so that other threads may use the catalog between; each page starts after the
+        last name of the one before."""
+        done, after = 0, None
+        while limit is None or done < limit:
+            size = 500 if limit is None else min(500, limit - done)
+            with self.guard:
+                page = list(
+                    self.cat().rows(
+                        where=where, offset=offset if after is None else 0, limit=size, after=after
+                    )
+                )
+            yield from page
+            done += len(page)
+            if len(page) < size:
+                return
+            after = page[-1][0]
+
+    def taken(self, filename: str) -> bool:
+        """Whether a note ``filename``, or one whose name differs only in case, is there
+        (``Store.name_taken``)."""
+        if os.path.lexists(os.path.join(self.root, filename)):
+            return True
+        folded = filename.casefold()
+        try:
+            st = os.lstat(self.root)
+        except FileNotFoundError:
+            return False
+        here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+        with self.guard:
+            try:
+                cat = self.cat()
+                if cat.meta("dir") == here:
+                    return cat.taken(folded)
+            except _catalog.CatalogError:
+                pass  # a damaged catalog: the listing answers
+            if self._listing is None or self._listing[0] != here:
+                self._listing = (here, {n.casefold() for n in os.listdir(self.root)})
+            return folded in self._listing[1]
+
+    def near(self, title: str) -> list[tuple[str, str, str]] | None:
+        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, whose
+        title may be near ``title``, as the catalog last recorded them (no stat pass).
+        None when the catalog cannot say; then every entry is read."""
+        if not self.here():
+            return []
+        with self.guard:
+            try:
+                with _RollBack(self):
+                    cat = self.cat()
+                    found = cat.near(title, self.lock_timeout)
+                    if found is None:
+                        return None
+                    hidden = rows.superseded(cat)
+            except _catalog.CatalogError:
+                return None
+        return [row for row in found if row[0] not in hidden]
+
+
+class _RollBack:
+    """Roll the catalog's open transaction back on any error, then let the error go on.
+
+    Whatever the error (a damaged catalog, or MEMORY.md that cannot be written), no
+    transaction may stay open for the next call; only a ``CatalogError`` is then
+    caught by the caller.
+    """
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Coherence) -> None:
+        self._engine = engine
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            with _suppress():
+                self._engine.cat().rollback()
+
+
+def _suppress() -> contextlib.AbstractContextManager[None]:
+    import contextlib
+
+    return contextlib.suppress(Exception)
