@@ -13,6 +13,10 @@ A turn file is in exactly one of those places at a time, and moves only by
 ``os.rename``, which is atomic: a claim is a rename, so two processes never
 both claim a turn. An owner whose lock can be taken is dead (the kernel drops
 flocks with their process, whatever killed it), so its turns may be adopted.
+
+The journal moves turn files and reads them as JSON objects; what a turn file
+holds, and its versions, is :mod:`mdmem.manager.turn_record`'s (``Turn.format``
+writes the object, ``Turn.parse`` reads it).
 """
 
 from __future__ import annotations

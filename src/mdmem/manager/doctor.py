@@ -22,11 +22,12 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
+from mdmem.manager.turn_record import Turn
 from mdmem.store import files
 from mdmem.store import state as layout
 from mdmem.store.paths import (
@@ -777,27 +778,28 @@ def _find_turns(store: Store) -> list[Finding]:
     return findings
 
 
-def _held_by_budget(path: str) -> str | None:
-    """The day a turn was first held by the daily budget, if it was (and is still waiting)."""
+def _read_turn(path: str) -> Turn | None:
+    """The turn record at ``path`` (through its one parser), None when it cannot be read."""
     import json
 
     try:
         with open(path, encoding="utf-8") as f:
-            held = json.load(f).get("held")
-    except (OSError, ValueError, AttributeError):
+            return Turn.parse(json.load(f))
+    except (OSError, ValueError, RecursionError):
         return None
-    return held if isinstance(held, str) and held else None
+
+
+def _held_by_budget(path: str) -> str | None:
+    """The day a turn was first held by the daily budget, if it was (and is still waiting)."""
+    turn = _read_turn(path)
+    return turn.held if turn is not None and turn.held else None
 
 
 def _last_error(path: str) -> str:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            errors = json.load(f).get("errors") or [{}]
-        return str(errors[-1].get("error", "no error recorded"))
-    except (OSError, ValueError, AttributeError, IndexError):
+    turn = _read_turn(path)
+    if turn is None:
         return "the record cannot be read"
+    return turn.errors[-1].error if turn.errors else "no error recorded"
 
 
 def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
@@ -817,16 +819,15 @@ def _requeue_turns(store: Store, findings: list[Finding]) -> list[str]:
             if "/failed/" in finding.subject:
                 try:
                     with open(source, encoding="utf-8") as f:
-                        record = json.load(f)
-                    if not isinstance(record, dict):
-                        raise ValueError("not a JSON object")
+                        turn = Turn.parse(json.load(f))
                 except (ValueError, RecursionError):
                     from mdmem.manager._journal import set_aside
 
                     done.append(f"set aside the damaged {set_aside(root, source)}")
                     continue
-                record["attempts"] = 0  # a fresh start; the old errors stay in the record
-                files.atomic_write(target, json.dumps(record).encode("utf-8"), private=True)
+                # A fresh start; the old errors stay in the record.
+                again = replace(turn, attempts=0).format()
+                files.atomic_write(target, json.dumps(again).encode("utf-8"), private=True)
                 os.unlink(source)
             else:
                 os.rename(source, target)

@@ -37,29 +37,29 @@ import weakref
 from collections import deque
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, NoReturn
 
-from mdmem._kinds import Level
-from mdmem.errors import InvalidOperation, MdmemError, ProviderError, StoreError
+from mdmem._kinds import Level, NoteType
+from mdmem.errors import MdmemError, ProviderError, StoreError
 from mdmem.extract import prompt
 from mdmem.extract import turn as turn_
 from mdmem.extract.providers.base import Message
 from mdmem.manager import feedback, provenance
 from mdmem.manager import review as review_
 from mdmem.manager._journal import Journal, new_turn_id, put_pending
+from mdmem.manager.turn_record import MAX_OPERATIONS, Answer, Failure, Turn, sort_answer
 from mdmem.privacy import (
     Redactor,
     extra_patterns_from_env,
     install_log_filter,
-    redact_data,
 )
 from mdmem.store import ledger
 from mdmem.store import state as layout
 from mdmem.store.index import PROJECT_HEADING, USER_HEADING, cached_block, line_filename
 from mdmem.store.marks import dated_index
-from mdmem.store.operations import Operation, parse_answer
+from mdmem.store.operations import Create, Update, format_op, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, user_root
 from mdmem.store.results import ApplyResult, Hit, Rejected
 from mdmem.store.store import Store, prepare_writes
@@ -69,13 +69,12 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from mdmem.extract.providers.base import ExtractionRequest, Provider
+    from mdmem.store.state import StateDir
 
 __all__ = ["MAX_OPERATIONS", "Manager", "TurnResult", "budget_from_env"]
 
 log = logging.getLogger("mdmem")
 
-#: A model answer is capped: a runaway answer must not flood the stores.
-MAX_OPERATIONS = 100
 JOURNAL_DIR = layout.TURNS
 #: Tokens a budget check allows for the model's answer, on top of the prompt's estimate.
 OUTPUT_ALLOWANCE = 1_000
@@ -121,7 +120,7 @@ def budget_from_env(name: str) -> int | None:
 def budgeted_call(
     provider: Provider,
     request: ExtractionRequest,
-    ledger_root: str,
+    ledger_root: str | StateDir,
     turn_id: str,
     clock: Callable[[], float] = time.time,
     *,
@@ -253,7 +252,9 @@ class Manager:
         self._thread: threading.Thread | None = None
         self._index = ""
         # Turns that could not be journaled (a read-only disk): kept while we live.
-        self._memory_turns: dict[str, dict[str, object]] = {}
+        self._memory_turns: dict[str, Turn] = {}
+        # The worker's latest record of the turn it is on: what a failure is added to.
+        self._current: Turn | None = None
         # The model's tokens per turn id, for the session's activity log (see _apply).
         self._turn_tokens: dict[str, tuple[int, int]] = {}
         self.refresh_index()
@@ -345,7 +346,7 @@ class Manager:
         try:
             record = self._record(messages, session)
             if record is None:  # no text at all (tool churn only): nothing to send, counted
-                ledger.record(self.user.path, "skip", self.clock(), turn=None)
+                ledger.record(self.user.state, "skip", self.clock(), turn=None)
                 future.set_result(TurnResult(new_turn_id(), skipped=True))
                 return future
             with self._cond:
@@ -355,12 +356,12 @@ class Manager:
             log.warning("turn not taken: %s", exc)
             future.set_exception(exc)
             return future
-        turn_id = str(record["id"])
+        turn_id = record.id
         try:
             self._open_journal()
             # Not fsynced here, to return at once: a renamed file survives any exit
             # or kill of this process; the worker fsyncs it before anything else.
-            self._journal.add(record, durable=False)
+            self._journal.add(record.format(), durable=False)
         except (OSError, ValueError) as exc:
             # Not durable, but not lost either while this process lives.
             log.warning("cannot write the turn journal (%s); keeping the turn in memory", exc)
@@ -408,27 +409,23 @@ class Manager:
         if record is None:
             return None
         self.project.state.ensure()
-        put_pending(self._journal.root, record)
-        return str(record["id"])
+        put_pending(self._journal.root, record.format())
+        return record.id
 
-    def _record(
-        self, messages: Iterable[object], session: str | None = None
-    ) -> dict[str, object] | None:
+    def _record(self, messages: Iterable[object], session: str | None = None) -> Turn | None:
         """The journal record of a turn: roles and redacted text; None when there is no text."""
         # Redacted whole inside from_messages, then cut: a secret across a cut is gone too.
         texts = turn_.from_messages(messages, self.limits, redactor=self._redactor)
         texts = [m for m in texts if m.text.strip()]
         if not texts:
             return None
-        return {
-            "id": new_turn_id(),
-            "accepted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "workspace": self.workspace,
-            "messages": [[m.role, m.text] for m in texts],
-            "attempts": 0,
-            "errors": [],
-            **({"session": turn_.scrub(str(session)[:200])} if session else {}),
-        }
+        return Turn(
+            id=new_turn_id(),
+            accepted=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            workspace=self.workspace,
+            messages=tuple((m.role, m.text) for m in texts),
+            session=turn_.scrub(str(session)[:200]) if session else "",
+        )
 
     def redact(self, text: str) -> str:
         """``text`` through this Manager's privacy filter (its extra patterns included)."""
@@ -545,17 +542,22 @@ class Manager:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _load(self, turn_id: str) -> dict[str, object]:
+    def _load(self, turn_id: str) -> Turn:
         if turn_id in self._memory_turns:
             return self._memory_turns[turn_id]
-        return self._journal.load(turn_id)
+        return Turn.parse(self._journal.load(turn_id))
 
-    def _save(self, turn: dict[str, object]) -> None:
-        # Progress (the answer, the stores done) is not fsynced: it survives a kill,
-        # and after a power cut the turn, synced before the model call, is redone;
-        # creating a note that is already there is a no-op.
-        if str(turn["id"]) not in self._memory_turns:
-            self._journal.save(turn, durable=False)
+    def _save(self, turn: Turn) -> Turn:
+        """Record progress on the turn (the answer, the stores done); return it."""
+        # Not fsynced: it survives a kill, and after a power cut the turn, synced
+        # before the model call, is redone; creating a note that is already there
+        # is a no-op.
+        self._current = turn
+        if turn.id in self._memory_turns:
+            self._memory_turns[turn.id] = turn
+        else:
+            self._journal.save(turn.format(), durable=False)
+        return turn
 
     def _process(self, turn_id: str) -> TurnResult:
         if turn_id not in self._memory_turns:
@@ -564,23 +566,25 @@ class Manager:
             turn = self._load(turn_id)
         except (OSError, ValueError, RecursionError) as exc:
             self._damaged(turn_id, exc)
+        self._current = turn
         try:
             with (
                 self._project_turn_lock(),
                 self.user.turn_lock(self.turn_lock_timeout),
             ):
-                if "answer" not in turn:
-                    # Redacted before it is journaled: a model can echo a secret.
-                    turn["answer"] = redact_data(self._ask(turn), self._redactor.redact)
-                    self._save(turn)
+                if turn.answer is None:
+                    # Checked and redacted before it is journaled: a model can echo a secret.
+                    turn = self._save(self._ask(turn))
                 result = self._apply(turn)
         except _Held as held:
             with self._cond:  # nothing failed: the turn waits, on disk, for the budget
                 self._retry_at[turn_id] = time.monotonic() + held.retry_in
             return TurnResult(turn_id, provider=self.provider.name, held=True)
         except Exception as exc:
-            self._failed_attempt(turn, exc)
+            self._failed_attempt(self._current or turn, exc)
             raise
+        finally:
+            self._current = None
         self._memory_turns.pop(turn_id, None)
         self._journal.remove(turn_id)
         written = [a.filename for a in result.project.applied]
@@ -638,15 +642,13 @@ class Manager:
         except (MdmemError, OSError) as exc:
             log.warning("staleness check of %s failed: %s", self.project.path, exc)
 
-    def _ask(self, turn: dict[str, object]) -> dict[str, list[object]]:
-        """Call the provider (inside the turn locks) and sort its operations by level."""
-        raw = turn.get("messages")
-        messages = [Message(str(r), str(t)) for r, t in raw] if isinstance(raw, list) else []
-        turn_id = str(turn["id"])
+    def _ask(self, turn: Turn) -> Turn:
+        """Call the provider (inside the turn locks); the turn with its answer, checked."""
+        messages = [Message(r, t) for r, t in turn.messages]
+        turn_id = turn.id
         if not turn_.worth_a_call(messages):
-            ledger.record(self.user.path, "skip", self.clock(), turn=turn_id)
-            turn["skipped"] = True
-            return _by_level([])
+            ledger.record(self.user.state, "skip", self.clock(), turn=turn_id)
+            return replace(turn, answer=Answer(), skipped=True)
         project_view, user_view = self._memory_view()
         shown = {n for view in (project_view, user_view) for n in _names(view)}
         request = prompt.build(
@@ -672,7 +674,7 @@ class Manager:
                     raw=second.raw,
                     retryable=False,
                 ) from None
-        return _by_level(items)
+        return replace(turn, answer=sort_answer(items, self._redactor.redact))
 
     def _memory_view(self) -> tuple[str, str]:
         """The prompt block as sessions see it, split by store, each line dated.
@@ -726,7 +728,7 @@ class Manager:
             lines.append(f"- {level}: [{hit.type}] {about}{when} ({hit.filename})")
         return "\n".join(lines)
 
-    def _check_budget(self, request: ExtractionRequest, turn: dict[str, object], name: str) -> None:
+    def _check_budget(self, request: ExtractionRequest, turn: Turn, name: str) -> None:
         """Raise :class:`_Held` when the daily budget cannot take this turn today.
 
         Raises:
@@ -745,17 +747,16 @@ class Manager:
         if self.daily_tokens is None:
             return
         now = self.clock()
-        used = ledger.tokens_on(self.user.path, ledger.day_of(now))
+        used = ledger.tokens_on(self.user.state, ledger.day_of(now))
         if used + need <= self.daily_tokens:
             return
-        if turn.get("held") != ledger.day_of(now):
-            turn["held"] = ledger.day_of(now)
-            self._save(turn)
-            ledger.record(self.user.path, "held", now, turn=str(turn["id"]))
+        if turn.held != ledger.day_of(now):
+            self._save(replace(turn, held=ledger.day_of(now)))
+            ledger.record(self.user.state, "held", now, turn=turn.id)
         midnight = (int(now) // 86_400 + 1) * 86_400
         log.info(
             "turn %s waits for the daily budget (%d of %d tokens used today)",
-            turn["id"],
+            turn.id,
             used,
             self.daily_tokens,
         )
@@ -766,7 +767,7 @@ class Manager:
         before = getattr(provider, "last_usage", None)
         try:
             return budgeted_call(
-                provider, request, self.user.path, turn_id, self.clock, workspace=self.workspace
+                provider, request, self.user.state, turn_id, self.clock, workspace=self.workspace
             )
         finally:
             usage = getattr(provider, "last_usage", None)
@@ -779,22 +780,21 @@ class Manager:
                     was[1] + int(usage.output_tokens or 0),
                 )
 
-    def _apply(self, turn: dict[str, object]) -> TurnResult:
-        answer = turn["answer"]
-        assert isinstance(answer, dict)
-        done = turn.setdefault("applied", [])
-        assert isinstance(done, list)
+    def _apply(self, turn: Turn) -> TurnResult:
+        answer = turn.answer
+        assert answer is not None
         results: dict[str, ApplyResult] = {}
         proposals: list[str] = []
-        source, excerpt = self._source(turn)
+        turn, source, excerpt = self._source(turn)
         for store in (self.project, self.user):
             level = store.level.value
-            if level in done:
+            if level in turn.applied:
                 continue
-            ops = answer.get(level, [])
+            ops = answer.ops(level)
+            invalid = tuple(Rejected(d.operation, d.reason) for d in answer.refused(level))
             if store.unavailable is not None:
                 why = f"no project store in this workspace: {store.unavailable}"
-                results[level] = ApplyResult((), tuple(Rejected(op, why) for op in ops))
+                results[level] = ApplyResult((), tuple(Rejected(format_op(op), why) for op in ops))
             elif level in self.review:  # review mode: proposals instead of writes
                 ids, results[level] = review_.propose(
                     store,
@@ -807,66 +807,66 @@ class Manager:
                 proposals += ids
             else:
                 results[level] = store.apply(ops, source="worker", provenance=source.line())
+            if invalid:  # refused where the answer was read, as the store would have
+                results[level] = ApplyResult(
+                    results[level].applied, invalid + results[level].rejected
+                )
             written = [
                 a.filename for a in results[level].applied if a.action in ("create", "update")
             ]
             if written:
-                ledger.record(store.path, "write", self.clock(), n=written, via="worker")
-            done.append(level)
-            self._save(turn)
+                ledger.record(store.state, "write", self.clock(), n=written, via="worker")
+            turn = self._save(replace(turn, applied=(*turn.applied, level)))
         self._after_turn(turn, source, excerpt, results)
         self._log_activity(turn, results)
-        rejected = tuple(Rejected(op, str(reason)) for op, reason in answer.get("rejected", []))
         return TurnResult(
-            turn_id=str(turn["id"]),
+            turn_id=turn.id,
             project=results.get("project", ApplyResult()),
             user=results.get("user", ApplyResult()),
-            rejected=rejected,
+            rejected=tuple(Rejected(d.operation, d.reason) for d in answer.rejected),
             provider=self.provider.name,
-            skipped=bool(turn.get("skipped")),
+            skipped=turn.skipped,
             proposals=tuple(proposals),
         )
 
-    def _source(self, turn: dict[str, object]) -> tuple[provenance.Source, str]:
-        """The turn's provenance (fixed at its first application, so a replay writes the same)."""
-        raw = turn.get("source")
-        if not isinstance(raw, dict):
+    def _source(self, turn: Turn) -> tuple[Turn, provenance.Source, str]:
+        """The turn's provenance (fixed at its first application, so a replay writes the same),
+        the turn that carries it, and the turn's excerpt."""
+        source = turn.source
+        if source is None:
             provider = self.provider
             model = str(getattr(provider, "model", "") or "")
-            raw = {
-                "turn": str(turn["id"]),
-                "at": provenance.now_stamp(),
-                "model": f"{provider.name}/{model}" if model else provider.name,
-                "git": provenance.git_head(self.workspace),
-                "session": str(turn.get("session") or ""),
-            }
-            turn["source"] = raw
-        source = provenance.Source(**{k: str(raw.get(k, "")) for k in provenance.FIELDS})
-        messages = turn.get("messages")
-        pairs = [(str(r), str(t)) for r, t in messages] if isinstance(messages, list) else []
-        return source, turn_.render(Message(r, t) for r, t in pairs)
+            source = provenance.Source(
+                turn=turn.id,
+                at=provenance.now_stamp(),
+                model=f"{provider.name}/{model}" if model else provider.name,
+                git=provenance.git_head(self.workspace),
+                session=turn.session,
+            )
+            turn = replace(turn, source=source)
+            self._current = turn
+        return turn, source, turn_.render(Message(r, t) for r, t in turn.messages)
 
-    def _log_activity(self, turn: dict[str, object], results: dict[str, ApplyResult]) -> None:
+    def _log_activity(self, turn: Turn, results: dict[str, ApplyResult]) -> None:
         """What the turn wrote, and its tokens, in the session's activity log (web page)."""
         from mdmem.store import activity
 
-        session = str(turn.get("session") or "")
         written = [[level, a.action, a.filename] for level, r in results.items() for a in r.applied]
-        spent = self._turn_tokens.pop(str(turn.get("id")), (0, 0))
-        if session and self.project.unavailable is None and (written or any(spent)):
+        spent = self._turn_tokens.pop(turn.id, (0, 0))
+        if turn.session and self.project.unavailable is None and (written or any(spent)):
             activity.record(
-                self.project.path,
-                session,
+                self.project.state,
+                turn.session,
                 "write",
                 self.clock(),
-                turn=str(turn.get("id")),
+                turn=turn.id,
                 n=written,
                 **{"in": spent[0], "out": spent[1]},
             )
 
     def _after_turn(
         self,
-        turn: dict[str, object],
+        turn: Turn,
         source: provenance.Source,
         excerpt: str,
         results: dict[str, ApplyResult],
@@ -876,20 +876,18 @@ class Manager:
             level: [(a.action, a.filename) for a in result.applied]
             for level, result in results.items()
         }
-        answer = turn.get("answer")
-        flagged = isinstance(answer, dict) and any(
-            isinstance(op, dict) and op.get("type") == "correction_feedback"
-            for level in ("project", "user")
-            for op in answer.get(level, [])
+        answer = turn.answer or Answer()
+        flagged = any(
+            isinstance(op, (Create, Update)) and op.type is NoteType.CORRECTION_FEEDBACK
+            for op in (*answer.project, *answer.user)
         )
-        messages = turn.get("messages")
-        pairs = [(str(r), str(t)) for r, t in messages] if isinstance(messages, list) else []
+        pairs = list(turn.messages)
         try:
             for store in (self.project, self.user):
                 notes = written.get(store.level.value)
                 if notes:
                     provenance.record_turn(
-                        store.path, source, excerpt, notes, private=store.private
+                        store.state, source, excerpt, notes, private=store.private
                     )
             if source.session:
                 from mdmem.manager import sessions
@@ -928,20 +926,17 @@ class Manager:
         reason = "not a turn record" if isinstance(exc, (ValueError, RecursionError)) else str(exc)
         raise StoreError(path, f"damaged ({reason}); {where}, never retried") from None
 
-    def _failed_attempt(self, turn: dict[str, object], exc: BaseException) -> None:
-        attempts = int(str(turn.get("attempts", 0))) + 1
-        turn["attempts"] = attempts
-        errors = turn.setdefault("errors", [])
-        assert isinstance(errors, list)
-        entry: dict[str, object] = {
-            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "error": self._redactor.redact(str(exc)),
-        }
-        if isinstance(exc, ProviderError) and exc.raw is not None:
-            entry["raw_answer"] = self._redactor.redact(str(exc.raw))
-        errors.append(entry)
+    def _failed_attempt(self, turn: Turn, exc: BaseException) -> None:
+        attempts = turn.attempts + 1
+        raw = exc.raw if isinstance(exc, ProviderError) else None
+        failure = Failure(
+            at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            error=self._redactor.redact(str(exc)),
+            raw_answer=self._redactor.redact(str(raw)) if raw is not None else None,
+        )
+        turn = replace(turn, attempts=attempts, errors=(*turn.errors, failure))
         retryable = not (isinstance(exc, ProviderError) and not exc.retryable)
-        turn_id = str(turn["id"])
+        turn_id = turn.id
         try:
             if retryable and attempts < self.max_attempts:
                 self._save(turn)
@@ -949,7 +944,7 @@ class Manager:
                     self._retry_at[turn_id] = time.monotonic() + self.retry_delay * attempts
             else:
                 self._memory_turns.pop(turn_id, None)
-                where = self._journal.fail(turn)
+                where = self._journal.fail(turn.format())
                 log.error("turn %s moved aside after %d attempt(s): %s", turn_id, attempts, where)
         except OSError as io_error:
             log.error("cannot record the failure of turn %s: %s", turn_id, io_error)
@@ -957,61 +952,6 @@ class Manager:
 
 def _names(view: str) -> list[str]:
     return [n for n in map(line_filename, view.splitlines()) if n]
-
-
-def _by_level(items: list[object]) -> dict[str, list[object]]:
-    """Split a model's operations by store; what has no valid level is rejected here."""
-    out: dict[str, list[object]] = {"project": [], "user": [], "rejected": []}
-    for position, item in enumerate(items):
-        if position >= MAX_OPERATIONS:
-            out["rejected"].append([item, f"more than {MAX_OPERATIONS} operations in one turn"])
-            continue
-        try:
-            op = Operation.from_dict(item)
-        except InvalidOperation as exc:
-            out["rejected"].append([item, str(exc)])
-            continue
-        if op.action in ("", "noop"):
-            continue
-        level = str(op.level.value if isinstance(op.level, Level) else op.level)
-        if level not in ("project", "user"):
-            out["rejected"].append(
-                [op.to_dict(), f"level: {op.level!r} is not 'project' or 'user'"]
-            )
-            continue
-        if _has_lone_surrogate(op.to_dict()):
-            # JSON's "\ud800" decodes to text no file can hold: this operation only
-            # is dropped; the turn (journaled as UTF-8) and the others go on.
-            out["rejected"].append([op.to_dict(), "not valid Unicode (a lone surrogate)"])
-            continue
-        out[level].append(op.to_dict())
-    out["rejected"] = [_without_surrogates(item) for item in out["rejected"]]
-    return out
-
-
-def _has_lone_surrogate(value: object) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return any(_has_lone_surrogate(v) for v in value)
-    return False
-
-
-def _without_surrogates(value: object) -> object:
-    """``value`` with every lone surrogate replaced by U+FFFD, so it can be journaled."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_surrogates(v) for v in value]
-    return value
 
 
 def _drain_at_exit(ref: weakref.ReferenceType[Manager]) -> None:

@@ -154,27 +154,31 @@ def _read_small(path: str) -> str:
     return data.decode("utf-8", "replace")
 
 
-def _folder(store_path: str) -> str:
+def _folder(store_path: str | StateDir) -> str:
     return StateDir.of(store_path).provenance
 
 
 def record_turn(
-    store_path: str,
+    store_path: str | StateDir,
     source: Source,
     excerpt: str,
     notes: list[tuple[str, str]],
     *,
     private: bool,
 ) -> None:
-    """Keep the redacted excerpt of a turn and what it did to which notes, then prune old turns."""
-    StateDir.of(store_path).ensure()
-    folder = _folder(store_path)
+    """Keep the redacted excerpt of a turn and what it did to which notes, then prune old turns.
+
+    ``store_path`` is the store's state (``store.state``) or its root.
+    """
+    state = StateDir.of(store_path)
+    state.ensure()
+    folder = state.provenance
     files.ensure_dir(folder, private=True)
     data = excerpt.encode("utf-8", "replace")
     if len(data) > EXCERPT_BYTES:
         excerpt = data[:EXCERPT_BYTES].decode("utf-8", "ignore") + " […]"
     entries = [[action, name] for action, name in notes]
-    old = load_turn(store_path, source.turn)
+    old = load_turn(state, source.turn)
     if old is not None:  # the same turn again (after a crash, or a proposal accepted)
         before = old.get("notes")
         if isinstance(before, list):
@@ -186,7 +190,7 @@ def record_turn(
     _prune(folder)
 
 
-def load_turn(store_path: str, turn: str) -> dict[str, object] | None:
+def load_turn(store_path: str | StateDir, turn: str) -> dict[str, object] | None:
     """The kept record of a turn, or None once it is pruned (or never was)."""
     path = os.path.join(_folder(store_path), f"{_safe(turn)}.json")
     try:

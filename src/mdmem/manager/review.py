@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING
 from mdmem import _json
 from mdmem.errors import InvalidOperation, InvalidPath, MdmemError, NoteNotFound
 from mdmem.store import files, waiting
-from mdmem.store.operations import Operation, validate
+from mdmem.store.operations import VALID, Operation, format_op, validate
 from mdmem.store.paths import control_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from mdmem.store.operations import ValidOperation
     from mdmem.store.results import ApplyResult
     from mdmem.store.store import Store
 
@@ -200,7 +201,7 @@ def _proposal_id(turn: str, position: int, level: str) -> str:
 
 def propose(
     store: Store,
-    ops: Iterable[Operation | Mapping[str, object]],
+    ops: Iterable[Operation | ValidOperation | Mapping[str, object]],
     *,
     turn: str,
     source: str = "",
@@ -224,13 +225,15 @@ def propose(
     rejected: list[Rejected] = []
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for position, raw in enumerate(ops):
+        given = format_op(raw) if isinstance(raw, VALID) else raw
         try:
-            clean = redact_data(Operation.from_dict(raw).to_dict(), fn)
+            clean = redact_data(Operation.from_dict(given).to_dict(), fn)
             op = Operation.from_dict(clean)
-            if validate(op, store.level) is None:
+            # One checked where the model's answer was read is not checked again.
+            if validate(raw if isinstance(raw, VALID) else op, store.level) is None:
                 continue
         except (InvalidOperation, InvalidPath) as exc:
-            rejected.append(Rejected(raw, str(exc)))
+            rejected.append(Rejected(given, str(exc)))
             continue
         pid = _proposal_id(turn, position, store.level.value)
         if os.path.lexists(_folder(store, _DONE, f"{pid}.json")):

@@ -78,7 +78,7 @@ def record(
         # Briefly: a runner's update_async waits on this, and a record is not worth a stall.
         with project.lock(timeout=LOCK_TIMEOUT):
             return records.record_activity(
-                project.path,
+                project.state,
                 session_id,
                 activity,
                 agent=agent,
@@ -99,7 +99,7 @@ def end(project: Store, session_id: str, when: str = "") -> bool:
     if project.unavailable is not None or not records.safe_id(session_id):
         return False
     with contextlib.suppress(MdmemError, OSError), project.lock():
-        return records.record_end(project.path, session_id, when) is not None
+        return records.record_end(project.state, session_id, when) is not None
     return False
 
 
@@ -113,7 +113,7 @@ def note_written(project: Store, session_id: str, notes: list[tuple[str, str]]) 
         return
     try:
         with project.lock():
-            records.record_notes(project.path, session_id, notes)
+            records.record_notes(project.state, session_id, notes)
     except (MdmemError, OSError) as exc:
         log.warning("cannot add notes to session %s: %s", records.safe_id(session_id), exc)
 
@@ -198,7 +198,7 @@ def summarise(
         return []
     done: list[str] = []
     now = manager.clock()
-    for session in records.list_sessions(project.path):
+    for session in records.list_sessions(project.state):
         if len(done) >= limit:
             break
         if not session.ended or session.summary:
@@ -218,7 +218,7 @@ def summarise(
         if manager.turn_tokens is not None and need > manager.turn_tokens:
             continue
         if manager.daily_tokens is not None:
-            used = ledger.tokens_on(manager.user.path, ledger.day_of(now))
+            used = ledger.tokens_on(manager.user.state, ledger.day_of(now))
             if used + need > manager.daily_tokens:
                 log.info("session summaries wait for the daily budget")
                 break
@@ -230,7 +230,7 @@ def summarise(
         text = _summary_in(answer) or records.built_summary(session)
         try:
             with project.lock():
-                records.set_summary(project.path, session.session_id, manager.redact(text))
+                records.set_summary(project.state, session.session_id, manager.redact(text))
         except (MdmemError, OSError) as exc:
             log.warning("cannot save the summary of session %s: %s", session.session_id, exc)
             continue

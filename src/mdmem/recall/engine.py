@@ -122,7 +122,7 @@ def _reads(store: Store) -> dict[str, tuple[int, float]]:
     """Read counts and last read times by note, cached while the ledger's files are unchanged."""
     from mdmem.store import ledger
 
-    base = ledger.folder(store.path)
+    base = ledger.folder(store.state)
     try:
         key: tuple[int, int] | None = (
             os.stat(base).st_mtime_ns,
@@ -133,7 +133,7 @@ def _reads(store: Store) -> dict[str, tuple[int, float]]:
     cached = _READS.get(store.path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    notes = ledger.load(store.path).get("notes")
+    notes = ledger.load(store.state).get("notes")
     out: dict[str, tuple[int, float]] = {}
     if isinstance(notes, dict):
         for name, entry in notes.items():

@@ -339,7 +339,7 @@ class Index:
         position = self.store.log_position()
         # The file-system clock before the listing: only a directory older than this
         # can vouch for the listing later (a change within the same tick could not).
-        before = catalog.fs_now(root, private=self.store.private)
+        before = catalog.fs_now(self.store.state, private=self.store.private)
         scan = catalog.Scan(root)
         fingerprint = scan.fingerprint()
         if fingerprint == self._meta("fingerprint"):
@@ -378,7 +378,7 @@ class Index:
         store's own fingerprint says it is (see _catalog's racy-stat rule).
         Returns whether it was settled (then each note's stat is recorded too).
         """
-        saved = catalog.read_fingerprint(self.store.path)
+        saved = catalog.read_fingerprint(self.store.state)
         settled = saved is not None and saved.full == fingerprint
         db.execute(
             "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",

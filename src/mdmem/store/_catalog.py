@@ -59,7 +59,7 @@ from mdmem.store._scan import (
     store_key,
     write_fingerprint,
 )
-from mdmem.store.state import CATALOG, StateDir, ensure_state_dir
+from mdmem.store.state import CATALOG, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -308,8 +308,17 @@ class Catalog:
     transaction per refresh (:meth:`begin` ... :meth:`commit`).
     """
 
-    def __init__(self, root: str, *, private: bool, memory: bool = False) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        private: bool,
+        memory: bool = False,
+        state: StateDir | None = None,
+    ) -> None:
         self._root = root
+        # The store's own (store.state), which knows where its folder is.
+        self._state = state if state is not None else StateDir(root)
         self._private = private
         self._con: sqlite3.Connection | None = None
         self._ino: int | None = None
@@ -318,7 +327,7 @@ class Catalog:
 
     @property
     def path(self) -> str:
-        return os.path.join(StateDir.of(self._root).path, CATALOG)
+        return self._state.catalog
 
     def _open(self) -> sqlite3.Connection:
         import sqlite3
@@ -341,7 +350,7 @@ class Catalog:
             # Deleted or replaced behind our back: start again from what is on disk.
             self.close()
         try:
-            ensure_state_dir(self._root, private=self._private)
+            self._state.ensure()
             try:
                 con = self._connect()
             except sqlite3.Error as exc:
@@ -738,12 +747,19 @@ class Catalog:
             con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
 
-def load(root: str) -> tuple[dict[str, CatalogRow], int]:
+def _reader(root: str | StateDir) -> Catalog:
+    """A catalog to read, for the functions below: ``root`` is the store's state
+    (``store.state``, which knows where its folder is) or its root."""
+    state = StateDir.of(root)
+    return Catalog(state.root, private=True, state=state)
+
+
+def load(root: str | StateDir) -> tuple[dict[str, CatalogRow], int]:
     """Every row of the catalog by note name, and 0: for passes over the whole store.
 
     Call ``Store.entries()`` (or another read) first to bring it up to date.
     """
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         return dict(cat.rows(where="1")), 0
     except Exception as exc:
@@ -754,9 +770,9 @@ def load(root: str) -> tuple[dict[str, CatalogRow], int]:
         cat.close()
 
 
-def updated_times(root: str) -> dict[str, str]:
+def updated_times(root: str | StateDir) -> dict[str, str]:
     """Each valid note's ``updated`` time, by name: one query, no entry decoded."""
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         rows = cat._open().execute(
             "SELECT name, updated FROM notes WHERE line IS NOT NULL AND updated IS NOT NULL"
@@ -780,7 +796,7 @@ _RANK = (
 
 
 def ranked_lines(
-    root: str, limit: int, hidden: Collection[str] = (), *, count: int | None = None
+    root: str | StateDir, limit: int, hidden: Collection[str] = (), *, count: int | None = None
 ) -> tuple[int, list[tuple[str, str, str | None]]] | None:
     """How many notes not in ``hidden`` have an index line, and the first ``limit`` of
     those in the prompt block's order.
@@ -790,7 +806,7 @@ def ranked_lines(
     how many notes have an index line, when the caller knows (counting them is a
     pass over every row). None when the catalog cannot answer (the caller ranks).
     """
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         con = cat._open()
         if count is None:
@@ -812,13 +828,15 @@ def ranked_lines(
         cat.close()
 
 
-def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, str | None]]:
+def dates_of(
+    root: str | StateDir, names: Collection[str]
+) -> dict[str, tuple[str | None, str | None]]:
     """``(updated, expires)`` of the named notes that have an index line."""
     if not names:
         return {}
     import json
 
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     out: dict[str, tuple[str | None, str | None]] = {}
     wanted = sorted(set(names))
     try:
@@ -847,7 +865,7 @@ def dates_of(root: str, names: Collection[str]) -> dict[str, tuple[str | None, s
         cat.close()
 
 
-def listing(root: str) -> list[tuple[str, str | None, str]]:
+def listing(root: str | StateDir) -> list[tuple[str, str | None, str]]:
     """(name, ``updated``, content hash) of every valid note, sorted by name: one query.
 
     For passes over the whole store that need no more of each entry (a row
@@ -856,9 +874,9 @@ def listing(root: str) -> list[tuple[str, str | None, str]]:
     return list(iter_listing(root))
 
 
-def iter_listing(root: str) -> Iterator[tuple[str, str | None, str]]:
+def iter_listing(root: str | StateDir) -> Iterator[tuple[str, str | None, str]]:
     """:func:`listing`, a row at a time (the query's cursor, never the whole result held)."""
-    cat = Catalog(root, private=True)
+    cat = _reader(root)
     try:
         rows = cat._open().execute(
             "SELECT name, updated, coalesce(sha, '') FROM notes"

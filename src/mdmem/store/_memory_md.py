@@ -16,6 +16,7 @@ import os
 
 from mdmem.store import _catalog, _index_file, files, rows
 from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
+from mdmem.store.state import StateDir
 
 __all__ = ["Draft", "Pass", "draft", "finish", "hash_file", "index_stat", "redo", "remember"]
 
@@ -143,7 +144,7 @@ def draft(
 
 
 def remember(
-    root: str,
+    root: str | StateDir,
     private: bool,
     cat: _catalog.Catalog,
     draft: Draft,
@@ -151,7 +152,10 @@ def remember(
     index_stat: _catalog.Stat | None,
 ) -> None:
     """Record what mdmem wrote: its stat, hash, line count, and a time after which
-    its stat alone proves it (see :meth:`_index_is_ours`)."""
+    its stat alone proves it (see :meth:`_index_is_ours`). ``root`` is the store's
+    state (``store.state``) or its root, as for :func:`finish`."""
+    state = StateDir.of(root)
+    root = state.root
     when = now
     if draft.rewrote and index_stat is not None and files.stamped(index_stat):
         # Stamped as it was written: its stat proves it from now on (files.stamped).
@@ -159,7 +163,7 @@ def remember(
     elif draft.rewrote and index_stat is not None and not cat.memory:
         # Read after the file was renamed and its stat taken: once the clock is
         # past its times, any later change of it shows in its stat.
-        later = _catalog.fs_now(root, private=private)
+        later = _catalog.fs_now(state, private=private)
         if later > max(index_stat[0], index_stat[3]):
             when = later
     if draft.new is not None:
@@ -176,7 +180,7 @@ def remember(
 
 
 def finish(
-    root: str,
+    root: str | StateDir,
     private: bool,
     cat: _catalog.Catalog,
     scan: _catalog.Scan | None,
@@ -186,6 +190,8 @@ def finish(
 ) -> None:
     """The end of a pass: the directory the rows know, the marks, the change log, the
     commit, and the fingerprint when the pass found the store settled."""
+    state = StateDir.of(root)
+    root = state.root
     # What the directory looked like when the rows were last complete: while it
     # is unchanged, the rows know every name (see Store.name_taken).
     directory = scan.dir_stat if scan is not None else None
@@ -199,7 +205,7 @@ def finish(
     )
     from mdmem.store import marks
 
-    marks.save(root, rows.marked(cat))  # before the fingerprint that vouches for it
+    marks.save(state, rows.marked(cat))  # before the fingerprint that vouches for it
     fingerprint = None
     if scan is not None and not done.fresh and not draft.rewrote and not cat.memory:
         stats = [scan.dir_stat or (0, 0, 0, 0), index_stat or (0, 0, 0, 0)]
@@ -214,7 +220,7 @@ def finish(
             )
     _log_pass(root, cat, scan, done, draft, index_stat, fingerprint)
     cat.commit()
-    _catalog.write_fingerprint(root, fingerprint, private=private)
+    _catalog.write_fingerprint(state, fingerprint, private=private)
 
 
 def _log_pass(

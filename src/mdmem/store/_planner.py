@@ -21,8 +21,8 @@ from mdmem.store.dedupe import (
     near_among,
 )
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, render
-from mdmem.store.operations import Create, Delete, Operation, Update, validate
-from mdmem.store.paths import note_path, slugify
+from mdmem.store.operations import VALID, Create, Delete, Operation, Update, format_op, validate
+from mdmem.store.paths import check_name, note_path, slugify
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
@@ -92,8 +92,14 @@ class Planner:
         self._detail = ""
         self._known: Index | None = None
 
-    def add(self, op: Operation | Mapping[str, object]) -> None:
-        """Validate one operation and add its effect to the plan, or record why not."""
+    def add(self, op: Operation | ValidOperation | Mapping[str, object]) -> None:
+        """Validate one operation and add its effect to the plan, or record why not.
+
+        An operation checked already (the worker's, validated where the model's
+        answer was read) is not checked again; a rejection shows it as the JSON
+        object it came from.
+        """
+        given = format_op(op) if isinstance(op, VALID) else op
         try:
             valid = validate(self._redacted(op), self.store.level)
             if valid is None:
@@ -101,10 +107,10 @@ class Planner:
             self._detail = ""
             action, filename = self._apply(valid)
         except (InvalidOperation, InvalidPath, InvalidNote, NoteNotFound) as exc:
-            self.rejected.append(Rejected(op, str(exc)))
+            self.rejected.append(Rejected(given, str(exc)))
             return
         self.applied.append(Applied(action, filename, self.store.level, self._detail))
-        self._sources[filename] = op
+        self._sources[filename] = given
 
     def renamed(self, name: str, new: str) -> None:
         """A create found its name taken at the final step and took ``new`` instead."""
@@ -127,9 +133,12 @@ class Planner:
         )
         self.rejected.append(Rejected(self._sources.get(name, {}), reason))
 
-    def _redacted(self, op: Operation | Mapping[str, object]) -> Operation | Mapping[str, object]:
+    def _redacted(
+        self, op: Operation | ValidOperation | Mapping[str, object]
+    ) -> Operation | ValidOperation | Mapping[str, object]:
         """``op`` with its texts redacted whole, before validation cuts a title or summary:
-        a secret across the cut would otherwise survive in halves."""
+        a secret across the cut would otherwise survive in halves. (A checked operation
+        was redacted before it was checked; its fields are redacted again when planned.)"""
         if isinstance(op, Operation):
             changes = {
                 key: self._redact(value)
@@ -293,8 +302,7 @@ class Planner:
                 )
                 return "update", dup.filename
         if op.filename is not None:
-            name = op.filename
-            name = self._clean_name(name)
+            name = check_name(self._clean_name(op.filename))  # the same name: not checked again
             note_path(self.store.path, name)
             if name in self._deleted or self._exists(name):
                 if self._same(name, op.type, title, body):
@@ -306,7 +314,7 @@ class Planner:
             # From the redacted title (or slug): a file name reaches MEMORY.md and git.
             base = f"{op.type.value}_{slugify(self._redact(op.slug) if op.slug else title)}"
             for n in range(1, _MAX_SUFFIX + 1):
-                name = f"{base}.md" if n == 1 else f"{base}-{n}.md"
+                name = check_name(f"{base}.md" if n == 1 else f"{base}-{n}.md")
                 note_path(self.store.path, name)
                 if name in self._deleted:
                     continue  # never reuse a name freed earlier in the same batch

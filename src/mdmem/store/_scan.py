@@ -35,7 +35,7 @@ from mdmem.store.paths import (
     note_path,
     printable_name,
 )
-from mdmem.store.state import CLOCK, FINGERPRINT, StateDir, ensure_state_dir
+from mdmem.store.state import CLOCK, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -317,16 +317,16 @@ class Fingerprint:
             return None
 
 
-def _state(root: str) -> str:
-    return StateDir.of(root).path
+def _fp_path(root: str | StateDir) -> str:
+    return StateDir.of(root).fingerprint
 
 
-def _fp_path(root: str) -> str:
-    return os.path.join(_state(root), FINGERPRINT)
+def read_fingerprint(root: str | StateDir) -> Fingerprint | None:
+    """The fingerprint saved when the store was last seen settled, if any.
 
-
-def read_fingerprint(root: str) -> Fingerprint | None:
-    """The fingerprint saved when the store was last seen settled, if any."""
+    ``root`` is the store's state (``store.state``) or its root, as for
+    :func:`write_fingerprint` and :func:`fs_now`.
+    """
     try:
         with open(_fp_path(root), "rb") as f:
             return Fingerprint.load(f.read())
@@ -334,7 +334,7 @@ def read_fingerprint(root: str) -> Fingerprint | None:
         return None
 
 
-def write_fingerprint(root: str, fp: Fingerprint | None, *, private: bool) -> None:
+def write_fingerprint(root: str | StateDir, fp: Fingerprint | None, *, private: bool) -> None:
     """Save (or, with None, remove) the fingerprint; derived, so failures are ignored."""
     try:
         if fp is None:
@@ -433,14 +433,15 @@ def key_of(dir_stat: Stat | None, index_stat: Stat | None) -> str:
     return "|".join("" if st is None else " ".join(map(str, st)) for st in (dir_stat, index_stat))
 
 
-def fs_now(root: str, *, private: bool) -> int:
+def fs_now(root: str | StateDir, *, private: bool) -> int:
     """The file-system clock's "now": touch the ``clock`` file and read its times back.
 
     The same clock that stamps notes' mtimes, whatever its granularity; 0 when
     the state folder cannot be written (then no stat is ever trusted).
     """
     try:
-        path = os.path.join(ensure_state_dir(root, private=private), CLOCK)
+        del private  # the state tree is the user's own, 0700 whatever the level
+        path = os.path.join(StateDir.of(root).ensure(), CLOCK)
         try:
             os.utime(path)
         except FileNotFoundError:

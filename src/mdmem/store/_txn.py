@@ -100,10 +100,10 @@ def _create_elsewhere(root: str, name: str, data: bytes, private: bool) -> str |
     return None
 
 
-def _trash(root: str, name: str, trash_name: str, private: bool) -> None:
-    trash = StateDir.of(root).trash
+def _trash(state: StateDir, name: str, trash_name: str) -> None:
+    trash = state.trash
     files.ensure_dir(trash, private=True)  # the state tree is the user's own, whatever the level
-    os.replace(os.path.join(root, name), os.path.join(trash, trash_name))
+    os.replace(os.path.join(state.root, name), os.path.join(trash, trash_name))
 
 
 def _read_or_none(path: str) -> bytes | None:
@@ -119,7 +119,7 @@ def _read_or_none(path: str) -> bytes | None:
         return None
 
 
-def _remember(root: str, plan: Plan) -> dict[str, bytes]:
+def _remember(state: StateDir, plan: Plan) -> dict[str, bytes]:
     """Put what each touched file holds now into history, if history lacks it; return it."""
     from mdmem.store import history
 
@@ -127,25 +127,28 @@ def _remember(root: str, plan: Plan) -> dict[str, bytes]:
     if not history.enabled:
         return before
     for name in (*plan.writes, *plan.deletes):
-        data = _read_or_none(os.path.join(root, name))
+        data = _read_or_none(os.path.join(state.root, name))
         if data is not None:
             before[name] = data
             # A hand edit the catalog has not seen yet, or a note older than history.
-            history.record_if_unknown(root, name, data)
+            history.record_if_unknown(state, name, data)
     return before
 
 
-def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list[str]:
+def commit(where: str | StateDir, plan: Plan, *, private: bool, source: str = "api") -> list[str]:
     """Carry out a plan, recording every version in history; the caller holds the store's lock.
 
     ``source`` says who asked (``worker``, ``cli``, ``memory-tool``, ``mcp`` ...).
     Returns the creates that were dropped because a file of that name
-    appeared after the plan was made (that file is left as it is).
+    appeared after the plan was made (that file is left as it is). ``where``
+    is the store's state (``store.state``) or its root.
     """
     from mdmem.store import history
 
-    before = _remember(root, plan)
-    journal = StateDir.of(root).txn
+    state = StateDir.of(where)
+    root = state.root
+    before = _remember(state, plan)
+    journal = state.txn
     journaled = len(plan.writes) + len(plan.deletes) > 1
     if journaled:
         payload = {
@@ -158,7 +161,7 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         )
         # The journal must be on disk (its name too) before any note changes: after a
         # power cut, a batch half on disk is finished from it, not left half done.
-        files.fsync_dir(StateDir.of(root).path)
+        files.fsync_dir(state.path)
     lost: list[str] = []
     for name, data in list(plan.writes.items()):
         create = name in plan.before and plan.before[name] is None
@@ -178,10 +181,10 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
         if note is not None:
             plan.notes[other] = note.with_changes(filename=other)
     for name, trash_name in plan.deletes.items():
-        _trash(root, name, trash_name, private)
+        _trash(state, name, trash_name)
     if plan.deletes:
         # A deleted note must be in the trash before it is durably gone from the store.
-        files.fsync_dir(StateDir.of(root).trash)
+        files.fsync_dir(state.trash)
     # One fsync of the directory makes every rename of the batch durable.
     files.fsync_dir(root)
     if journaled:
@@ -190,16 +193,21 @@ def commit(root: str, plan: Plan, *, private: bool, source: str = "api") -> list
     for name, data in plan.writes.items():
         if name not in lost:
             action = plan.actions.get(name, "write")
-            history.record(root, name, data, source=source, action=action)
+            history.record(state, name, data, source=source, action=action)
     for name in plan.deletes:
         if name in before:
-            history.record(root, name, before[name], source=source, action="delete")
+            history.record(state, name, before[name], source=source, action="delete")
     return lost
 
 
-def recover(root: str, *, private: bool) -> list[str]:
-    """Finish a batch a dead process left half done; return what was skipped and why."""
-    journal = StateDir.of(root).txn
+def recover(where: str | StateDir, *, private: bool) -> list[str]:
+    """Finish a batch a dead process left half done; return what was skipped and why.
+
+    ``where`` is the store's state (``store.state``) or its root.
+    """
+    state = StateDir.of(where)
+    root = state.root
+    journal = state.txn
     try:
         with open(journal, encoding="utf-8") as f:
             payload = json.load(f)
@@ -227,7 +235,7 @@ def recover(root: str, *, private: bool) -> list[str]:
             else:
                 from mdmem.store import history
 
-                history.record(root, name, data, source="recovery")
+                history.record(state, name, data, source="recovery")
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; left as is")
     for name, trash_name in _items(payload.get("deletes"), skipped):
@@ -238,7 +246,7 @@ def recover(root: str, *, private: bool) -> list[str]:
         if current is None:
             continue
         if current == before.get(name):
-            _trash(root, name, trash_name, private)
+            _trash(state, name, trash_name)
         else:
             skipped.append(f"{name}: changed by someone else since the batch began; not deleted")
     files.fsync_dir(root)

@@ -56,12 +56,16 @@ _SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAX_EVENT = 16 * 1024
 
 
-def folder(root: str) -> str:
-    """The activity folder of the project store at ``root`` (in its state folder)."""
-    return os.path.join(StateDir.of(root).path, _DIR)
+def folder(root: str | StateDir) -> str:
+    """The activity folder of the project store at ``root`` (in its state folder).
+
+    ``root`` is the store's state (``store.state``) or its root, as for every
+    function here.
+    """
+    return StateDir.of(root) / _DIR
 
 
-def _path(root: str, session: object) -> str | None:
+def _path(root: str | StateDir, session: object) -> str | None:
     if not isinstance(session, str) or not _SESSION.match(session):
         return None
     return os.path.join(folder(root), f"{session}.jsonl")
@@ -85,10 +89,11 @@ def first_words(prompt: str, count: int = PROMPT_WORDS) -> str:
 
 
 def record(
-    root: str, session: object, kind: str, now: float | None = None, **fields: object
+    root: str | StateDir, session: object, kind: str, now: float | None = None, **fields: object
 ) -> None:
     """Append one event to the session's activity file; never raises."""
-    path = _path(root, session)
+    state = StateDir.of(root)
+    path = _path(state, session)
     if path is None:
         return
     event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
@@ -104,9 +109,7 @@ def record(
         new = not os.path.exists(path)
         if not new and os.path.getsize(path) + len(data) > MAX_FILE_BYTES:
             return  # bounded: a very long session keeps its first events
-        from mdmem.store.state import ensure_state_dir
-
-        ensure_state_dir(root)
+        state.ensure()
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, 0o600)
@@ -130,7 +133,7 @@ def _prune(base: str) -> None:
                 os.unlink(entry.path)
 
 
-def sessions(root: str) -> list[tuple[str, float, float]]:
+def sessions(root: str | StateDir) -> list[tuple[str, float, float]]:
     """(session id, first event time, last change time) of every recorded session, newest
     first."""
     base = folder(root)
@@ -155,7 +158,7 @@ def _first_time(path: str) -> float | None:
     return None
 
 
-def read(root: str, session: str) -> list[dict[str, object]]:
+def read(root: str | StateDir, session: str) -> list[dict[str, object]]:
     """The events of one session, oldest first (lines that are not events are skipped).
 
     Raises:

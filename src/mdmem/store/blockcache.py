@@ -48,32 +48,32 @@ def _stat(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns]
 
 
-def _key(purpose: str, roots: tuple[str, str]) -> list[object]:
+def _key(purpose: str, states: tuple[StateDir | None, ...]) -> list[object]:
     key: list[object] = [_VERSION, purpose]
-    for root in roots:
-        if not root:
+    for state in states:
+        if state is None:
             key.append(None)
             continue
-        state = StateDir.of(root).path
+        root, folder = state.root, state.path
         key.append(
             [
                 root,
                 _stat(root),
                 _stat(os.path.join(root, INDEX_NAME)),
-                _stat(os.path.join(state, MARKS)),
-                _stat(os.path.join(state, STALE_MARKS)),
+                _stat(os.path.join(folder, MARKS)),
+                _stat(os.path.join(folder, STALE_MARKS)),
             ]
         )
     return key
 
 
-def _next_expiry(roots: tuple[str, str], now: float) -> float:
+def _next_expiry(states: tuple[StateDir | None, ...], now: float) -> float:
     until = now + _MAX_AGE
-    for root in roots:
-        if not root:
+    for state in states:
+        if state is None:
             continue
         try:
-            with open(StateDir.of(root).marks, encoding="utf-8") as f:
+            with open(state.marks, encoding="utf-8") as f:
                 text = f.read(_MAX_BYTES)
         except (OSError, UnicodeDecodeError):
             continue
@@ -105,11 +105,11 @@ def _shown(block: str, roots: tuple[str, str]) -> list[list[object]]:
     return shown
 
 
-def _home(roots: tuple[str, str]) -> str | None:
+def _home(states: tuple[StateDir | None, ...]) -> str | None:
     """Where the cache file lives: the first store whose state folder already exists."""
-    for root in roots:
-        if root and os.path.isdir(StateDir.of(root).path):
-            return StateDir.of(root).path
+    for state in states:
+        if state is not None and os.path.isdir(folder := state.path):
+            return folder
     return None
 
 
@@ -142,28 +142,35 @@ def _load(path: str, key: list[object], now: float) -> str | None:
 
 
 def cached(
-    purpose: str, project: str, user: str, compute: Callable[[], str], *, now: float | None = None
+    purpose: str,
+    project: str | StateDir,
+    user: str | StateDir,
+    compute: Callable[[], str],
+    *,
+    now: float | None = None,
 ) -> str:
-    """The block ``compute()`` makes for stores at ``project`` and ``user`` (paths, or ``""``).
+    """The block ``compute()`` makes for stores ``project`` and ``user``.
 
-    ``purpose`` names the variant (its limits and hint), so the CLI's block and
-    a hook's smaller one are cached apart.
+    Each is the store's state (``store.state``, which knows where its folder is),
+    its root, or ``""`` for none. ``purpose`` names the variant (its limits and
+    hint), so the CLI's block and a hook's smaller one are cached apart.
     """
     import time
 
     moment = time.time() if now is None else now
-    roots = (project, user)
-    home = _home(roots)
+    states = tuple(StateDir.of(where) if where else None for where in (project, user))
+    roots = (states[0].root if states[0] else "", states[1].root if states[1] else "")
+    home = _home(states)
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in purpose)[:60]
     path = os.path.join(home, f"block-{safe}.json") if home else None
-    before = _key(purpose, roots)
+    before = _key(purpose, states)
     if path is not None:
         hit = _load(path, before, moment)
         if hit is not None:
             return hit
     block = compute()
-    after = _key(purpose, roots)
-    home = home or _home(roots)  # a first load may have made the state folder
+    after = _key(purpose, states)
+    home = home or _home(states)  # a first load may have made the state folder
     if home is None or after != before:
         # Something changed while the block was computed (or the load itself
         # rewrote MEMORY.md): the next call computes again, with a stable key.
@@ -174,7 +181,7 @@ def cached(
 
     record = {
         "key": after,
-        "until": _next_expiry(roots, moment),
+        "until": _next_expiry(states, moment),
         "block": block,
         "notes": _shown(block, roots),
     }

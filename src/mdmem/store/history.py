@@ -78,7 +78,7 @@ class Version:
         }
 
 
-def _folder(root: str, name: str) -> str:
+def _folder(root: str | StateDir, name: str) -> str:
     return os.path.join(StateDir.of(root).history, name)
 
 
@@ -116,7 +116,7 @@ def _version(data: dict[str, object]) -> Version:
     )
 
 
-def latest_sha(root: str, name: str) -> str | None:
+def latest_sha(root: str | StateDir, name: str) -> str | None:
     """The hash of the newest recorded version of ``name`` (None: no history)."""
     folder = _folder(root, name)
     for number in reversed(_numbers(folder)):
@@ -127,7 +127,7 @@ def latest_sha(root: str, name: str) -> str | None:
 
 
 def record(
-    root: str,
+    root: str | StateDir,
     name: str,
     data: bytes,
     *,
@@ -145,18 +145,21 @@ def record(
     Nothing is recorded (None) when history is off or the newest version
     already has these bytes and this action. History is a safety net: a
     failure to record is not a failure to write the note, so it is swallowed.
+    ``root`` is the store's state (``store.state``) or its root, as for every
+    function here.
     """
     if not enabled:
         return None
     sha = _catalog.content_hash(data)
-    folder = _folder(root, name)
+    state = StateDir.of(root)
+    folder = _folder(state, name)
     try:
         numbers = _numbers(folder)
         if numbers:
             last = _load(folder, numbers[-1])
             if last is not None and last.get("sha") == sha and last.get("action") == action:
                 return None
-        StateDir.of(root).ensure()
+        state.ensure()
         files.ensure_dir(folder, private=True)
         moment = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
         payload: dict[str, object] = {
@@ -196,12 +199,18 @@ def record(
 
 
 def record_if_unknown(
-    root: str, name: str, data: bytes, *, source: str = "hand-edit", now: datetime | None = None
+    root: str | StateDir,
+    name: str,
+    data: bytes,
+    *,
+    source: str = "hand-edit",
+    now: datetime | None = None,
 ) -> int | None:
     """Record ``data`` unless it is already the newest version (a change made behind mdmem)."""
-    if not enabled or latest_sha(root, name) == _catalog.content_hash(data):
+    state = StateDir.of(root)
+    if not enabled or latest_sha(state, name) == _catalog.content_hash(data):
         return None
-    return record(root, name, data, source=source, now=now, durable=True)
+    return record(state, name, data, source=source, now=now, durable=True)
 
 
 def _bound(folder: str, now: datetime, numbers: list[int] | None = None) -> None:
@@ -229,7 +238,7 @@ def _bound(folder: str, now: datetime, numbers: list[int] | None = None) -> None
                 os.unlink(os.path.join(folder, f"{number:06d}.json"))
 
 
-def list_versions(root: str, name: str) -> list[Version]:
+def list_versions(root: str | StateDir, name: str) -> list[Version]:
     """Every recorded version of note ``name``, oldest first (empty: no history)."""
     folder = _folder(root, name)
     out = []
@@ -240,7 +249,7 @@ def list_versions(root: str, name: str) -> list[Version]:
     return out
 
 
-def read_version(root: str, name: str, version: int | str) -> bytes:
+def read_version(root: str | StateDir, name: str, version: int | str) -> bytes:
     """The bytes of one recorded version.
 
     Raises:
@@ -251,7 +260,8 @@ def read_version(root: str, name: str, version: int | str) -> bytes:
         number = int(str(version).strip())
     except ValueError:
         raise InvalidOperation(f"{version!r} is not a version number", "version") from None
-    data = _load(_folder(root, name), number)
+    folder = _folder(root, name)
+    data = _load(folder, number)
     if data is None or not isinstance(data.get("text"), str):
-        raise NoteNotFound(f"{name} version {number}", _folder(root, name))
+        raise NoteNotFound(f"{name} version {number}", folder)
     return str(data["text"]).encode("utf-8", "surrogateescape")

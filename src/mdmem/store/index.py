@@ -351,12 +351,12 @@ def cached_block(
         room = min(budget, MAX_BYTES)
         return cached(
             f"session-start-{budget}",
-            project.path,
-            user.path,
+            project.state,
+            user.state,
             lambda: merge(prompt_index(project), prompt_index(user), max_bytes=room),
         )
     shown = (
         project if level in ("all", "project") else None,
         user if level in ("all", "user") else None,
     )
-    return cached(f"index-{level}", project.path, user.path, lambda: prompt_block(*shown))
+    return cached(f"index-{level}", project.state, user.state, lambda: prompt_block(*shown))

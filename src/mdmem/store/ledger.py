@@ -68,19 +68,13 @@ _ROTATED = re.compile(r"^events\.(\d+)\.jsonl$")
 _NOTE_LINE = re.compile(r"\(([^()/\\\s]+\.md)\)\s*$")
 
 
-_folders: dict[tuple[str, ...], str] = {}
+def folder(root: str | StateDir) -> str:
+    """The ledger folder of a store (inside its state folder).
 
-
-def folder(root: str) -> str:
-    """The ledger folder of the store at ``root`` (inside its state folder)."""
-    env = os.environ
-    key = (root, *(env.get(k, "") for k in ("MDMEM_STATE_DIR", "XDG_STATE_HOME", "HOME")))
-    found = _folders.get(key)
-    if found is None:
-        if len(_folders) > 64:
-            _folders.clear()
-        found = _folders[key] = StateDir.of(root).usage
-    return found
+    ``root`` is the store's state (``store.state``, which knows where its folder
+    is) or its root, as for every function here.
+    """
+    return StateDir.of(root).usage
 
 
 def day_of(t: float) -> str:
@@ -93,12 +87,14 @@ def day_of(t: float) -> str:
 # -- recording ------------------------------------------------------------------------
 
 
-def record(root: str, kind: str, now: float | None = None, **fields: object) -> None:
+def record(root: str | StateDir, kind: str, now: float | None = None, **fields: object) -> None:
     """Append one event to the ledger of the store at ``root``; never raises."""
     record_many(root, [(kind, now, fields)])
 
 
-def record_many(root: str, events: Iterable[tuple[str, float | None, dict[str, object]]]) -> None:
+def record_many(
+    root: str | StateDir, events: Iterable[tuple[str, float | None, dict[str, object]]]
+) -> None:
     """Append several ``(kind, time, fields)`` events in one write; never raises."""
     lines = []
     last: float | None = None
@@ -114,7 +110,11 @@ def record_many(root: str, events: Iterable[tuple[str, float | None, dict[str, o
 
 
 def record_block(
-    project_root: str, user_root: str, block: str, via: str, now: float | None = None
+    project_root: str | StateDir,
+    user_root: str | StateDir,
+    block: str,
+    via: str,
+    now: float | None = None,
 ) -> None:
     """Record the notes a merged prompt block (or a recall block) put in front of a model."""
     names = names_in_block(block)
@@ -137,8 +137,9 @@ def names_in_block(block: str) -> dict[str, list[str]]:
     return out
 
 
-def _append(root: str, line: bytes, now: float | None) -> None:
-    base = folder(root)
+def _append(root: str | StateDir, line: bytes, now: float | None) -> None:
+    state = StateDir.of(root)
+    base = state.usage
     path = os.path.join(base, _EVENTS)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     size = 0
@@ -146,9 +147,7 @@ def _append(root: str, line: bytes, now: float | None) -> None:
         try:
             fd = os.open(path, flags, 0o600)
         except FileNotFoundError:
-            from mdmem.store.state import StateDir
-
-            StateDir.of(root).ensure()
+            state.ensure()
             files.ensure_dir(base, private=True)
             continue
         try:
@@ -166,7 +165,7 @@ def _append(root: str, line: bytes, now: float | None) -> None:
             os.close(fd)
         break
     if size > COMPACT_BYTES:
-        compact(root, now=now)
+        compact(state, now=now)
 
 
 # -- folding ----------------------------------------------------------------------------
@@ -323,7 +322,7 @@ def _bound(summary: dict[str, object]) -> None:
         summary["notes"] = dict(keep)
 
 
-def load(root: str) -> dict[str, object]:
+def load(root: str | StateDir) -> dict[str, object]:
     """The ledger of the store at ``root``: the summary with the unfolded events folded in.
 
     Keys: ``days`` (day → ``in``/``out``/``cr``/``cw``/``calls``/``skip``/``held``/``turn``),
@@ -350,7 +349,7 @@ def _rotated(base: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def compact(root: str, now: float | None = None) -> bool:
+def compact(root: str | StateDir, now: float | None = None) -> bool:
     """Fold the events into the summary and trim it; False if another process is at it."""
     base = folder(root)
     try:
@@ -396,7 +395,7 @@ def compact(root: str, now: float | None = None) -> bool:
 # -- questions ----------------------------------------------------------------------------
 
 
-def tokens_on(root: str, day: str) -> int:
+def tokens_on(root: str | StateDir, day: str) -> int:
     """Every token the model processed on ``day`` (input, output, cache reads and writes)."""
     totals = load(root)["days"]
     assert isinstance(totals, dict)

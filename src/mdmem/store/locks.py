@@ -147,7 +147,7 @@ class Held:
             try:
                 from mdmem.store import _txn
 
-                for message in _txn.recover(locks._root, private=locks._private):
+                for message in _txn.recover(locks._state, private=locks._private):
                     _log().warning("%s: %s", locks._root, message)
             except BaseException:
                 locks._release_root()

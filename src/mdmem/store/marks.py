@@ -35,6 +35,9 @@ if TYPE_CHECKING:
         @property
         def path(self) -> str: ...
 
+        @property
+        def state(self) -> StateDir: ...
+
         def load_index(self) -> str: ...
 
         def catalog_current(self, max_age: float = ...) -> int | None: ...
@@ -77,9 +80,13 @@ def note_marks(note: Note) -> tuple[tuple[str, ...], str | None, float | None]:
     names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
     valid = []
     for name in names:
+        if not isinstance(name, str):
+            continue
+        # A name a write checked (a NoteName) is passed as it is, not checked again.
+        name = name if name.strip() == name else name.strip()
         try:
-            if isinstance(name, str) and check_name(name.strip()) != note.filename:
-                valid.append(name.strip())
+            if check_name(name) != note.filename:
+                valid.append(name)
         except InvalidPath:
             continue
     try:
@@ -114,8 +121,12 @@ def hidden(entries: Mapping[str, CatalogRow], now: float | None = None) -> dict[
     return out
 
 
-def save(root: str, entries: Mapping[str, CatalogRow]) -> None:
-    """Write the ``marks`` file of a store from its catalog entries (removed when empty)."""
+def save(root: str | StateDir, entries: Mapping[str, CatalogRow]) -> None:
+    """Write the ``marks`` file of a store from its catalog entries (removed when empty).
+
+    ``root`` is the store's state (``store.state``) or its root, as for every
+    function here that reads the marks.
+    """
     import contextlib
 
     from mdmem.store import files
@@ -124,7 +135,8 @@ def save(root: str, entries: Mapping[str, CatalogRow]) -> None:
     for name, row in sorted(entries.items()):
         if row.expires_ts is not None and row.line:
             lines.append(f"E\t{name}\t{row.expires_ts!r}")
-    path = StateDir.of(root).marks
+    state = StateDir.of(root)
+    path = state.marks
     text = "".join(line + "\n" for line in lines)
     try:
         if not text:
@@ -134,13 +146,13 @@ def save(root: str, entries: Mapping[str, CatalogRow]) -> None:
         with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8") as f:
             if f.read() == text:
                 return
-        StateDir.of(root).ensure()
+        state.ensure()
         files.atomic_write(path, text.encode("utf-8"), private=True, durable=False)
     except OSError:
         pass
 
 
-def _read_marks(root: str, now: float) -> dict[str, str]:
+def _read_marks(root: str | StateDir, now: float) -> dict[str, str]:
     try:
         with open(StateDir.of(root).marks, encoding="utf-8") as f:
             text = f.read()
@@ -168,7 +180,7 @@ def left_out(store: Store, now: float | None = None) -> dict[str, str]:
     ``marks`` file, so it costs one small read (call ``store.load_index()``
     first if notes may have changed behind mdmem's back).
     """
-    return _read_marks(store.path, time.time() if now is None else now)
+    return _read_marks(store.state, time.time() if now is None else now)
 
 
 # -- staleness marks: the tree's state, read from files (no git process) ----------
@@ -217,7 +229,7 @@ def tree_key(workspace: str) -> str:
     return "|".join(parts)
 
 
-def cached_marks(root: str) -> dict[str, str]:
+def cached_marks(root: str | StateDir) -> dict[str, str]:
     """Note -> short reason, from the last :func:`check`, if the tree is still as it was then."""
     try:
         with open(StateDir.of(root).stale_marks, encoding="utf-8") as f:
@@ -274,8 +286,8 @@ def prompt_index(store: Store, now: float | None = None) -> str:
     if not text:
         return text
     moment = time.time() if now is None else now
-    leave_out = _read_marks(store.path, moment)
-    stale = cached_marks(store.path)
+    leave_out = _read_marks(store.state, moment)
+    stale = cached_marks(store.state)
     return visible_lines(text, leave_out, stale)
 
 
@@ -307,23 +319,23 @@ def ranked_index(
         # (an mdmem write): the catalog is current, no stat pass needed.
         from mdmem.store._catalog import ranked_lines
 
-        found = ranked_lines(store.path, limit, _read_marks(store.path, moment), count=count)
+        found = ranked_lines(store.state, limit, _read_marks(store.state, moment), count=count)
         if found is not None and found[0] > 2 * limit:
-            return _ranked(found, store.path)
+            return _ranked(found, store.state)
     text = store.load_index()  # the stat pass: brings the catalog up to date
-    leave_out = _read_marks(store.path, moment)
+    leave_out = _read_marks(store.state, moment)
     if text and text.count("\n") <= 2 * limit:
-        return visible_lines(text, leave_out, cached_marks(store.path)), None, {}
+        return visible_lines(text, leave_out, cached_marks(store.state)), None, {}
     from mdmem.store._catalog import ranked_lines
 
-    found = ranked_lines(store.path, limit, leave_out) if os.path.isdir(store.path) else None
+    found = ranked_lines(store.state, limit, leave_out) if os.path.isdir(store.path) else None
     if found is None or found[0] <= 2 * limit:
-        return visible_lines(text, leave_out, cached_marks(store.path)) if text else "", None, {}
-    return _ranked(found, store.path)
+        return visible_lines(text, leave_out, cached_marks(store.state)) if text else "", None, {}
+    return _ranked(found, store.state)
 
 
 def _ranked(
-    found: tuple[int, list[tuple[str, str, str | None]]], root: str
+    found: tuple[int, list[tuple[str, str, str | None]]], root: str | StateDir
 ) -> tuple[str, int, dict[str, str]]:
     """:func:`ranked_index`'s answer from the catalog's ranked rows."""
     total, rows = found
@@ -355,7 +367,7 @@ def dated_index(store: Store, text: str | None = None) -> str:
     else:
         from mdmem.store._catalog import dates_of
 
-        found = dates_of(store.path, names)
+        found = dates_of(store.state, names)
     for filename, (updated, expires) in found.items():
         parts = [f"updated {updated[:10]}"] if updated else []
         if expires:

@@ -145,6 +145,9 @@ def _dumper() -> Any:
             return dumper.represent_scalar("tag:yaml.org,2002:timestamp", format_time(data))
 
         Dumper.add_representer(datetime, represent_datetime)
+        # A checked note name (paths.NoteName) is a str subclass, which the safe
+        # dumper refuses by default: a name in ``supersedes`` is written as text.
+        Dumper.add_multi_representer(str, lambda dumper, data: dumper.represent_str(str(data)))
         _yaml_dumper = Dumper
     return _yaml_dumper
 

@@ -3,8 +3,12 @@
 An :class:`Operation` is the raw request, as loose as the JSON it came from.
 :func:`validate` turns it into one of three checked, frozen forms
 (:class:`Create`, :class:`Update`, :class:`Delete`) or ``None`` for a no-op;
-past that point nothing checks it again. :func:`parse_answer` finds the array
-of operations in whatever a model answered.
+past that point nothing checks it again: its names are
+:class:`~mdmem.store.paths.NoteName` values, and ``validate`` returns a checked
+operation as it is. :func:`format_op` writes a checked operation back as the JSON
+object ``validate`` reads (the pair a turn journal and a proposal keep on disk):
+``validate(format_op(op)) == op``. :func:`parse_answer` finds the array of
+operations in whatever a model answered.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidOperation, InvalidPath, ProviderError
 from mdmem.store.note import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS, clean_inline
-from mdmem.store.paths import check_name
+from mdmem.store.paths import NoteName, check_name
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,11 +29,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIONS",
     "MAX_CONTENT_BYTES",
+    "VALID",
     "Create",
     "Delete",
     "Operation",
     "Update",
     "ValidOperation",
+    "format_op",
     "parse_answer",
     "validate",
 ]
@@ -117,9 +123,9 @@ class Create:
     content: str
     summary: str = ""
     slug: str | None = None
-    filename: str | None = None
+    filename: NoteName | None = None
     """An exact file name, when the caller must have one (the memory tool); else from the slug."""
-    supersedes: tuple[str, ...] = ()
+    supersedes: tuple[NoteName, ...] = ()
     expires: datetime | None = None
 
 
@@ -128,12 +134,12 @@ class Update:
     """A checked request to replace a note's body (and maybe its title, summary or type)."""
 
     level: Level
-    filename: str
+    filename: NoteName
     content: str
     title: str | None = None
     summary: str | None = None
     type: NoteType | None = None
-    supersedes: tuple[str, ...] = ()
+    supersedes: tuple[NoteName, ...] = ()
     expires: datetime | None = None
 
 
@@ -142,10 +148,45 @@ class Delete:
     """A checked request to move a note to the trash."""
 
     level: Level
-    filename: str
+    filename: NoteName
 
 
 ValidOperation = Create | Update | Delete
+#: The checked forms, for ``isinstance``.
+VALID = (Create, Update, Delete)
+
+
+def format_op(op: ValidOperation) -> dict[str, object]:
+    """A checked operation as the JSON object it is read back from: ``validate`` is its parse.
+
+    Canonical (fields in one order, empty ones left out, ``expires`` in ISO 8601):
+    ``validate(format_op(op)) == op`` for every operation ``validate`` returned.
+    """
+    if isinstance(op, Delete):
+        return {"action": "delete", "level": op.level.value, "filename": str(op.filename)}
+    out: dict[str, object] = {
+        "action": "create" if isinstance(op, Create) else "update",
+        "level": op.level.value,
+    }
+    if op.type is not None:
+        out["type"] = op.type.value
+    if op.title is not None:
+        out["title"] = op.title
+    if op.summary:
+        out["summary"] = op.summary
+    if isinstance(op, Create) and op.slug is not None:
+        out["slug"] = op.slug
+    if op.filename is not None:
+        out["filename"] = str(op.filename)
+    # A body of control characters only is kept as an empty body (an empty note);
+    # written as one such character, the check empties it again instead of calling
+    # it missing, so the round trip holds for it too.
+    out["content"] = op.content or "\x00"
+    if op.supersedes:
+        out["supersedes"] = [str(name) for name in op.supersedes]
+    if op.expires is not None:
+        out["expires"] = op.expires.isoformat()
+    return out
 
 
 def _level(value: object, expected: Level | None) -> Level:
@@ -204,7 +245,7 @@ def _content(value: str | None) -> str:
     return value.translate(_CONTROL).strip()
 
 
-def _filename(value: str | None) -> str:
+def _filename(value: str | None) -> NoteName:
     if value is None or value == "":
         raise InvalidOperation("missing", "filename")
     try:
@@ -213,11 +254,11 @@ def _filename(value: str | None) -> str:
         raise InvalidOperation(exc.reason, "filename") from None
 
 
-def _supersedes(value: str | tuple[str, ...] | None) -> tuple[str, ...]:
+def _supersedes(value: str | tuple[str, ...] | None) -> tuple[NoteName, ...]:
     if value is None:
         return ()
     names = (value,) if isinstance(value, str) else value
-    out: list[str] = []
+    out: list[NoteName] = []
     for name in names:
         if not name.strip():
             continue
@@ -234,7 +275,9 @@ def _expires(value: str | None) -> datetime | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if len(text) > 40:
+    # Room for the longest datetime.isoformat() (42 characters, an offset with
+    # microseconds), so what format_op() writes is always read back.
+    if len(text) > 48:
         raise InvalidOperation("not an ISO 8601 date or date-time", "expires")
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -246,13 +289,19 @@ def _expires(value: str | None) -> datetime | None:
 
 
 def validate(
-    op: Operation | Mapping[str, object], level: Level | None = None
+    op: Operation | ValidOperation | Mapping[str, object], level: Level | None = None
 ) -> ValidOperation | None:
     """Check one operation; ``None`` means a no-op. ``level`` is the store it is meant for.
+
+    An operation checked already (``Create``, ``Update``, ``Delete``) is returned
+    as it is, once its level is the store's.
 
     Raises:
         InvalidOperation: a missing or wrong field; ``field`` names it.
     """
+    if isinstance(op, VALID):
+        _level(op.level, level)
+        return op
     op = Operation.from_dict(op) if not isinstance(op, Operation) else op
     action = (op.action or "").strip().lower()
     if action in ("", "noop"):

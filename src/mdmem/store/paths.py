@@ -4,7 +4,13 @@ Every piece of mdmem that turns a name into a file path goes through
 :func:`check_name` (lexical rules) and :func:`note_path` (lexical rules plus
 what the file system says). Nothing else validates note names again.
 
-Only ``os``, ``stat``, ``sys``, ``time`` and ``unicodedata`` are imported here (and
+A name that passed is a :class:`NoteName`: a ``str`` that carries its check with
+it, so a write checks its name once, where the operation is validated, and the
+planner, the reader and the writer downstream take it as it is (``check_name``
+returns a ``NoteName`` unchanged; anything built from it, ``name + "x"`` or
+``name.casefold()``, is a plain ``str`` again and is checked again).
+
+Only ``os``, ``stat``, ``sys`` and ``unicodedata`` are imported here (and
 ``fcntl`` when a state folder is first looked up): this module is on the path of
 ``mdmem index``, which a coding-agent hook runs at every session start.
 """
@@ -15,7 +21,6 @@ import os
 import stat
 import sys
 import unicodedata
-from time import monotonic
 
 from mdmem.errors import InvalidPath
 
@@ -27,6 +32,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_SLUG_CHARS",
     "STATE_DIR",
+    "NoteName",
     "anchor_identity",
     "check_name",
     "control_problem",
@@ -34,6 +40,7 @@ __all__ = [
     "earlier_states",
     "is_candidate_name",
     "is_plain_name",
+    "locate_state",
     "note_path",
     "printable_name",
     "project_problem",
@@ -158,18 +165,38 @@ def is_plain_name(name: str) -> bool:
     )
 
 
-def check_name(name: object) -> str:
+class NoteName(str):
+    """A bare note name that passed the lexical rules: ``NoteName(text)`` checks ``text``.
+
+    Equal to, hashed like and printed as the ``str`` it holds; made only by its
+    check, so holding one is proof of it (``check_name`` never checks it again).
+
+    Raises:
+        InvalidPath: see :func:`check_name`.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, name: object) -> NoteName:
+        problem = _name_problem(name)
+        if problem is not None:
+            raise InvalidPath(name if isinstance(name, str) else repr(name), problem)
+        assert isinstance(name, str)
+        return super().__new__(cls, name)
+
+
+def check_name(name: object) -> NoteName:
     """Return ``name`` if it is a bare note name (``*.md``, no path), by lexical rules alone.
+
+    A :class:`NoteName` is returned as it is: it was checked when it was made.
 
     Raises:
         InvalidPath: the name is empty, has a separator, a control character,
             is hidden, is MEMORY.md, does not end in ``.md``, is too long, ...
     """
-    problem = _name_problem(name)
-    if problem is not None:
-        raise InvalidPath(name if isinstance(name, str) else repr(name), problem)
-    assert isinstance(name, str)
-    return name
+    if type(name) is NoteName:
+        return name
+    return NoteName(name)
 
 
 def is_candidate_name(name: str) -> bool:
@@ -260,14 +287,6 @@ def state_base() -> str:
     return os.path.join(os.path.expanduser("~"), ".local", "state", "mdmem")
 
 
-#: state_dir's answers in this process, by (root, the variables state_base reads): it
-#: resolves the path (an ``lstat`` per component) and a turn asks it hundreds of times.
-#: Each answer keeps the anchor it was made for and its identity, looked at again once a
-#: second at most, so a long-lived process (the MCP server, the page) notices a re-clone,
-#: and a turn's hundreds of calls cost no ``stat`` each.
-_STATE_DIRS: dict[tuple[str, ...], tuple[str, str, str, float]] = {}
-_RECHECK_SECONDS = 1.0
-
 # FS_IOC_GETVERSION, _IOR('v', 1, long): an inode's generation, which ext4, btrfs and
 # f2fs change whenever they reuse an inode number (NFS file handles rely on it).
 _GETVERSION = 0x80087601 if sys.platform.startswith("linux") else None
@@ -283,27 +302,22 @@ def state_dir(root: str) -> str:
     waiting turns and history are never applied to it (:func:`earlier_states`
     finds them, for ``mdmem doctor`` to offer). Named after the workspace so a
     person can find it: ``<state_base>/stores/<workspace name>-<path hash>.<identity hash>``.
-    Nothing is created here.
+    Nothing is created here, and nothing is remembered: each call resolves the
+    path and looks at the anchor again (``store.state``, a
+    :class:`~mdmem.store.state.StateDir`, keeps its answer for its store).
     """
-    env = os.environ
-    key = (root, env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
-    found = _STATE_DIRS.get(key)
-    now = monotonic()
-    if found is not None:
-        anchor, identity, folder, checked = found
-        if now - checked < _RECHECK_SECONDS:
-            return folder
-        if anchor_identity(anchor)[0] == identity:
-            _STATE_DIRS[key] = (anchor, identity, folder, now)
-            return folder
-    if len(_STATE_DIRS) > 64:
-        _STATE_DIRS.clear()
+    return locate_state(root)[0]
+
+
+def locate_state(root: str) -> tuple[str, str, str, bool]:
+    """:func:`state_dir`'s answer with what it rests on: ``(folder, anchor, identity, seen)``.
+
+    ``anchor`` is the folder whose identity keys the state; ``seen`` is False when
+    it does not exist yet (an answer worth asking again, not keeping).
+    """
     prefix, anchor = _state_prefix(root)
     identity, seen = anchor_identity(anchor)
-    folder = f"{prefix}.{_digest(identity, 4)}"
-    if seen is not None:  # a missing anchor is looked at again next time
-        _STATE_DIRS[key] = (anchor, identity, folder, now)
-    return folder
+    return f"{prefix}.{_digest(identity, 4)}", anchor, identity, seen is not None
 
 
 def _digest(text: str, size: int) -> str:

@@ -15,6 +15,7 @@ from mdmem._lines import MAX_BYTES, MAX_LINES
 from mdmem.errors import InvalidNote
 from mdmem.store import _catalog, files
 from mdmem.store._catalog import CatalogRow
+from mdmem.store.state import StateDir
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -45,7 +46,7 @@ def superseded(cat: _catalog.Catalog) -> dict[str, str]:
 
 
 def note_row(
-    root: str,
+    root: str | StateDir,
     name: str,
     st: _catalog.Stat,
     prev: _catalog.CatalogRow | None,
@@ -57,11 +58,12 @@ def note_row(
     ``prev``: its row before (unchanged bytes keep it, with the new stat);
     ``parsed``: the note the bytes ``known[name]`` were rendered from (a write's
     own), used instead of parsing them again. A note changed behind mdmem's back
-    has its version before recorded in history first.
+    has its version before recorded in history first. ``root`` is the store's
+    state (``store.state``) or its root.
     """
     from mdmem.store.note import format_time, index_line, parse
 
-    path = os.path.join(root, name)
+    path = os.path.join(root.root if isinstance(root, StateDir) else root, name)
     data = known.get(name)
     if data is None:
         try:

@@ -20,7 +20,9 @@ touched for ``MDMEM_SESSIONS_DAYS`` days (90 by default) is moved to
 ``<state>/sessions-trash/`` by ``mdmem prune`` (:func:`expire`), from where
 ``mdmem timeline --restore ID`` brings it back (:func:`restore`).
 
-The caller holds the project store's lock around every write.
+The caller holds the project store's lock around every write. Every function
+takes the project store's state (``store.state``, which knows where its folder
+is) or its root.
 """
 
 from __future__ import annotations
@@ -400,12 +402,12 @@ def keep_days() -> float:
     return value if value > 0 else DEFAULT_DAYS
 
 
-def _private_folder(store_path: str) -> str:
-    return os.path.join(StateDir.of(store_path).path, FOLDER)
+def _private_folder(store_path: str | StateDir) -> str:
+    return StateDir.of(store_path) / FOLDER
 
 
-def _project_folder(store_path: str) -> str:
-    return os.path.join(store_path, FOLDER)
+def _project_folder(store_path: str | StateDir) -> str:
+    return os.path.join(StateDir.of(store_path).root, FOLDER)
 
 
 def _real_dir(path: str) -> bool:
@@ -418,12 +420,12 @@ def _real_dir(path: str) -> bool:
         return False
 
 
-def folders(store_path: str) -> list[str]:
+def folders(store_path: str | StateDir) -> list[str]:
     """The folders that hold records for the store: the private one, then the project's."""
     return [f for f in (_private_folder(store_path), _project_folder(store_path)) if _real_dir(f)]
 
 
-def _write_folder(store_path: str, *, create: bool = True) -> str:
+def _write_folder(store_path: str | StateDir, *, create: bool = True) -> str:
     """Where new records go, by :func:`mode` (created, private mode ``0700``).
 
     Raises:
@@ -464,7 +466,7 @@ def _read(path: str) -> Session | None:
     return parse(text, path) if text is not None else None
 
 
-def _find(store_path: str, sid: str) -> str | None:
+def _find(store_path: str | StateDir, sid: str) -> str | None:
     """The file of the record whose id is ``sid``, in either folder; None if there is none."""
     suffix = f"_{sid}.md"
     for folder in folders(store_path):
@@ -474,26 +476,28 @@ def _find(store_path: str, sid: str) -> str | None:
     return None
 
 
-def _link_path(store_path: str, key: str) -> str:
-    return os.path.join(StateDir.of(store_path).path, LINKS, safe_id(key) or "none")
+def _link_path(store_path: str | StateDir, key: str) -> str:
+    return os.path.join(StateDir.of(store_path) / LINKS, safe_id(key) or "none")
 
 
-def resolve_id(store_path: str, session_id: str) -> str:
+def resolve_id(store_path: str | StateDir, session_id: str) -> str:
     """The id of the record that holds ``session_id`` (a resumed session's is the first's)."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     sid = safe_id(session_id)
     target = files.read_text(_link_path(store_path, sid), 200)
     target = safe_id(target.strip()) if target else ""
     return target or sid
 
 
-def _link(store_path: str, key: str, target: str) -> None:
+def _link(store_path: str | StateDir, key: str, target: str) -> None:
     path = _link_path(store_path, key)
     files.ensure_dir(os.path.dirname(path), private=True)
     files.atomic_write(path, target.encode(), private=True, durable=False)
 
 
-def load(store_path: str, session_id: str) -> Session | None:
+def load(store_path: str | StateDir, session_id: str) -> Session | None:
     """The record of ``session_id`` (through its links), or None."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     sid = resolve_id(store_path, session_id)
     if not sid:
         return None
@@ -501,7 +505,7 @@ def load(store_path: str, session_id: str) -> Session | None:
     return _read(path) if path else None
 
 
-def save(store_path: str, session: Session) -> str:
+def save(store_path: str | StateDir, session: Session) -> str:
     """Write the record (within its caps) where the mode says; return its path.
 
     A record read from the other folder moves with it: there is one file per session.
@@ -509,6 +513,7 @@ def save(store_path: str, session: Session) -> str:
     Raises:
         OSError: it cannot be written.
     """
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     session = _fit(session)
     folder = _write_folder(store_path)
     if mode() == "project" and os.path.isabs(session.workspace):
@@ -524,8 +529,9 @@ def save(store_path: str, session: Session) -> str:
     return path
 
 
-def list_sessions(store_path: str) -> list[Session]:
+def list_sessions(store_path: str | StateDir) -> list[Session]:
     """Every record of the store, newest first (by when it started); one per session id."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     found: dict[str, Session] = {}
     for folder in folders(store_path):
         for n, name in enumerate(sorted(_names(folder), reverse=True)):
@@ -569,7 +575,7 @@ def changed(session: Session, file: str, workspace: str = "") -> bool:
 
 
 def timeline(
-    store_path: str,
+    store_path: str | StateDir,
     *,
     limit: int | None = None,
     since: str | None = None,
@@ -582,6 +588,7 @@ def timeline(
     Raises:
         ValueError: ``since`` is not a date.
     """
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     cutoff = since_stamp(since) if since else None
     out = []
     for session in list_sessions(store_path):
@@ -610,7 +617,7 @@ def _merge(items: list[str], new: list[str], *, move: bool = False) -> list[str]
 
 
 def record_activity(
-    store_path: str,
+    store_path: str | StateDir,
     session_id: str,
     activity: Activity,
     *,
@@ -632,6 +639,7 @@ def record_activity(
     Raises:
         OSError: the record cannot be written.
     """
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     sid = safe_id(session_id)
     if not sid:
         return None
@@ -670,8 +678,9 @@ def record_activity(
     return session
 
 
-def record_end(store_path: str, session_id: str, when: str = "") -> Session | None:
+def record_end(store_path: str | StateDir, session_id: str, when: str = "") -> Session | None:
     """Mark the session's record ended (SessionEnd with nothing new to add)."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     session = load(store_path, session_id)
     if session is None:
         return None
@@ -680,8 +689,9 @@ def record_end(store_path: str, session_id: str, when: str = "") -> Session | No
     return session
 
 
-def record_notes(store_path: str, session_id: str, notes: list[tuple[str, str]]) -> bool:
+def record_notes(store_path: str | StateDir, session_id: str, notes: list[tuple[str, str]]) -> bool:
     """Add the notes a turn of the session wrote to its record; False if there is no record."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     session = load(store_path, session_id)
     if session is None:
         return False
@@ -696,8 +706,9 @@ def record_notes(store_path: str, session_id: str, notes: list[tuple[str, str]])
     return True
 
 
-def set_summary(store_path: str, session_id: str, summary: str) -> bool:
+def set_summary(store_path: str | StateDir, session_id: str, summary: str) -> bool:
     """Replace the record's summary (one line); False if there is no record."""
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     session = load(store_path, session_id)
     if session is None:
         return False
@@ -721,7 +732,11 @@ def stamp_of(session: Session) -> float:
 
 
 def expire(
-    store_path: str, *, days: float | None = None, now: float | None = None, dry_run: bool = False
+    store_path: str | StateDir,
+    *,
+    days: float | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
 ) -> list[Session]:
     """Move the records not touched for ``days`` (default :func:`keep_days`) to the trash.
 
@@ -729,6 +744,7 @@ def expire(
     ``dry_run``, that would be). A record with no date is judged by its file's
     modification time.
     """
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     moment = time.time() if now is None else now
     cutoff = moment - (keep_days() if days is None else days) * 86_400
     out = []
@@ -742,7 +758,7 @@ def expire(
         out.append(session)
         if dry_run:
             continue
-        trash = os.path.join(StateDir.of(store_path).path, TRASH)
+        trash = StateDir.of(store_path) / TRASH
         files.ensure_dir(trash, private=True)
         data = render(session).encode("utf-8")
         files.atomic_write(os.path.join(trash, os.path.basename(session.path)), data, private=True)
@@ -751,14 +767,15 @@ def expire(
     return out
 
 
-def restore(store_path: str, session_id: str) -> Session:
+def restore(store_path: str | StateDir, session_id: str) -> Session:
     """Bring a record back from the trash; returns it.
 
     Raises:
         FileNotFoundError: no record of that id in the trash.
     """
+    store_path = StateDir.of(store_path)  # worked out once for the whole call
     sid = resolve_id(store_path, session_id)
-    trash = os.path.join(StateDir.of(store_path).path, TRASH)
+    trash = StateDir.of(store_path) / TRASH
     for name in sorted(_names(trash)):
         if name.endswith(f"_{sid}.md"):
             session = _read(os.path.join(trash, name))

@@ -392,7 +392,7 @@ def check(
         nonlocal history
         yield json.dumps([_CACHE_VERSION, key, workspace], ensure_ascii=False).encode() + b"\n"
         old = _read_rows(os.path.join(state, ROWS), key, workspace) if use_cache else iter(())
-        for filename, sha, prev in _merged(_catalog.iter_listing(store.path), old):
+        for filename, sha, prev in _merged(_catalog.iter_listing(store.state), old):
             row: list[object]
             if prev is not None:
                 row = prev

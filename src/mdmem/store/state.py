@@ -2,10 +2,15 @@
 
 A store's notes live in the repository; everything mdmem derives or keeps for
 itself lives outside it, in one private folder per store
-(:func:`mdmem.store.paths.state_dir` computes where; this module never does).
+(:func:`mdmem.store.paths.locate_state` computes where; this module never does).
 :class:`StateDir` is that folder as a value, made once per store
 (``store.state``), and names every file and sub-folder in it, so no caller
-joins a folder name of its own::
+joins a folder name of its own. It is also the one memory of where the folder
+is: the store's value resolves it once and looks again at most once a second
+(a re-clone at the same path gets a state of its own, and a long-lived process
+must notice). A function of a lower floor that works on a store's state takes
+``store.state`` (or, from a caller that holds only a path, the root:
+``StateDir.of`` makes a value for it, which resolves afresh)::
 
     <state>/catalog.sqlite   the catalog (stat, hash and fields of every note)
     <state>/fingerprint      the catalog's settled stat of the store
@@ -34,8 +39,9 @@ from __future__ import annotations
 
 import os
 import stat
+from time import monotonic
 
-from mdmem.store.paths import state_base, state_dir
+from mdmem.store.paths import anchor_identity, locate_state, state_base
 
 __all__ = [
     "CATALOG",
@@ -74,26 +80,50 @@ class StateDir:
     """The state folder of one store (see the module docstring for its layout).
 
     A plain value: equal for equal store roots, cheap to pass, and made once per
-    store (``Store.state``). Where the folder is, :func:`~mdmem.store.paths.state_dir`
-    answers at each use (it remembers its answer, and notices a re-clone at the
-    same path, whose state is a new folder). ``state / "name"`` joins a name of a
-    higher floor's own (the search index, the hooks' ledgers) onto it.
+    store (``Store.state``). It remembers where the folder is, and looks at the
+    store's anchor again (:func:`~mdmem.store.paths.anchor_identity`) at most once
+    a second, so it notices a re-clone at the same path, whose state is a new
+    folder. ``state / "name"`` joins a name of a higher floor's own (the search
+    index, the hooks' ledgers) onto it.
     """
 
-    __slots__ = ("root",)
+    __slots__ = ("_found", "root")
+
+    #: How long an answer is taken on trust before the anchor is looked at again.
+    RECHECK_SECONDS = 1.0
 
     def __init__(self, root: str) -> None:
         self.root = root
+        # (the variables state_base reads, anchor, identity, folder, when last checked)
+        self._found: tuple[tuple[str, str, str], str, str, str, float] | None = None
 
     @classmethod
-    def of(cls, root: str) -> StateDir:
-        """The state folder of the store at ``root``."""
-        return cls(root)
+    def of(cls, where: str | StateDir) -> StateDir:
+        """The state folder of the store at ``where`` (a root), or ``where`` itself if it is one.
+
+        A caller that holds a store passes ``store.state``, which has resolved
+        its folder already; a root gets a new value, which resolves it afresh.
+        """
+        return where if isinstance(where, StateDir) else cls(where)
 
     @property
     def path(self) -> str:
         """The folder itself (it may not exist yet)."""
-        return state_dir(self.root)
+        env = os.environ
+        base = (env.get("MDMEM_STATE_DIR", ""), env.get("XDG_STATE_HOME", ""), env.get("HOME", ""))
+        now = monotonic()
+        found = self._found
+        if found is not None and found[0] == base:
+            _, anchor, identity, folder, checked = found
+            if now - checked < self.RECHECK_SECONDS:
+                return folder
+            if anchor_identity(anchor)[0] == identity:
+                self._found = (base, anchor, identity, folder, now)
+                return folder
+        folder, anchor, identity, seen = locate_state(self.root)
+        # A missing anchor is looked at again next time.
+        self._found = (base, anchor, identity, folder, now) if seen else None
+        return folder
 
     def __repr__(self) -> str:
         return f"StateDir.of({self.root!r})"

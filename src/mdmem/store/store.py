@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
-    from mdmem.store.operations import Operation
+    from mdmem.store.operations import Operation, ValidOperation
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
@@ -89,6 +89,7 @@ class Store:
         #: What keeps the notes, the catalog and MEMORY.md in agreement (store/sync.py).
         self._engine = Coherence(
             self._root,
+            state=self.state,
             private=self.private,
             usable=self.unavailable is None,
             lock_timeout=lock_timeout,
@@ -149,7 +150,7 @@ class Store:
         if self.unavailable is not None or not os.path.isdir(self._root):
             return ""
         scan = _catalog.Scan(self._root)
-        fp = _catalog.read_fingerprint(self._root)
+        fp = _catalog.read_fingerprint(self.state)
         index_path = os.path.join(self._root, INDEX_NAME)
         if fp is not None and scan.fingerprint() == fp.full:
             text = files.read_text(index_path, MAX_INDEX_BYTES)
@@ -175,7 +176,7 @@ class Store:
             return [], 0
         path = os.path.join(self._root, INDEX_NAME)
         if verify:
-            fp = _catalog.read_fingerprint(self._root)
+            fp = _catalog.read_fingerprint(self.state)
             if fp is None or not _catalog.head_is_current(self._root, fp):
                 scan = _catalog.Scan(self._root)
                 if fp is not None and scan.fingerprint() == fp.full:
@@ -324,7 +325,7 @@ class Store:
         if held is not None:
             yield from held
             return
-        for name, _, sha in _catalog.iter_listing(self._root):
+        for name, _, sha in _catalog.iter_listing(self.state):
             if sha:
                 yield name, sha
 
@@ -487,7 +488,7 @@ class Store:
 
     def apply(
         self,
-        ops: Iterable[Operation | Mapping[str, object]],
+        ops: Iterable[Operation | ValidOperation | Mapping[str, object]],
         now: datetime | None = None,
         *,
         source: str = "api",
@@ -523,10 +524,10 @@ class Store:
             if planner.plan:
                 # The file-system time before the notes are written: their rows are
                 # not trusted until a read finds them older than a later "now".
-                at = _catalog.fs_now(self._root, private=self.private)
+                at = _catalog.fs_now(self.state, private=self.private)
                 complete = self._engine.dir_known()
                 before = _catalog.store_key(self._root)  # for the change log
-                lost = _txn.commit(self._root, planner.plan, private=self.private, source=source)
+                lost = _txn.commit(self.state, planner.plan, private=self.private, source=source)
                 for name in lost:
                     planner.lost_race(name)
                 for name, other in planner.plan.renamed.items():
@@ -592,10 +593,10 @@ class Store:
             plan = _txn.Plan(writes={note.filename: data})
             if current is None and not os.path.lexists(path):
                 plan.before[note.filename] = None  # a create: exclusive, never a clobber
-            at = _catalog.fs_now(self._root, private=self.private)
+            at = _catalog.fs_now(self.state, private=self.private)
             complete = self._engine.dir_known()
             before = _catalog.store_key(self._root)
-            if _txn.commit(self._root, plan, private=self.private, source=source):
+            if _txn.commit(self.state, plan, private=self.private, source=source):
                 raise NoteExists(note.filename, self._root)
             self._engine.record(plan, at, complete, before)
         return "create" if current is None else "update"
@@ -625,7 +626,7 @@ class Store:
             from mdmem.store import history
 
             data = files.read_bytes(source_path, MAX_NOTE_BYTES)
-            history.record_if_unknown(self._root, old, data)
+            history.record_if_unknown(self.state, old, data)
             # The same directory, and the note's bytes do not change. A link, not a
             # rename: a note that appears at ``new`` meanwhile is never replaced.
             if itself:
@@ -637,7 +638,7 @@ class Store:
                     raise NoteExists(new, self._root) from None
                 os.unlink(source_path)
             files.fsync_dir(self._root)
-            history.record(self._root, new, data, source=source, action="rename")
+            history.record(self.state, new, data, source=source, action="rename")
             self._engine.sync(_catalog.Scan(self._root), locked=True)
         return new
 
@@ -688,7 +689,7 @@ class Store:
             files.fsync_dir(self._root)
             from mdmem.store import history
 
-            history.record(self._root, filename, data, source="api", action="restore")
+            history.record(self.state, filename, data, source="api", action="restore")
             self._engine.sync(_catalog.Scan(self._root), locked=True)
         return filename
 
@@ -706,7 +707,7 @@ class Store:
         check_name(filename)
         if os.path.isdir(self._root):
             self._engine.sync(_catalog.Scan(self._root))  # notice a hand edit first
-        return history.list_versions(self._root, filename)
+        return history.list_versions(self.state, filename)
 
     def restore_version(self, filename: str, version: int | str, *, source: str = "api") -> str:
         """Write a recorded version back, byte for byte; the restore is itself a new version.
@@ -723,7 +724,7 @@ class Store:
 
         self._writable()
         path = note_path(self._root, filename)
-        data = history.read_version(self._root, filename, version)
+        data = history.read_version(self.state, filename, version)
         with self.lock():
             current = _read_bytes_or_none(path)
             if current == data:
@@ -733,7 +734,7 @@ class Store:
                 before={filename: _catalog.content_hash(current) if current is not None else None},
                 actions={filename: "restore"},
             )
-            if _txn.commit(self._root, plan, private=self.private, source=source):
+            if _txn.commit(self.state, plan, private=self.private, source=source):
                 raise NoteExists(filename, self._root)  # appeared meanwhile: left as is
             self._engine.sync(_catalog.Scan(self._root), known=plan.writes, locked=True)
         return "create" if current is None else "update"

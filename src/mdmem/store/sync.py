@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from mdmem.store import _txn
     from mdmem.store.results import ReindexReport
+    from mdmem.store.state import StateDir
 
 __all__ = ["Coherence", "Request"]
 
@@ -91,12 +92,15 @@ class Coherence:
         self,
         root: str,
         *,
+        state: StateDir,
         private: bool,
         usable: bool,
         lock_timeout: float,
         lock: Callable[[float], contextlib.AbstractContextManager[None]],
     ) -> None:
         self.root = root
+        #: The store's state folder (store.state): where it is, worked out once.
+        self.state = state
         self.private = private
         self.usable = usable
         self.lock_timeout = lock_timeout
@@ -121,7 +125,7 @@ class Coherence:
         """The catalog, opened on first use (and again in a forked child)."""
         if self._catalog is None or self._catalog_pid != os.getpid():
             # A forked child must not share its parent's SQLite connection.
-            self._catalog = _catalog.Catalog(self.root, private=self.private)
+            self._catalog = _catalog.Catalog(self.root, private=self.private, state=self.state)
             self._catalog_pid = os.getpid()
         return self._catalog
 
@@ -133,7 +137,7 @@ class Coherence:
         ``scan``: a listing the caller just took, used instead of taking another.
         """
         scan = scan if scan is not None else _catalog.Scan(self.root)
-        fp = _catalog.read_fingerprint(self.root)
+        fp = _catalog.read_fingerprint(self.state)
         if fp is not None and scan.fingerprint() == fp.full:
             # Settled, and if the catalog is the one that saw it settle (it still
             # records this MEMORY.md), its rows are exactly the notes.
@@ -217,7 +221,7 @@ class Coherence:
             return self._walk(self._catalog, scan, asked)
 
     def _in_memory(self) -> _catalog.Catalog:
-        return _catalog.Catalog(self.root, private=self.private, memory=True)
+        return _catalog.Catalog(self.root, private=self.private, memory=True, state=self.state)
 
     # One loop on purpose: the listing and the rows side by side, with the state it shares
     # (batch, changes, touched) in locals, is the 100,000-note stat pass.
@@ -237,7 +241,7 @@ class Coherence:
             # Another process is rewriting the catalog: work from a private, empty one.
             cat = self._in_memory()
             cat.begin(0)
-        now = _catalog.fs_now(self.root, private=self.private) if not cat.memory else 0
+        now = _catalog.fs_now(self.state, private=self.private) if not cat.memory else 0
         if asked.full:
             cat.clear()
         # Names are validated once: the catalog is asked about a name the quick check
@@ -294,7 +298,7 @@ class Coherence:
             if hit is not None and hit.st == st and name not in known:
                 entry = hit.stamped(stamp)
             else:
-                entry = rows.note_row(self.root, name, st, prev, known).stamped(stamp)
+                entry = rows.note_row(self.state, name, st, prev, known).stamped(stamp)
                 if entry.error and (prev is None or prev.error != entry.error):
                     _log().warning("%s/%s is not a valid note: %s", self.root, name, entry.error)
             fresh = fresh or max(st[0], st[3]) >= stamp
@@ -397,8 +401,8 @@ class Coherence:
         if draft.rewrote and index_stat is not None:
             self._written = None if draft.new is None else (index_stat, draft.new)
         if draft.rewrote or draft.streamed is not None or draft.ours in ("hash", "bytes"):
-            _memory_md.remember(self.root, self.private, cat, draft, done.now, index_stat)
-        _memory_md.finish(self.root, self.private, cat, scan, done, draft, index_stat)
+            _memory_md.remember(self.state, self.private, cat, draft, done.now, index_stat)
+        _memory_md.finish(self.state, self.private, cat, scan, done, draft, index_stat)
         if index_stat is not None:
             return None, False
         if draft.streamed is not None:  # MEMORY.md could not be written: the text, if any
@@ -436,7 +440,7 @@ class Coherence:
                         for name, data in plan.writes.items():
                             st = os.stat(os.path.join(self.root, name))
                             row = rows.note_row(
-                                self.root,
+                                self.state,
                                 name,
                                 (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns),
                                 cat.get(name),

@@ -16,8 +16,8 @@ __all__ = ["PROPOSALS_DIR", "pending_count", "pending_line"]
 PROPOSALS_DIR = layout.PROPOSALS
 
 
-def pending_count(store_path: str) -> int:
-    """How many proposals wait in the store at ``store_path``."""
+def pending_count(store_path: str | StateDir) -> int:
+    """How many proposals wait in the store at ``store_path`` (its root, or ``store.state``)."""
     try:
         folder = StateDir.of(store_path).proposals
         return sum(1 for n in os.listdir(folder) if n.endswith(".json"))
