@@ -253,6 +253,7 @@ def quality_on(data: Path, args: argparse.Namespace) -> None:
         modes.append(("engine with the semantic extra", True))
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MDMEM_STATE_DIR"] = os.path.join(tmp, "state")
+        dictionary.build()  # as `mdmem install` does: a search never builds it
         project, user = build_stores(notes, Path(tmp))
         id_of = {
             (s.level.value, filename_of(n)): str(n["id"]) for n in notes for s in (project, user)
@@ -341,6 +342,7 @@ def hooks(args: argparse.Namespace) -> None:
     from mdmem.integrations import claude_code
     from mdmem.integrations._session import names_in
     from mdmem.integrations.prompt_recall import user_prompt_submit
+    from mdmem.recall import dictionary
     from mdmem.recall import semantic as sem
 
     for name in args.set or ["recall-holdout", "recall-calib"]:
@@ -351,6 +353,7 @@ def hooks(args: argparse.Namespace) -> None:
             modes.append(("MDMEM_SEMANTIC=on, every note embedded", True))
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["MDMEM_STATE_DIR"] = os.path.join(tmp, "state")
+            dictionary.build()  # as `mdmem install` does: a hook never builds it
             project, user = build_stores(notes, Path(tmp))
             workspace = str(Path(tmp) / "ws")
             for label, use_semantic in modes:
@@ -556,7 +559,7 @@ def cold_processes(
 def latency(args: argparse.Namespace) -> None:
     import resource
 
-    from mdmem.recall import engine
+    from mdmem.recall import dictionary, engine
     from mdmem.recall import semantic as sem
     from mdmem.recall.index import Index
 
@@ -582,6 +585,7 @@ def latency(args: argparse.Namespace) -> None:
                 "MDMEM_EMBED": "off",
             }
             os.environ.update(env)
+            dictionary.build()  # as `mdmem install` does: a search never builds it
             notes, probes = generated(n)
             ws = Path(tmp) / "ws"
             (ws / ".git").mkdir(parents=True)

@@ -272,7 +272,7 @@ def test_without_the_extra_embed_says_what_to_install(
     monkeypatch.setattr(semantic, "available", lambda: False)
     result = CliRunner().invoke(app, ["--workspace", str(workspace), "embed"])
     assert result.exit_code == 1
-    assert "'mdmem[mcp,semantic] @ git+" in result.stderr
+    assert "'mdmem[mcp,dictionary,semantic] @ git+" in result.stderr
     assert embedder.status(Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)) is None
 
 

@@ -100,7 +100,7 @@ def test_plugin_manifest_says_what_it_needs() -> None:
 
     description = str(load(plugin_dir() / ".claude-plugin" / "plugin.json")["description"])
     assert INSTALL_LINE in description and FROM_CLONE in description
-    assert "mdmem[mcp]" in INSTALL_LINE and "pip install mdmem" not in description
+    assert "mdmem[mcp," in INSTALL_LINE and "pip install mdmem" not in description
 
 
 def test_plugin_manifest_and_layout() -> None:

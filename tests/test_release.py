@@ -18,7 +18,7 @@ import yaml
 
 import mdmem
 from conftest import ROOT, SRC, python_env
-from mdmem._install import FROM_CLONE, INSTALL_HINT, INSTALL_LINE, REPOSITORY, extra_hint
+from mdmem._install import EXTRAS, FROM_CLONE, INSTALL_HINT, INSTALL_LINE, REPOSITORY, extra_hint
 
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
@@ -115,7 +115,8 @@ def test_the_readme_defines_the_placeholder_once_and_installs_from_git() -> None
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.count(f"**`{REPOSITORY}`**") == 1
     assert INSTALL_LINE in readme and FROM_CLONE in readme
-    assert "mdmem[mcp]" in INSTALL_LINE and INSTALL_LINE in INSTALL_HINT
+    assert f"mdmem[{','.join(EXTRAS)}]" in INSTALL_LINE and INSTALL_LINE in INSTALL_HINT
+    assert EXTRAS == ("mcp", "dictionary")  # the plugin's MCP server; CC-CEDICT for recall
 
 
 def test_the_launcher_repeats_the_install_hint() -> None:
@@ -126,7 +127,8 @@ def test_the_launcher_repeats_the_install_hint() -> None:
 
 def test_an_extra_hint_keeps_the_plugins_mcp_extra() -> None:
     assert extra_hint("mcp") == INSTALL_HINT
-    assert f"'mdmem[mcp,ui] @ git+{REPOSITORY}'" in extra_hint("ui")
+    assert extra_hint("dictionary") == INSTALL_HINT
+    assert f"'mdmem[mcp,dictionary,ui] @ git+{REPOSITORY}'" in extra_hint("ui")
     assert "pip install '.[ui]'" in extra_hint("ui")
 
 

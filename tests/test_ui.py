@@ -907,7 +907,7 @@ def test_mdmem_ui_without_the_extra_says_how_to_get_it(workspace: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 1
-    assert "'mdmem[mcp,ui] @ git+" in proc.stderr and proc.stdout == ""
+    assert "'mdmem[mcp,dictionary,ui] @ git+" in proc.stderr and proc.stdout == ""
 
 
 # -- paging ------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ def test_without_the_dictionary_it_says_what_to_install(
     )
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert "dictionary extra" in line and "[dictionary]" in line
+    assert "dictionary extra" in line and ",dictionary]" in line
 
 
 _NOTE = re.compile(r'<note id="(n\d+)">\n([^\n]*)\n')

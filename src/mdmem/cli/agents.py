@@ -158,7 +158,11 @@ def worker(
     options = options_of(ctx)
     if not options.verbose:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s mdmem: %(message)s")
-    workspace, _, user = options.stores()
+    from mdmem.store import watch
+
+    workspace, project, user = options.stores()
+    # A worker may run for minutes: its turns' lookups see hand edits through a watch.
+    watch.start([project.path, user.path])
     with Manager(workspace, user_dir=user.path, discover=False) as manager:
         if not manager.flush(timeout):
             raise typer.Exit(1)
@@ -444,6 +448,7 @@ def install_claude_code(
     mdmem itself writes (give --command if you installed with one).
     Without an API key, extraction is offline until you choose --use-login (asked
     once on a terminal when claude is installed; --no-use-login answers no).
+    With the dictionary extra, it also builds CC-CEDICT's file (a few seconds, once).
 
     Example: mdmem install claude-code --local --use-login
     """
@@ -489,6 +494,7 @@ def install_claude_code(
     _warn_plugin(workspace)
     if init if init is not None else scope != "user":
         _init_project(ctx)
+    _build_dictionary()
     _login_choice(
         use_login,
         interactive=sys.stdin.isatty() and sys.stdout.isatty() and not options_of(ctx).quiet,
@@ -512,6 +518,20 @@ def _init_project(ctx: typer.Context) -> None:
         typer.echo(f"init: {change}")
     for note in report.notes:
         typer.echo(f"mdmem: {note}", err=True)
+
+
+def _build_dictionary() -> None:
+    """The dictionary extra's file, now rather than at the first session (a few seconds, once)."""
+    from mdmem.manager.doctor import dictionary_findings
+    from mdmem.store import cedict
+
+    if cedict.problem() is None:  # ready, or no dictionary to use
+        return
+    _, fixed, failed = dictionary_findings(fix=True)
+    for line in fixed:
+        typer.echo(f"{line} (English <-> Chinese recall, once per user)")
+    for line in failed:
+        typer.echo(f"warning: {line}; recall uses the small glossary until it is built", err=True)
 
 
 def _login_choice(use_login: bool | None, *, interactive: bool) -> None:
@@ -621,8 +641,10 @@ def mcp(
 ) -> None:
     """Serve both stores to an MCP client over stdio (needs mdmem's `mcp` extra).
 
-    Install it with the extra: pipx install 'mdmem[mcp] @ git+<repository URL>',
-    or add it to an installed mdmem: pipx inject mdmem 'mcp>=2.3,<3'.
+    Install mdmem with it (or add it to an installed mdmem: pipx inject mdmem
+    'mcp>=2.3,<3'):
+
+    pipx install 'mdmem[mcp,dictionary] @ git+<repository URL>'
 
     Example: claude mcp add mdmem -- mdmem mcp
     """

@@ -404,14 +404,15 @@ def doctor(
     Finds index lines without a note, notes missing from MEMORY.md, malformed
     notes (reported, never changed), stray temporary files, interrupted
     batches, wrong permissions in the user store, who holds a lock, and turns
-    stuck in the journal (--fix processes them, failed ones included). Exit
+    stuck in the journal (--fix processes them, failed ones included), and
+    whether the dictionary extra's file is built (--fix builds it). Exit
     status 1 while problems remain.
 
     Example: mdmem doctor --fix
     """
     from dataclasses import asdict, replace
 
-    from mdmem.manager.doctor import examine, worker_findings
+    from mdmem.manager.doctor import dictionary_findings, examine, worker_findings
 
     options = options_of(ctx)
     remaining = 0
@@ -423,6 +424,18 @@ def doctor(
         for finding in worker:
             if finding.problem or not options.quiet:
                 typer.echo(f"  {'problem' if finding.problem else 'note'}: {finding.message}")
+    words, words_fixed, words_failed = dictionary_findings(fix=fix)  # once per user
+    remaining += sum(f.problem for f in words)
+    if not as_json:
+        typer.echo("dictionary (English <-> Chinese recall)")
+        for line in words_fixed:
+            typer.echo(f"  fixed: {line}")
+        for line in words_failed:
+            typer.echo(f"  could not fix: {line}")
+        for finding in words:
+            if finding.problem or not options.quiet:
+                kind = ("fixable" if finding.fixable else "problem") if finding.problem else "note"
+                typer.echo(f"  {kind}: {finding.message}")
     for store in selected(options, level):
         report = examine(store, fix=fix)
         if fix and any("/pending/" in f.subject for f in report.findings):
@@ -461,7 +474,16 @@ def doctor(
         if not report.problems:
             typer.echo("  ok")
     if as_json:
-        payload = {"problems": remaining, "stores": stores, "worker": [asdict(f) for f in worker]}
+        payload = {
+            "problems": remaining,
+            "stores": stores,
+            "worker": [asdict(f) for f in worker],
+            "dictionary": {
+                "findings": [asdict(f) for f in words],
+                "fixed": words_fixed,
+                "failed": words_failed,
+            },
+        }
         typer.echo(json.dumps(payload, indent=2))
     if remaining:
         hint = "" if fix else "; `mdmem doctor --fix` repairs the fixable ones"

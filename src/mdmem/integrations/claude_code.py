@@ -668,6 +668,11 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     out = session_start_output(block, project.path, user.path, ws, footer=footer)
     # What the session now has in context, so UserPromptSubmit does not repeat it.
     remember_session_start(project.path, payload, out)
+    from mdmem.store import cedict
+
+    # Once per user: the dictionary's file, in the background, before the first
+    # prompts need it (they use the glossary meanwhile; store/cedict.py).
+    cedict.start_build()
     return out
 
 

@@ -432,8 +432,28 @@ def build_server(workspace: str | None = None, user_dir: str | None = None) -> M
 
 
 def serve(workspace: str | None, user_dir: str | None) -> None:
-    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves."""
-    build_server(workspace, user_dir).run("stdio")
+    """Serve the stores of ``workspace`` (None: discovered) over stdio until the client leaves.
+
+    With the ``watch`` extra (Linux), the stores are watched while it serves: a note
+    edited, created or renamed by hand is seen by the next call, at any store size.
+    A session of an MCP client starts here: like Claude Code's SessionStart, it
+    builds the dictionary's file in the background when it is missing (searches
+    use the glossary until it is there; :mod:`mdmem.store.cedict`).
+    """
+    import threading
+
+    from mdmem.store import cedict, watch
+
+    server = build_server(workspace, user_dir)
+    _, project, user = resolve(workspace or os.environ.get("MDMEM_WORKSPACE") or None, user_dir)
+    child = cedict.start_build()
+    if child is not None:  # reaped when it ends, not left a zombie for the server's life
+        threading.Thread(target=child.wait, daemon=True).start()
+    watch.start([project.path, user.path])
+    try:
+        server.run("stdio")
+    finally:
+        watch.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

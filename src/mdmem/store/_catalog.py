@@ -796,7 +796,12 @@ _RANK = (
 
 
 def ranked_lines(
-    root: str | StateDir, limit: int, hidden: Collection[str] = (), *, count: int | None = None
+    root: str | StateDir,
+    limit: int,
+    hidden: Collection[str] = (),
+    *,
+    count: int | None = None,
+    verify: bool = False,
 ) -> tuple[int, list[tuple[str, str, str | None]]] | None:
     """How many notes not in ``hidden`` have an index line, and the first ``limit`` of
     those in the prompt block's order.
@@ -804,7 +809,10 @@ def ranked_lines(
     ``(name, line, updated)`` each; one query on the ``notes_rank`` index, which
     reads only those rows, instead of ranking every line in Python. ``count``:
     how many notes have an index line, when the caller knows (counting them is a
-    pass over every row). None when the catalog cannot answer (the caller ranks).
+    pass over every row). None when the catalog cannot answer (the caller ranks),
+    and, with ``verify``, when a note of those lines is not as its row records it
+    (one ``stat`` each: a note edited in place since the last stat pass; the
+    caller does that pass rather than show a line that is no longer true).
     """
     cat = _reader(root)
     try:
@@ -813,12 +821,15 @@ def ranked_lines(
             (count,) = con.execute("SELECT COUNT(*) FROM notes WHERE line IS NOT NULL").fetchone()
         shown_hidden = len(cat.present(hidden))
         rows = con.execute(
-            f"SELECT name, line, updated FROM notes WHERE line IS NOT NULL ORDER BY {_RANK} "
-            "LIMIT ?",
+            "SELECT name, line, updated, mtime, size, ino, ctime FROM notes"
+            f" WHERE line IS NOT NULL ORDER BY {_RANK} LIMIT ?",
             (limit + len(hidden),),
         ).fetchall()
-        kept = [(str(n), str(line), str(u) if u else None) for n, line, u in rows]
-        kept = [row for row in kept if row[0] not in hidden][:limit]
+        rows = [row for row in rows if row[0] not in hidden][:limit]
+        folder = root.root if isinstance(root, StateDir) else root
+        if verify and not all(_as_recorded(folder, row[0], row[3:7]) for row in rows):
+            return None
+        kept = [(str(n), str(line), str(u) if u else None) for n, line, u, *_ in rows]
         return int(count or 0) - shown_hidden, kept
     except Exception as exc:
         if is_damage(exc):
@@ -826,6 +837,17 @@ def ranked_lines(
         raise
     finally:
         cat.close()
+
+
+def _as_recorded(root: str, name: str, recorded: tuple[object, ...]) -> bool:
+    """Whether a note's stat is the one its row records (as the block cache checks a
+    shown note: an edit in the clock tick of mdmem's own write, on a kernel before Linux
+    6.13, is the one that can hide, see docs/concepts/index.md)."""
+    try:
+        st = os.stat(os.path.join(root, name))  # followed, as the listing does
+    except OSError:
+        return False
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) == recorded
 
 
 def dates_of(

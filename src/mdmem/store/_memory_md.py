@@ -218,9 +218,52 @@ def finish(
                 draft.lines,
                 rows.head_names(cat),
             )
+    elif (
+        scan is not None
+        and draft.rewrote
+        and draft.scan_dir is not None
+        and not cat.memory
+        and not done.fresh
+        and index_stat is not None
+    ):
+        fingerprint = _settled_after_rewrite(root, private, cat, scan, draft, index_stat)
     _log_pass(root, cat, scan, done, draft, index_stat, fingerprint)
     cat.commit()
     _catalog.write_fingerprint(state, fingerprint, private=private)
+
+
+def _settled_after_rewrite(
+    root: str,
+    private: bool,
+    cat: _catalog.Catalog,
+    scan: _catalog.Scan,
+    draft: Draft,
+    index_stat: _catalog.Stat,
+) -> _catalog.Fingerprint | None:
+    """The fingerprint of a store a pass found settled but for MEMORY.md, which it
+    rewrote (only that moved the folder since the listing): the listing with the new
+    MEMORY.md, once the clock is past the folder's and MEMORY.md's new times (so a
+    change in the same tick cannot hide). Without it the next read would do the whole
+    stat pass again only to find nothing changed."""
+    import time
+
+    assert draft.scan_dir is not None and draft.lines is not None
+    newest = max(draft.scan_dir[0], draft.scan_dir[3], index_stat[0], index_stat[3])
+    later = 0
+    for _ in range(50):  # the clock just stamped them: wait out its tick (a few ms)
+        later = _catalog.fs_now(root, private=private)
+        if later <= 0 or later > newest:
+            break
+        time.sleep(0.001)
+    if later <= newest:
+        return None
+    listed = scan.index_stat
+    scan.index_stat = index_stat
+    try:
+        full = scan.fingerprint()
+    finally:
+        scan.index_stat = listed
+    return _catalog.Fingerprint(full, draft.scan_dir, index_stat, draft.lines, rows.head_names(cat))
 
 
 def _log_pass(

@@ -13,7 +13,8 @@ and served again while the key holds:
 * every note the block shows is as it was (one ``lstat`` each, at most 200).
 
 A note edited in place that the block does not show is picked up at the next
-full load, exactly as MEMORY.md itself is; any write changes the key (the
+full load (at once in a process that watches the store: ``store/watch.py``),
+exactly as MEMORY.md itself is; any write changes the key (the
 block made again then follows the store's change log, see
 ``Store.catalog_current``), and ``mdmem reindex`` refreshes everything. The
 cache is derived state: a damaged or missing file is a miss, never an error.

@@ -319,7 +319,9 @@ def ranked_index(
         # (an mdmem write): the catalog is current, no stat pass needed.
         from mdmem.store._catalog import ranked_lines
 
-        found = ranked_lines(store.state, limit, _read_marks(store.state, moment), count=count)
+        hide = _read_marks(store.state, moment)
+        # Each line it shows checked against its note (an in-place edit moves no key).
+        found = ranked_lines(store.state, limit, hide, count=count, verify=True)
         if found is not None and found[0] > 2 * limit:
             return _ranked(found, store.state)
     text = store.load_index()  # the stat pass: brings the catalog up to date

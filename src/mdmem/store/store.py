@@ -24,7 +24,7 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, files
+from mdmem.store import _catalog, files, watch
 from mdmem.store.locks import Held, Locks
 from mdmem.store.paths import (
     INDEX_NAME,
@@ -95,6 +95,8 @@ class Store:
             lock_timeout=lock_timeout,
             lock=self._locks.write,
         )
+        # Where the store's watch stood at this object's last stat pass (store/watch.py).
+        self._watch_point: tuple[int, int] | None = None
 
     @property
     def lock_timeout(self) -> float:
@@ -149,6 +151,9 @@ class Store:
         """MEMORY.md's text, first brought up to date with notes changed behind mdmem's back."""
         if self.unavailable is not None or not os.path.isdir(self._root):
             return ""
+        # Watched (a long-lived process): from this stat pass on, the watch names what
+        # changes, so catalog_current need not make another (store/watch.py).
+        self._watch_point = watch.since(self._root, None)[0] if watch.active(self._root) else None
         scan = _catalog.Scan(self._root)
         fp = _catalog.read_fingerprint(self.state)
         index_path = os.path.join(self._root, INDEX_NAME)
@@ -465,8 +470,16 @@ class Store:
         It may when a stat pass found the store settled less than ``max_age``
         seconds ago and the change log accounts for every change of the store's
         key since. A note edited in place meanwhile is not seen (the prompt
-        block's contract, see ``blockcache``).
+        block's contract, see ``blockcache``), unless this process watches the
+        store (``store/watch.py``): then every note file changed since this
+        object's last stat pass must still have the stat its row records, and
+        the stat pass's age does not matter.
         """
+        if watch.active(self._root):
+            point = watch.unchanged(self._root, self._watch_point, self._engine.recorded_stat)
+            if point is None:
+                return None
+            self._watch_point, max_age = point, float("inf")
         return self._engine.catalog_current(max_age)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:

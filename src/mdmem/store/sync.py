@@ -375,10 +375,10 @@ class Coherence:
                 cat.rollback()
                 try:
                     with self._lock(0):
-                        # Scan again inside the lock; what was just parsed is not parsed twice.
-                        return self.sync(
-                            _catalog.Scan(self.root), locked=True, keep=keep, cache=done.computed
-                        )
+                        # Inside the lock, with what was just parsed not parsed twice, and
+                        # the listing again only if the folder moved since (one stat pass).
+                        again = _rescan(self.root, scan, done.now)
+                        return self.sync(again, locked=True, keep=keep, cache=done.computed)
                 except (LockTimeout, OSError):
                     # Someone else is writing, or the store is read-only: the text
                     # is right all the same, MEMORY.md catches up on the next write.
@@ -517,6 +517,12 @@ class Coherence:
                 return None
         return None if found is None else (found[0], now_key, found[1])
 
+    def recorded_stat(self, name: str) -> _catalog.Stat | None:
+        """A note's stat as its row records it (None: no row, or not a valid note)."""
+        with self.guard:
+            row = self.cat().get(name)
+        return None if row is None or row.line is None else row.st
+
     def catalog_current(self, max_age: float) -> int | None:
         """MEMORY.md's line count when the rows may be read without a stat pass
         (``Store.catalog_current``); None otherwise."""
@@ -629,3 +635,20 @@ def _suppress() -> contextlib.AbstractContextManager[None]:
     import contextlib
 
     return contextlib.suppress(Exception)
+
+
+def _rescan(root: str, scan: _catalog.Scan | None, now: int) -> _catalog.Scan:
+    """The listing for a pass under the lock: ``scan`` again while the folder is as it
+    listed it and older than the clock ``now`` read after (no create, delete or rename
+    since, even in the same clock tick); else a new one. A note edited in place since
+    ``scan`` has another stat than it recorded: the next pass reads it."""
+    listed = scan.dir_stat if scan is not None else None
+    if (
+        scan is not None
+        and listed is not None
+        and now > 0
+        and max(listed[0], listed[3]) < now
+        and _catalog.stat_of(root) == listed
+    ):
+        return scan
+    return _catalog.Scan(root)

@@ -189,6 +189,7 @@ class Server:
             on_used=self._used,
         )
         self.app = create_app(stores, self.settings)
+        self._stores = stores
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stop_reaping = threading.Event()
@@ -238,6 +239,10 @@ class Server:
         from mdmem.ui.features import warm_up
 
         warm_up()  # the embedding model, if any, loads while the person opens the page
+        from mdmem.store import watch
+
+        # Hand edits seen by the next page without a stat of every note (the watch extra).
+        watch.start(store.path for store in self._stores.both())
         server = self._uvicorn()
         self._reaper.start()
         try:
