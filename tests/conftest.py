@@ -77,6 +77,9 @@ def _isolated(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
     monkeypatch.setenv("MDMEM_EMBED", "off")
+    # The model loads in the process that asks, not in a resident embedder per test (each
+    # would hold the model for minutes): only the resident embedder's own tests start one.
+    monkeypatch.setenv("MDMEM_EMBEDDER", "in-process")
     # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
     # glossary here; the dictionary's tests name a small file of their own.
     monkeypatch.setenv("MDMEM_DICTIONARY", "off")

@@ -621,34 +621,38 @@ def _add_semantic(
     """Give candidates their similarity to the query, adding the closest notes; False if none.
 
     A store whose notes all have a vector but a few (at most ``embedder.INLINE``,
-    such as a note just written) has those embedded first; otherwise only vectors
+    such as a note just written; with the resident embedder, also a small store
+    with none yet) has those embedded first; otherwise only vectors
     that exist are used: a store with more notes lacking one gets a background
     embedder (:mod:`mdmem.recall.embedder`), and those notes take part lexically
     only until then.
     """
-    from mdmem.recall import embedder, semantic
+    from mdmem.recall import semantic
 
     ready = []
     for index, level, hidden in per_store:
         have, total = semantic.present(index)
-        # A few fresh notes in a store otherwise embedded: embedded now, so the note just
-        # written is found by its meaning at once; more (a first build) in the background.
-        if (
-            have
-            and have < total
-            and total - have <= embedder.INLINE
-            and embedder.embed_inline(index)
-        ):
-            have, total = semantic.present(index)
         if have < total:
-            embedder.request(index.store)
+            from mdmem.recall import embedder, resident  # only when a note lacks a vector
+
+            # A few fresh notes in a store otherwise embedded: embedded now, so the note just
+            # written is found by its meaning at once; more (a first build) in the background.
+            # A store with no vector yet too, when that loads no model in this process.
+            if (
+                (have or resident.enabled())
+                and total - have <= embedder.INLINE
+                and embedder.embed_inline(index)
+            ):
+                have, total = semantic.present(index)
+            if have < total:
+                embedder.request(index.store)
         if have:
             ready.append((index, level, hidden))
     if not ready:
         return False  # nothing to compare with: not even the model is loaded
-    query_vector = semantic.encode([query])[0]
-    for index, level, hidden in ready:
-        scores = semantic.scores(index, query_vector)
+    # A cold process has the resident embedder score the query (no numpy import here).
+    every = semantic.query_scores([index for index, _, _ in ready], query)
+    for (index, level, hidden), scores in zip(ready, every, strict=True):
         closest = [
             (name, score)
             for name, score in scores.top(CANDIDATES, hidden, types)
