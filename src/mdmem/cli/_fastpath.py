@@ -231,6 +231,8 @@ def _add_command(args: list[str], opts: dict[str, str | None]) -> int | None:
         return None  # the editor, or a usage error: the full CLI says it
     if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
         return None
+    from mdmem.store.workspace import resolve
+
     try:
         ws, project, user = resolve(opts["workspace"], opts["user_dir"])
     except Exception:

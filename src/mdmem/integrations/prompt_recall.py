@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
     from mdmem.store.hit import Hit
     from mdmem.store.store import Store
+    from mdmem.store.workspace import ReadingStore
 
 __all__ = [
     "BUDGET_TOKENS",
@@ -119,7 +120,7 @@ def _in_session_start(
         return []
 
 
-def _by_meaning(stores: Sequence[Store]) -> bool:
+def _by_meaning(stores: Sequence[Store | ReadingStore]) -> bool:
     """Whether this prompt is matched by meaning too: ``MDMEM_SEMANTIC`` ``on`` / ``off``;
     else only when a store has vectors and the resident embedder answers now (a model load
     is seconds; see :func:`mdmem.recall.semantic.for_prompt`)."""
