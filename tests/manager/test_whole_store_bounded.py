@@ -178,9 +178,11 @@ def _on_a_terminal(ws: Path, *args: str) -> tuple[int, str]:
     )
     os.close(slave)
     seen = b""
+    # poll, not select: a long suite's process may hold descriptors past select's 1,024.
+    poller = select.poll()
+    poller.register(master, select.POLLIN)
     while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
+        if not poller.poll(60_000):
             break
         try:
             chunk = os.read(master, 4096)
