@@ -233,7 +233,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         run.run([*mdmem, "search", "deploy cache"], env)
     time.sleep(1.1)
     run.run([*mdmem, "search", "deploy cache"], env)
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
     fts_path = Index(store).path
     floor_dir = tempfile.mkdtemp(dir=os.path.dirname(root))

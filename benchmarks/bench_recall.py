@@ -561,7 +561,7 @@ def latency(args: argparse.Namespace) -> None:
 
     from mdmem.recall import dictionary, engine
     from mdmem.recall import semantic as sem
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
     with_extra = sem.available() and not args.lexical_only
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)\n")

@@ -22,7 +22,7 @@ import time
 
 from mdmem import Store
 from mdmem._kinds import Level
-from mdmem.recall import index as recall_index
+from mdmem.recall import fts as recall_index
 
 
 def main() -> None:

@@ -460,7 +460,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str]) -> dict
 
     def search_cold() -> float:
         # The first search after a clone builds the recall index from every note.
-        from mdmem.recall.index import FILE
+        from mdmem.recall.fts import FILE
 
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(FileNotFoundError):

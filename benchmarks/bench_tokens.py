@@ -165,7 +165,7 @@ MINIMUMS = (1_024, 2_048, 4_096)
 
 def _large_memory(notes: int) -> tuple[str, str]:
     """The memory a store of ``notes`` notes shows: its prompt block (bounded), split by store."""
-    from mdmem.store.index import PROJECT_HEADING, USER_HEADING, line_filename, merge
+    from mdmem.store.block import PROJECT_HEADING, USER_HEADING, line_filename, merge
 
     kinds = ["project_knowledge", "correction_feedback", "reference_material"]
     project = "\n".join(

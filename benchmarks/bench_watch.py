@@ -45,7 +45,7 @@ _SETTLE = 2.1
 
 def bench_size(size: int, args: argparse.Namespace) -> dict[str, object]:
     from mdmem import Level, Store
-    from mdmem.recall import index as recall_index
+    from mdmem.recall import fts as recall_index
     from mdmem.store import watch
 
     source = os.path.join(generate(args.cache, size), ".PseudoClaude", "memory")

@@ -15,7 +15,7 @@ import mdmem
 from builders import modules_loaded_by
 from conftest import PYTHON, ROOT, SRC, python_env
 from mdmem import Level, Store
-from mdmem.store.index import PREAMBLE
+from mdmem.store.block import PREAMBLE
 
 PACKAGE = SRC / "mdmem"
 # Where each heavy or outside dependency may be imported (module paths relative to src/mdmem).
@@ -199,9 +199,9 @@ def test_private_modules_stay_private_to_their_package() -> None:
 
 
 def test_the_private_rule_catches_a_violation() -> None:
-    graph = {"mdmem.recall.index": {"mdmem.store._catalog", "mdmem.store.catalog"}}
+    graph = {"mdmem.recall.fts": {"mdmem.store._catalog", "mdmem.store.catalog"}}
     assert private_violations(graph) == [
-        "mdmem.recall.index imports mdmem.store._catalog, private to mdmem.store"
+        "mdmem.recall.fts imports mdmem.store._catalog, private to mdmem.store"
     ]
     assert private_violations({"mdmem.store.store": {"mdmem.store._catalog", "mdmem._kinds"}}) == []
 
@@ -701,12 +701,12 @@ BIGGER = {
         "one check per kind of finding, each with its repair, and one pass over the notes "
         "for two of them (the survey's lines, MEMORY.md compared by one hash)",
     ),
-    "recall/index.py": (
+    "recall/fts.py": (
         1_030,
         "the FTS5 index: schema, freshness, incremental sync, queries, and the facts derived "
         "beside it (the ledger's read counts a fresh hook would fold at every prompt)",
     ),
-    "recall/index.py:Index": (800, "one SQLite connection's queries and its incremental sync"),
+    "recall/fts.py:Index": (800, "one SQLite connection's queries and its incremental sync"),
     "integrations/mcp.py:build_server": (
         240,
         "each MCP tool is a closure over the server's stores, registered with its "

@@ -1,7 +1,7 @@
 """Whole lines within a line and byte limit: how every block mdmem shows a model is cut.
 
 Part of the kernel, beside ``errors`` and ``_kinds``: the prompt block
-(``store.index``) and the extraction prompt (``extract.prompt``) both cut with it.
+(``store.block``) and the extraction prompt (``extract.prompt``) both cut with it.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from conftest import PYTHON, ROOT, python_env, state
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.cli import editor as cli_editor
-from mdmem.store.index import PREAMBLE
+from mdmem.store.block import PREAMBLE
 
 
 def _walk(group: object, prefix: str = "") -> list[str]:

@@ -17,7 +17,7 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
 from mdmem.integrations.mcp import build_server
-from mdmem.store.index import PREAMBLE
+from mdmem.store.block import PREAMBLE
 from mdmem.store.note import parse
 
 pytestmark = pytest.mark.timeout(15)

@@ -14,7 +14,7 @@ from conftest import PYTHON, python_env
 from mdmem import Level, NoteType, Store
 from mdmem.integrations.prompt_recall import BUDGET_TOKENS, MAX_OUTPUT_CHARS, user_prompt_submit
 from mdmem.recall import estimate_tokens
-from mdmem.store.index import (
+from mdmem.store.block import (
     MAX_BYTES,
     MAX_LINES,
     PREAMBLE,

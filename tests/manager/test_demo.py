@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from mdmem import Level, Store
 from mdmem.cli import app
 from mdmem.manager import demo
-from mdmem.store.index import PREAMBLE
+from mdmem.store.block import PREAMBLE
 
 
 def test_demo_extracts_the_example_turn_into_a_scratch_workspace(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ import pytest
 from builders import add_note, cold_search, forget_open_indexes
 from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
-from mdmem.recall.index import Index
+from mdmem.recall.fts import Index
 from mdmem.store import files
-from mdmem.store.index import prompt_block
+from mdmem.store.block import prompt_block
 from mdmem.store.note import render
 
 TURN = [

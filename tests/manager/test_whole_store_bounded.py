@@ -25,7 +25,7 @@ from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
 from mdmem.manager.doctor import examine
 from mdmem.store import survey
-from mdmem.store.index import cached_block
+from mdmem.store.block import cached_block
 
 
 def _mdmem(

@@ -22,7 +22,7 @@ from mdmem.manager import stats as stats_module
 from mdmem.manager.doctor import examine
 from mdmem.manager.stats import Rows, collect, json_chunks
 from mdmem.store import files, ledger, stale
-from mdmem.store.index import prompt_block
+from mdmem.store.block import prompt_block
 
 T0 = 1_767_225_600.0  # 2026-01-01
 

@@ -225,7 +225,7 @@ def test_a_superseded_note_never_appears_and_never_outranks(project: Store) -> N
     )
     hits = names(search([project], "deploy heroku release archives", semantic=False))
     assert "project_knowledge_release.md" not in hits
-    from mdmem.store.index import prompt_block
+    from mdmem.store.block import prompt_block
 
     block = prompt_block(project, None)
     assert "deploy-heroku" not in block and "deploy-fly" in block
@@ -250,7 +250,7 @@ def test_an_expired_note_never_appears(project: Store) -> None:
     hits = names(search([project], "release freeze", semantic=False))
     assert "project_knowledge_freeze.md" not in hits
     assert "project_knowledge_later.md" in hits
-    from mdmem.store.index import prompt_block
+    from mdmem.store.block import prompt_block
 
     assert "freeze" not in prompt_block(project, None)
 

@@ -21,7 +21,7 @@ import pytest
 from builders import cold_search, git, write_note
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
-from mdmem.recall.index import Index, freshness_key
+from mdmem.recall.fts import Index, freshness_key
 
 T0_TITLE = "Deploy with the zeppelin"
 

@@ -12,7 +12,7 @@ import pytest
 
 from mdmem import Level, NoteType
 from mdmem.store import files
-from mdmem.store.index import fitted, prompt_block
+from mdmem.store.block import fitted, prompt_block
 from mdmem.store.marks import prompt_index, ranked_index
 from mdmem.store.note import Note, render
 from mdmem.store.stale import check

@@ -11,7 +11,7 @@ from builders import add_note
 from conftest import state
 from mdmem import Level, Store
 from mdmem.store import blockcache
-from mdmem.store.index import cached_block
+from mdmem.store.block import cached_block
 from mdmem.store.workspace import resolve
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: {summary}\n---\nbody\n"
@@ -49,7 +49,7 @@ def served_from_cache(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         raise AssertionError("the cached block must be served without reading the stores")
 
     with monkeypatch.context() as m:
-        m.setattr("mdmem.store.index.prompt_block", boom)  # what the cache would compute
+        m.setattr("mdmem.store.block.prompt_block", boom)  # what the cache would compute
         return block_of(workspace)
 
 

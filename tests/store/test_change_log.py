@@ -23,7 +23,7 @@ from builders import cold_search, forget_open_indexes
 from builders import create_op as create
 from conftest import state
 from mdmem import Level, Note, NoteType, Store
-from mdmem.recall.index import Index, freshness_key
+from mdmem.recall.fts import Index, freshness_key
 from mdmem.store import _catalog, marks
 from mdmem.store.note import render
 
@@ -178,7 +178,7 @@ def test_a_pass_that_lists_too_many_names_says_catch_up_in_full(
 def test_the_block_of_a_large_store_follows_writes_without_a_stat_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mdmem.store.index import prompt_block
+    from mdmem.store.block import prompt_block
 
     root = tmp_path / "mem"
     root.mkdir()

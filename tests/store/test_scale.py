@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from builders import create_op
 from conftest import state
 from mdmem import Level, Store
-from mdmem.recall import index as recall_index
+from mdmem.recall import fts as recall_index
 from mdmem.store import _catalog, _dedupe_keys, _scan
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: s\n---\n{body}\n"

@@ -23,11 +23,11 @@ from builders import CLONED_TYPES, fill
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.manager.doctor import examine
-from mdmem.recall import index as recall_index
+from mdmem.recall import fts as recall_index
 from mdmem.store import _catalog, _index_file, sync
-from mdmem.store import index as block
+from mdmem.store import block as block
 from mdmem.store import store as store_module
-from mdmem.store.index import MAX_BYTES, MAX_LINES
+from mdmem.store.block import MAX_BYTES, MAX_LINES
 
 
 def rows(root: Path) -> list[tuple[str, object]]:
@@ -105,7 +105,7 @@ KILLED_REINDEX = textwrap.dedent(
     """
     import os, sys
     from mdmem import Level, Store
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
     store = Store(sys.argv[1], Level.PROJECT)
     at = int(sys.argv[2])

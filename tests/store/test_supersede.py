@@ -17,7 +17,7 @@ from mdmem.cli import app
 from mdmem.errors import InvalidOperation
 from mdmem.extract import prompt
 from mdmem.recall import search
-from mdmem.store.index import prompt_block
+from mdmem.store.block import prompt_block
 from mdmem.store.marks import dated_index, prompt_index
 from mdmem.store.operations import Create, Operation, validate
 

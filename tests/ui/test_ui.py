@@ -21,7 +21,7 @@ from builders import ui_settings as settings
 from conftest import PYTHON, python_env
 from mdmem import Level, NoteType, Store
 from mdmem.errors import InvalidOperation
-from mdmem.store.index import merge
+from mdmem.store.block import merge
 from mdmem.store.workspace import resolve
 from mdmem.ui import features
 from mdmem.ui.app import create_app

@@ -36,7 +36,7 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
     """The text ``mdmem index`` prints (without the final newline)."""
-    from mdmem.store.index import cached_block
+    from mdmem.store.block import cached_block
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir)

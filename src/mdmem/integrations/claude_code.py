@@ -558,7 +558,7 @@ def session_start_output(
         head = _head(project_store, user_store, workspace)
         room = context_room(head) - (len(footer) + 1 if footer else 0)
         if len(block) > room:
-            from mdmem.store.index import MAX_LINES, trim
+            from mdmem.store.block import MAX_LINES, trim
 
             sections: list[list[str]] = []
             for line in block.split("\n"):
@@ -588,7 +588,7 @@ def session_block(payload: dict[str, object], workspace: str | None, user_dir: s
 
 def _session_block(ws: str, project: Store, user: Store, reserve: int = 0) -> tuple[str, str]:
     from mdmem.integrations.session_control import session_budget
-    from mdmem.store.index import cached_block
+    from mdmem.store.block import cached_block
     from mdmem.store.waiting import pending_line
 
     # MDMEM_SESSION_BUDGET, in characters: the block with its footer and waiting line.

@@ -41,7 +41,7 @@ from mdmem import __version__
 from mdmem.errors import InvalidNote, InvalidPath, MdmemError, NoteNotFound
 from mdmem.recall import search
 from mdmem.store import ledger
-from mdmem.store.index import prompt_block
+from mdmem.store.block import prompt_block
 from mdmem.store.note import render
 from mdmem.store.store import Store
 from mdmem.store.workspace import resolve

@@ -57,7 +57,7 @@ from mdmem.privacy import (
 )
 from mdmem.store import ledger
 from mdmem.store import state as layout
-from mdmem.store.index import PROJECT_HEADING, USER_HEADING, cached_block, line_filename
+from mdmem.store.block import PROJECT_HEADING, USER_HEADING, cached_block, line_filename
 from mdmem.store.marks import dated_index
 from mdmem.store.operations import Create, Update, format_op, parse_answer
 from mdmem.store.paths import discover_workspace, project_root, user_root

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mdmem.extract.turn import estimate_tokens
 from mdmem.store import ledger
-from mdmem.store.index import cached_block
+from mdmem.store.block import cached_block
 
 if TYPE_CHECKING:
     from mdmem.store.store import Store

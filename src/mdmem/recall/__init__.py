@@ -3,7 +3,7 @@
 May import the floors below it: ``mdmem.store``, ``mdmem.extract`` and the kernel.
 
 - ``text``: text into search terms (stemming, identifiers, CJK n-grams);
-- ``index``: the derived SQLite FTS5 index of one store, kept in its state folder;
+- ``fts``: the derived SQLite FTS5 index of one store, kept in its state folder;
 - ``engine``: ranking over several stores, the budgeted block;
 - ``semantic``: the optional embedding model (``mdmem[semantic]``) and its cached vectors;
 - ``embedder``: computes those vectors, in the background or for ``mdmem embed``;

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from mdmem.recall import semantic
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
     from mdmem.recall.view import StoreView as Store
 
 __all__ = [
@@ -146,7 +146,7 @@ def embed(
         ImportError: the ``semantic`` extra is not installed.
     """
     from mdmem.recall import semantic
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
     started = time.perf_counter()
     with _locked(store, wait) as got:
@@ -158,7 +158,7 @@ def embed(
         try:
             # Notes may change while embedding: look again, a few times at most.
             for _ in range(3):
-                index.sync(full=True)  # every note: not the key's shortcut (recall.index)
+                index.sync(full=True)  # every note: not the key's shortcut (recall.fts)
                 versions = index.versions()
                 current = {sha for _, sha, _ in versions}
                 have = vectors.shas()
@@ -270,7 +270,7 @@ def status(store: Store) -> dict[str, object] | None:
     nor written (``mdmem doctor`` without ``--fix`` writes nothing).
     """
     from mdmem.recall import semantic
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
     setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
     if setting in ("0", "off", "no", "false") or not semantic.available():

@@ -37,7 +37,7 @@ from mdmem._kinds import Level
 from mdmem._lines import clean_inline
 from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
-from mdmem.recall.index import Index, Row
+from mdmem.recall.fts import Index, Row
 from mdmem.recall.text import terms
 from mdmem.store import watch
 from mdmem.store.hit import Hit
@@ -306,7 +306,7 @@ def _rank(
     if use_semantic:
         # False while no note has a vector yet: then the ranking is the lexical one.
         use_semantic = _add_semantic(candidates, per_store, query, types)
-    # The notes about to be returned are checked against their files (mdmem.recall.index's
+    # The notes about to be returned are checked against their files (mdmem.recall.fts's
     # freshness contract): if any changed on disk, it is re-indexed and the query runs again.
     stale = [
         index.refresh(name for (lvl, name) in candidates if lvl == level.value)

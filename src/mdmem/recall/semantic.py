@@ -47,7 +47,7 @@ from mdmem.store.state import StateDir
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from mdmem.recall.index import Index
+    from mdmem.recall.fts import Index
 
 __all__ = [
     "DIM",

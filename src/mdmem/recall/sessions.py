@@ -1,6 +1,6 @@
 """Finding past sessions: ``mdmem search QUERY --sessions`` over the session records.
 
-A sibling of the notes' index (:mod:`mdmem.recall.index`), with the same
+A sibling of the notes' index (:mod:`mdmem.recall.fts`), with the same
 terms (:func:`mdmem.recall.text.terms`: stems, the parts of a path or a
 command, CJK bigrams) and the same English ↔ Chinese glossary, in its own
 small SQLite FTS5 file beside it (``sessions.sqlite`` in the project store's

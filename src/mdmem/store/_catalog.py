@@ -825,7 +825,7 @@ def updated_times(root: str | StateDir) -> dict[str, str]:
         cat.close()
 
 
-#: The prompt block's order (see mdmem.store.index): behaviour rules, then project
+#: The prompt block's order (see mdmem.store.block): behaviour rules, then project
 #: knowledge, then references, newest first, then by name.
 _RANK = (
     "CASE type WHEN 'correction_feedback' THEN 0 WHEN 'user_preference' THEN 0 "

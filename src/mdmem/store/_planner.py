@@ -27,12 +27,15 @@ from mdmem.store.paths import check_name, note_path, slugify
 from mdmem.store.results import Applied, Rejected
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from datetime import datetime
 
     from mdmem._kinds import Level
+    from mdmem.store.note import IndexEntry
     from mdmem.store.operations import ValidOperation
     from mdmem.store.state import StateDir
+
+    Near = tuple[str, str, str]  # a dedupe candidate: name, title, summary
 
 __all__ = ["Planner", "StoreView"]
 
@@ -52,6 +55,15 @@ class StoreView(Protocol):
 
     def name_taken(self, filename: str) -> bool:
         """Whether a note of that name, or of a name that differs only in case, exists."""
+        ...
+
+    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
+        """Dedupe's candidates from the catalog's keys; None when it has none (see
+        ``Coherence.near``). Private to ``store/``, which the planner is part of."""
+        ...
+
+    def iter_entries(self, *, settle: bool = True) -> Iterator[IndexEntry]:
+        """Every index entry as last recorded (``settle=False``): dedupe's fallback."""
         ...
 
 
@@ -248,13 +260,11 @@ class Planner:
         (``dedupe.number_key``: a duplicate names what the note names): the store's, as the
         catalog recorded them (without a stat pass: a candidate is read from its file before
         it counts), and this batch's own writes."""
-        ask = getattr(self.store, "_near_titles", None)
-        rows = ask(title, numbers) if callable(ask) else None
+        rows = self.store._near_titles(title, numbers)
         if rows is None:  # every entry, as before the catalog kept dedupe keys
             if self._known is None:
-                entries = getattr(self.store, "iter_entries", None)
                 self._known = Index()
-                for e in entries(settle=False) if callable(entries) else []:
+                for e in self.store.iter_entries(settle=False):
                     if not e.superseded_by:
                         self._known.add(candidate(e.filename, e.title, e.summary))
                 for note in self._notes.values():

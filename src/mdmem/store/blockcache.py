@@ -1,6 +1,6 @@
 """A cache of the prompt block, so a session start costs what the block shows, not the store.
 
-Ranking the block (which notes fit, see :mod:`mdmem.store.index`) needs every
+Ranking the block (which notes fit, see :mod:`mdmem.store.block`) needs every
 note's line, type and date, and checking that a store is settled is a stat of
 every note: at 10,000 notes that is most of a cold ``mdmem index``. So the
 block is kept in the store's state folder with the key it was computed under,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from mdmem._kinds import Level, NoteType
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound, StoreError
 from mdmem.extract.turn import estimate_tokens
-from mdmem.store.index import MAX_BYTES, MAX_LINES, prompt_block
+from mdmem.store.block import MAX_BYTES, MAX_LINES, prompt_block
 from mdmem.store.note import clean_inline, parse, parse_time, render
 from mdmem.ui import features
 

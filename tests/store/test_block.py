@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mdmem import Note, NoteType
-from mdmem.store.index import MAX_BYTES, MAX_LINES, PREAMBLE, merge
+from mdmem.store.block import MAX_BYTES, MAX_LINES, PREAMBLE, merge
 from mdmem.store.note import index_line
 
 

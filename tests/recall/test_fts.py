@@ -15,7 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from conftest import state
 from mdmem import Level, Store
 from mdmem.recall import search
-from mdmem.recall.index import Index
+from mdmem.recall.fts import Index
 
 NAMES = [f"project_knowledge_n{i}.md" for i in range(5)]
 WORDS = st.lists(
