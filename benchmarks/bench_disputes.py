@@ -6,7 +6,7 @@ the assistant's message before it) and a note's title and summary, labelled
 the note says what the user says is wrong). ``dev`` pairs were written first
 and the rules tuned on them; ``holdout`` pairs were written after, and never
 tuned on. Prints a Markdown table per
-language; ``docs/benchmarks.md`` quotes it; ``tests/test_feedback.py`` keeps
+language; ``docs/benchmarks.md`` quotes it; ``tests/manager/test_feedback.py`` keeps
 precision at 0.9 or more.
 
     python benchmarks/bench_disputes.py            # the table

@@ -6,7 +6,10 @@ each size, interleaved round by round with the floors (``python -c pass``; one
 durable write: a temporary file, ``fsync``, ``rename``; a raw FTS5 query of
 the recall index in a fresh process):
 
-- ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin;
+- ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
+  session's first prompt as Claude Code runs it (``hook session-start`` first, not
+  timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
+  also as ``python -m mdmem`` and without a SessionStart record;
 - ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
   as processes;
 - in process: a single-op create and delete, and a Manager turn that writes 3
@@ -21,6 +24,9 @@ the recall index in a fresh process):
     python benchmarks/bench_paths.py                 # 1,000 and 10,000 notes
     python benchmarks/bench_paths.py --quick         # fewer rounds
     python benchmarks/bench_paths.py --large         # 100,000 notes (long)
+    python benchmarks/bench_paths.py --sizes 1000,10000,100000 --repeat 7   # all three
+
+Each command's peak resident set (``wait4``'s ``ru_maxrss``) is reported too.
 
 Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
 ``--label`` for a before/after.
@@ -65,14 +71,22 @@ TURN = [
 ]
 
 
+#: The same turn without a correction: the user only adds a fact.
+PLAIN_TURN = [
+    *TURN[:2],
+    {"role": "user", "content": "Good. And the worker clears the deploy cache nightly."},
+]
+
+
 class Correcting:
     """A provider that answers at once with 3 creates: a project note, a user note and
-    a correction_feedback note."""
+    a correction_feedback note (``correction=False``: a project_knowledge one instead)."""
 
     name = "zero"
 
-    def __init__(self) -> None:
+    def __init__(self, correction: bool = True) -> None:
         self.n = 0
+        self.correction = correction
 
     def extract(self, request: object) -> str:
         self.n += 1
@@ -95,7 +109,7 @@ class Correcting:
             {
                 "action": "create",
                 "level": "project",
-                "type": "correction_feedback",
+                "type": "correction_feedback" if self.correction else "project_knowledge",
                 "title": f"Deploy cache is a day {tag}",
                 "content": "The deploy cache is kept a day, not a week.",
             },
@@ -110,9 +124,16 @@ for line in sys.stdin:
     start = time.perf_counter()
     proc = subprocess.Popen(job["argv"], env=job["env"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out, _ = proc.communicate(job.get("stdin", "").encode())
+    proc.stdin.write(job.get("stdin", "").encode())  # small: never fills the pipe
+    proc.stdin.close()
+    out = proc.stdout.read()
+    # wait4, not wait: the child's own peak resident set (ru_maxrss, KiB on Linux).
+    _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
-    print(json.dumps([took, proc.returncode, out.decode(errors="replace")[-20000:]]), flush=True)
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    print(json.dumps([took, code, out.decode(errors="replace")[-20000:], usage.ru_maxrss]),
+          flush=True)
 """
 
 
@@ -121,6 +142,8 @@ class Launcher:
     this one, which holds stores in memory)."""
 
     def __init__(self) -> None:
+        #: The peak resident set (KiB) of each command's processes, by the name given to run().
+        self.peaks: dict[str, list[int]] = {}
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER],
             stdin=subprocess.PIPE,
@@ -129,15 +152,23 @@ class Launcher:
         )
 
     def run(
-        self, argv: list[str], env: dict[str, str], stdin: str = "", check: bool = True
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: str = "",
+        check: bool = True,
+        name: str | None = None,
     ) -> tuple[float, str]:
-        """Run a process to its end: (seconds, its output)."""
+        """Run a process to its end: (seconds, its output); its peak memory goes to
+        ``peaks[name]``."""
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "stdin": stdin}) + "\n")
         self._proc.stdin.flush()
-        took, code, out = json.loads(self._proc.stdout.readline())
+        took, code, out, peak = json.loads(self._proc.stdout.readline())
         if check and code != 0:
             raise RuntimeError(f"{argv} failed with {code}")
+        if name is not None:
+            self.peaks.setdefault(name, []).append(int(peak))
         return float(took), str(out)
 
 
@@ -185,6 +216,7 @@ def syncs(argv: list[str], env: dict[str, str], stdin: str = "") -> int:
 
 
 def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: Launcher) -> dict:
+    run.peaks.clear()
     ws = generate(args.cache, size)
     root = os.path.join(ws, ".PseudoClaude", "memory")
     user = os.path.join(
@@ -218,19 +250,35 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         }
     )
 
-    def proc(argv: list[str], stdin: str = "") -> float:
+    def proc(argv: list[str], stdin: str = "", name: str | None = None) -> float:
         # doctor exits 1 when it reports a problem (the generated notes are old: stale).
-        return run.run(argv, env, stdin, check=argv[-1] != "doctor")[0]
+        label = name or (argv[argv.index("mdmem") + 1] if "mdmem" in argv else None)
+        return run.run(argv, env, stdin, check=argv[-1] != "doctor", name=label)[0]
 
     def prompt() -> str:
         rounds["pass"] += 1
         return PROMPTS[rounds["pass"] % len(PROMPTS)]
 
-    def hook() -> float:
+    # The hook as Claude Code runs it: the console script its settings name
+    # (mdmem._spawn.hook_command), without -E so that PYTHONPATH still picks the checkout.
+    from mdmem._spawn import console_script
+
+    script = console_script()
+    installed = [py, script] if script else mdmem
+
+    def hook(started: bool = True, command: list[str] = installed) -> float:
         payload = json.loads(hook_json)
         payload["prompt"] = prompt()
-        payload["session_id"] = f"bench-{rounds['pass']}"
-        return proc([*mdmem, "hook", "user-prompt-submit"], json.dumps(payload))
+        payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
+        if started:
+            # The first prompt of a session as Claude Code runs it: SessionStart first
+            # (untimed), which records what its block listed.
+            start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
+            del start["prompt"]
+            run.run([*mdmem, "hook", "session-start"], env, json.dumps(start))
+        argv = [*command, "hook", "user-prompt-submit"]
+        name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
+        return proc(argv, json.dumps(payload), name=name)
 
     def add() -> float:
         took = proc([*mdmem, "add", "--title", f"Added {rounds['pass']}", "Added by the bench."])
@@ -260,6 +308,22 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
     print(f"  [{size}] processes", file=sys.stderr, flush=True)
     repeat = args.repeat
+    # In-process durable writes in a group of their own: a process started right after an
+    # fsync waits for the file system's journal (measured: +47 ms for the prompt hook, whose
+    # own small writes wait for the commit), which would charge whichever case came next.
+    writes = (
+        {}
+        if args.edits_only
+        else interleaved(
+            {
+                "durable": lambda: durable_write(floor_dir, data),
+                "create": lambda: op("create"),
+                "delete": lambda: op("delete"),
+            },
+            repeat,
+            label=f"{size} writes",
+        )
+    )
     samples = (
         {}
         if args.edits_only
@@ -267,13 +331,12 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             {
                 "pass": lambda: proc([py, "-c", "pass"]),
                 "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
-                "durable": lambda: durable_write(floor_dir, data),
                 "hook": hook,
+                "hook-m": lambda: hook(command=mdmem),
+                "hook-unstarted": lambda: hook(started=False),
                 "index": lambda: proc([*mdmem, "index"]),
                 "search": lambda: proc([*mdmem, "search", prompt()]),
                 "recall": lambda: proc([*mdmem, "recall", prompt()]),
-                "create": lambda: op("create"),
-                "delete": lambda: op("delete"),
                 "add": add,
                 "stats": lambda: proc([*mdmem, "stats"]),
                 "doctor": lambda: proc([*mdmem, "doctor"]),
@@ -289,13 +352,13 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
 
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
-    provider = Correcting()
-    turn_times: list[float] = []
-    with Manager(ws, user_dir=user, provider=provider, resume=False) as mgr:
+    turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
+    plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
+    with Manager(ws, user_dir=user, provider=Correcting(), resume=False) as mgr, plain:
 
-        def turn() -> float:
+        def turn(manager: Manager = mgr, messages: list[dict[str, str]] = TURN) -> float:
             start = time.perf_counter()
-            result = mgr.update_async(TURN).result()
+            result = manager.update_async(messages).result()
             took = time.perf_counter() - start
             for st, applied in ((store, result.project.applied), (ustore, result.user.applied)):
                 if applied:
@@ -309,7 +372,11 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
         if not args.edits_only:
             turn()  # untimed: builds what the first turn of a session builds
-            turn_times = interleaved({"turn": turn}, max(3, repeat // 2))["turn"]
+            turn(plain, PLAIN_TURN)
+            turn_times = interleaved(
+                {"turn": turn, "turn-plain": lambda: turn(plain, PLAIN_TURN)},
+                max(3, repeat // 2),
+            )
 
     # An in-place, same-size hand edit, then the next search: its time and whether it saw it.
     print(f"  [{size}] hand edits", file=sys.stderr, flush=True)
@@ -327,7 +394,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         assert len(new.encode()) == len(text.encode())
         with open(path, "r+", encoding="utf-8") as f:  # in place: same inode, same size
             f.write(new)
-        took, out = run.run([*mdmem, "search", word, "--json"], env)
+        took, out = run.run([*mdmem, "search", word, "--json"], env, name="search-after-edit")
         edit_times.append(took)
         seen += names[k * 7] in out
         with open(path, "w", encoding="utf-8") as f:
@@ -350,8 +417,10 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             counts[name] = (after, settled)
     shutil.rmtree(floor_dir, ignore_errors=True)
     return {
+        **writes,
         **samples,
-        "turn": turn_times,
+        "peaks": {k: max(v) for k, v in run.peaks.items()},
+        **turn_times,
         "edit": edit_times,
         "seen": (seen, edits),
         "syncs": counts,
@@ -402,6 +471,8 @@ def main() -> None:
     paths = [
         ("hook user-prompt-submit", "hook", "pass"),
         ("hook user-prompt-submit", "hook", "fts"),
+        ("hook user-prompt-submit, as `python -m mdmem`", "hook-m", "pass"),
+        ("hook user-prompt-submit, no SessionStart record", "hook-unstarted", "pass"),
         ("mdmem index", "index", "pass"),
         ("mdmem search", "search", "pass"),
         ("mdmem recall", "recall", "pass"),
@@ -411,6 +482,7 @@ def main() -> None:
         ("single-op create", "create", "durable"),
         ("single-op delete", "delete", "durable"),
         ("turn: 3 creates, a correction, both stores", "turn", "durable"),
+        ("the same turn without a correction", "turn-plain", "durable"),
         ("search after an in-place hand edit", "edit", "pass"),
     ]
     floors = {"pass": "`python -c pass`", "fts": "raw FTS5 query", "durable": "one durable write"}
@@ -440,6 +512,13 @@ def main() -> None:
     if sync_rows:
         print("\n### fsync + fdatasync per read (strace -f -c): right after a write / settled\n")
         print(table(["read", *[f"{s:,} notes" for s in sizes]], sync_rows))
+    commands = sorted({k for s in sizes for k in results[s]["peaks"]})
+    peak_rows = [
+        [name, *[f"{results[s]['peaks'].get(name, 0) / 1024:.1f}" for s in sizes]]
+        for name in commands
+    ]
+    print("\n### Peak memory of each command's process (MiB, ru_maxrss, the largest run)\n")
+    print(table(["command", *[f"{s:,} notes" for s in sizes]], peak_rows))
     print("\n### Machine\n")
     print(table(["", ""], machine_rows(args.cache)))
 

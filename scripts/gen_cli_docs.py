@@ -4,7 +4,7 @@
     python scripts/gen_cli_docs.py --check   # exit 1 if docs/cli.md is out of date
 
 The output is deterministic: help is rendered 80 columns wide, with the
-environment variables that would change it removed. tests/test_cli.py
+environment variables that would change it removed. tests/cli/test_cli.py
 regenerates it in memory and fails when docs/cli.md differs.
 """
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install Debian's headless-capable Chromium (and a font with Chinese glyphs) for the
-# browser tests of the web page (tests/test_ui_browser.py). Playwright drives this
+# browser tests of the web page (tests/ui/test_ui_browser.py). Playwright drives this
 # browser; `playwright install` is never run, it downloads a build of its own.
 # Does nothing when /usr/bin/chromium is there; needs root and apt-get otherwise.
 set -eu

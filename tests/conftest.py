@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from builders import Page
     from mdmem import Store
 
 # Property tests touch real files; keep them deterministic and bounded on a 2-core machine.
@@ -24,26 +25,39 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mdmem"))
 
-ROOT = Path(__file__).resolve().parent.parent
+#: Where things are, for test files in any folder below ``tests/`` (never ``__file__`` there).
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 SRC = ROOT / "src"
+#: Shared test data: recorded transcripts and model answers, labelled pairs, golden files.
+FIXTURES = TESTS / "fixtures"
+DATA = TESTS / "data"
+GOLDEN = TESTS / "golden"
+CLAUDE_CODE_FIXTURES = FIXTURES / "claude_code"
+#: The example store shipped beside the code (``mdmem demo`` and the tutorial use it).
+EXAMPLE = ROOT / ".PseudoClaude.example"
 
 pytest_plugins = ["fake_anthropic", "fake_openai"]
 
 
 #: Every variable with one of these prefixes is cleared before each test: a developer's own
-#: settings (a state folder, a model, an API key, an XDG folder) must never reach a test.
-CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_")
+#: settings (a state folder, a model, an API key, an XDG folder) must never reach a test,
+#: nor a git hook's (``GIT_DIR``, ``GIT_INDEX_FILE``: git in a test would act on this checkout).
+CLEARED_PREFIXES = ("MDMEM_", "ANTHROPIC_", "OPENAI_", "XDG_", "GIT_")
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """No test touches the real home, the real state folder, the user store or a real API.
 
     The environment is cleared by prefix (httpx's ``clean_environ``), then pointed into
     ``tmp_path``: the home, the user store, mdmem's state folder and this process's
     temporary folder (so state machines that make their own folders with ``tempfile``
-    stay inside too).
+    stay inside too). The fixture has its own ``MonkeyPatch``, not the test's: a test that
+    calls ``monkeypatch.undo()`` undoes what it set itself, never the isolation.
     """
+    monkeypatch = pytest.MonkeyPatch()
+    request.addfinalizer(monkeypatch.undo)
     for name in list(os.environ):
         if name.startswith(CLEARED_PREFIXES) or name in ("VISUAL", "EDITOR"):
             monkeypatch.delenv(name)
@@ -55,12 +69,17 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("MDMEM_USER_DIR", str(home / ".PseudoClaude" / "memory"))
     monkeypatch.setenv("MDMEM_STATE_DIR", str(home / ".local" / "state" / "mdmem"))
+    # Git's global config is the home's (empty); its system config (/etc/gitconfig) is not read.
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     # In this process only: a child's TMPDIR stays, since Chromium puts its singleton
     # socket there and a socket path under a long test name passes AF_UNIX's 108 bytes.
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     # Searches with the semantic extra would start background embedders (one model load
     # each): only the tests of the embedder let them (mdmem.recall.embedder).
     monkeypatch.setenv("MDMEM_EMBED", "off")
+    # The model loads in the process that asks, not in a resident embedder per test (each
+    # would hold the model for minutes): only the resident embedder's own tests start one.
+    monkeypatch.setenv("MDMEM_EMBEDDER", "in-process")
     # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
     # glossary here; the dictionary's tests name a small file of their own.
     monkeypatch.setenv("MDMEM_DICTIONARY", "off")
@@ -118,3 +137,14 @@ def store(tmp_path: Path) -> Store:
     from builders import new_store
 
     return new_store(tmp_path / "mem")
+
+
+@pytest.fixture
+def page(workspace: Path) -> Page:
+    """A logged-in client of the web page over ``workspace``'s stores (``builders.Page``)."""
+    from builders import Page, ui_settings
+    from mdmem.store.workspace import resolve
+    from mdmem.ui.model import Stores
+
+    ws, project, user = resolve(str(workspace), None)
+    return Page(Stores(ws, project, user), ui_settings())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import mdmem
+from builders import modules_loaded_by
 from conftest import PYTHON, ROOT, SRC, python_env
 from mdmem import Level, Store
 from mdmem.store.index import PREAMBLE
@@ -204,6 +206,217 @@ def test_the_private_rule_catches_a_violation() -> None:
     assert private_violations({"mdmem.store.store": {"mdmem.store._catalog", "mdmem._kinds"}}) == []
 
 
+# -- the tests keep the same rule: they mirror src/, and read privates only of their package --
+
+TESTS = ROOT / "tests"
+
+#: A test file's private reads outside its own package, each with its reason (tests/README.md).
+#: Keyed by the file (relative to tests/) and the private name up to its first private part.
+PRIVATE_IMPORTS_ALLOWED = {
+    ("conftest.py", "mdmem.store._catalog"): (
+        "the listings fixture counts every full listing where the store looks Scan up"
+    ),
+    ("builders.py", "mdmem.manager._journal"): (
+        "journaled(): manager/ offers no public listing of its turn journal (doctor reports"
+        " it as findings); the tests outside tests/manager/ count turns through this one helper"
+    ),
+    ("builders.py", "mdmem.recall.engine._INDEXES"): (
+        "forget_open_indexes(): a search as a new process makes it, without a process a search"
+    ),
+    ("integrations/test_prompt_gate.py", "mdmem.recall.engine._rank"): (
+        "the gate's thresholds are checked against each candidate's evidence, which recall"
+        " offers only through its ranking (engine.evidence takes a ranked candidate)"
+    ),
+    ("manager/test_turn_record.py", "mdmem.store.paths._name_problem"): (
+        "counts the one name validator's calls (one name check per write, issue 22 item 4);"
+        " check_name and is_plain_name, the public faces, share it with every other caller"
+    ),
+    ("extract/providers/test_provider_choice.py", "mdmem.cli.agents._login_choice"): (
+        "`mdmem install` asks its question only on a terminal, which CliRunner is not"
+    ),
+    ("test_boundaries.py", "*"): (
+        "this file's rules name private modules as their data: the rules' own examples,"
+        " this list, and the startup probes that load the fast path as the hooks do"
+    ),
+}
+#: Test files that import another test file: the one name it reads, and why.
+TEST_IMPORTS_ALLOWED = {
+    ("test_docs.py", "test_boundaries"): "the map's floors are checked against the enforced ones",
+}
+
+
+def mirrored_package(test_file: Path) -> str:
+    """The package a test file mirrors: ``tests/store/x.py`` -> ``mdmem.store``."""
+    return ".".join(("mdmem", *test_file.relative_to(TESTS).parent.parts))
+
+
+def owner_of_private(dotted: str) -> tuple[str, str] | None:
+    """(the package a private name belongs to, the name up to its first private part).
+
+    ``mdmem.store._catalog.Scan`` -> (``mdmem.store``, ``mdmem.store._catalog``);
+    ``mdmem.store.dedupe._trigrams`` -> (``mdmem.store``, ``mdmem.store.dedupe._trigrams``).
+    None when nothing in it is private, or the private part is an attribute of a class
+    or an object (``Store._lock``): that is the class's own business, not an import.
+    """
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            prefix = ".".join(parts[:i])
+            if prefix in PACKAGES:
+                return prefix, ".".join(parts[: i + 1])
+            if prefix in NAMES:  # a module: its package owns it
+                return prefix.rpartition(".")[0], ".".join(parts[: i + 1])
+            return None
+    return None
+
+
+PACKAGES = {module_name(m) for m in MODULES if m.endswith("__init__.py")}
+
+
+def mdmem_names_used(source: str) -> list[str]:
+    """Every dotted mdmem name a test file reaches: imports, attributes of imported
+    modules (``engine._INDEXES``), and names in strings (a child's ``-c`` code, a
+    ``monkeypatch.setattr("mdmem.x._y", ...)`` target; a string that is only a module's
+    name, as in a list of modules a process may load, names it without reading it)."""
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}
+    used: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "mdmem":
+                    used.append(alias.name)
+                    aliases[alias.asname or "mdmem"] = alias.name if alias.asname else "mdmem"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "mdmem":
+                continue
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                used.append(full)
+                if full in NAMES:
+                    aliases[alias.asname or alias.name] = full
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain, base = [], node
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                used.append(".".join([aliases[base.id], *reversed(chain)]))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in NAMES:  # a module's bare name is data (an import budget's list)
+                continue
+            used.extend(re.findall(r"\bmdmem(?:\.\w+)+", node.value))
+    return used
+
+
+def private_reads_of_a_test(path: Path, source: str) -> list[str]:
+    """The private names ``path`` reads outside the package it mirrors, not allowed by name."""
+    mine = mirrored_package(path)
+    relative = path.relative_to(TESTS).as_posix()
+    found = set()
+    for dotted in mdmem_names_used(source):
+        owner = owner_of_private(dotted)
+        if owner is None:
+            continue
+        package, name = owner
+        inside = mine == package or mine.startswith(package + ".")
+        allowed = {(relative, name), (relative, "*")} & set(PRIVATE_IMPORTS_ALLOWED)
+        if not inside and not allowed:
+            found.add(f"tests/{relative} reads {name}, private to {package}")
+    return sorted(found)
+
+
+TEST_SOURCES = sorted(p for p in TESTS.rglob("*.py"))
+
+
+def test_tests_read_privates_only_of_the_package_they_mirror() -> None:
+    """tests/store/ may read mdmem.store._catalog; tests/manager/ may not (tests/README.md)."""
+    found = [v for p in TEST_SOURCES for v in private_reads_of_a_test(p, p.read_text("utf-8"))]
+    assert found == []
+
+
+def test_every_allowed_private_read_is_still_made() -> None:
+    """An allowance nobody needs any more goes, so the list stays the list of exceptions."""
+    made = set()
+    for path in TEST_SOURCES:
+        relative = path.relative_to(TESTS).as_posix()
+        for dotted in mdmem_names_used(path.read_text("utf-8")):
+            owner = owner_of_private(dotted)
+            if owner is not None:
+                made.update({(relative, owner[1]), (relative, "*")})
+    assert set(PRIVATE_IMPORTS_ALLOWED) - made == set()
+
+
+def test_the_tests_private_rule_catches_a_violation() -> None:
+    source = (
+        "from mdmem.store import _catalog\n"
+        "from mdmem.recall import engine\n"
+        "from mdmem.store.dedupe import _trigrams\n"
+        "engine._INDEXES.clear()\n"
+        "CODE = 'from mdmem.cli._fastpath import try_fast'\n"
+        "NEVER = {'mdmem.store._catalog'}\n"
+        "from mdmem import Store\n"
+        "Store._lock\n"
+    )
+    assert private_reads_of_a_test(TESTS / "manager" / "test_x.py", source) == [
+        "tests/manager/test_x.py reads mdmem.cli._fastpath, private to mdmem.cli",
+        "tests/manager/test_x.py reads mdmem.recall.engine._INDEXES, private to mdmem.recall",
+        "tests/manager/test_x.py reads mdmem.store._catalog, private to mdmem.store",
+        "tests/manager/test_x.py reads mdmem.store.dedupe._trigrams, private to mdmem.store",
+    ]
+    assert private_reads_of_a_test(TESTS / "store" / "test_x.py", source) == [
+        "tests/store/test_x.py reads mdmem.cli._fastpath, private to mdmem.cli",
+        "tests/store/test_x.py reads mdmem.recall.engine._INDEXES, private to mdmem.recall",
+    ]
+    # The ground floor's private modules are every package's, as in src/.
+    assert private_reads_of_a_test(TESTS / "ui" / "test_x.py", "import mdmem._spawn\n") == []
+
+
+def test_the_test_folders_mirror_the_packages() -> None:
+    """Every folder under tests/ holding tests is a package of src/mdmem/, and names are unique.
+
+    There is no ``__init__.py`` and no second ``conftest.py``: pytest imports each test file
+    by its bare name (two ``test_x.py`` would clash), and test files import ``conftest``.
+    """
+    data = {"fixtures", "data", "golden", "__pycache__"}
+    folders = {
+        p.relative_to(TESTS)
+        for p in TESTS.rglob("*")
+        if p.is_dir() and not data & set(p.relative_to(TESTS).parts)
+    }
+    for folder in folders:
+        assert (PACKAGE / folder / "__init__.py").is_file(), f"tests/{folder} mirrors no package"
+    tests = [p for p in TEST_SOURCES if p.name.startswith("test_")]
+    assert len({p.name for p in tests}) == len(tests), "two test files share a name"
+    assert [p for p in TEST_SOURCES if p.name in ("__init__.py", "conftest.py")] == [
+        TESTS / "conftest.py"
+    ]
+
+
+def test_test_files_share_helpers_through_builders_not_each_other() -> None:
+    """No test file imports another, nor finds its data next to itself (files move)."""
+    stems = {p.stem for p in TEST_SOURCES if p.name.startswith("test_")}
+    found = []
+    for path in TEST_SOURCES:
+        relative = path.relative_to(TESTS).as_posix()
+        source = path.read_text("utf-8")
+        for node in ast.walk(ast.parse(source)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "__import__":
+                names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+            for name in names:
+                if name in stems and (relative, name) not in TEST_IMPORTS_ALLOWED:
+                    found.append(f"tests/{relative} imports {name}")
+        if path.parent != TESTS and "__file__" in source:
+            found.append(f"tests/{relative} finds files from __file__ (use conftest's paths)")
+    assert found == []
+
+
 def dynamic_imports(relative: str) -> list[str]:
     """Calls that import by a computed name (``importlib.import_module``, ``__import__``)."""
     tree = ast.parse((PACKAGE / relative).read_text(encoding="utf-8"))
@@ -331,29 +544,12 @@ def example_workspace(tmp_path: Path) -> Path:
     return ws
 
 
-PROBE = (
-    "import sys, runpy\n"
-    "sys.argv = ['mdmem'] + sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_module('mdmem', run_name='__main__')\n"
-    "except SystemExit:\n"
-    "    pass\n"
-    "heavy = sorted(m for m in ('anthropic', 'typer', 'httpx2', 'mcp', 'yaml', 'frontmatter')"
-    " if m in sys.modules)\n"
-    "sys.stderr.write('HEAVY=' + ','.join(heavy) + '\\n')\n"
-)
+HEAVY = {"anthropic", "typer", "httpx2", "mcp", "yaml", "frontmatter"}
 
 
 def run_probe(ws: Path, *args: str) -> tuple[str, list[str]]:
-    proc = subprocess.run(
-        [PYTHON, "-c", PROBE, "--workspace", str(ws), *args],
-        env=python_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    heavy_line = next(line for line in proc.stderr.splitlines() if line.startswith("HEAVY="))
-    return proc.stdout, [m for m in heavy_line[6:].split(",") if m]
+    proc, loaded = modules_loaded_by(["--workspace", str(ws), *args])
+    return proc.stdout, sorted(HEAVY & loaded)
 
 
 def test_mdmem_index_imports_nothing_heavy(example_workspace: Path) -> None:
@@ -368,14 +564,8 @@ def test_mdmem_index_imports_nothing_heavy(example_workspace: Path) -> None:
 def test_everyday_commands_do_not_import_anthropic(
     example_workspace: Path, args: list[str]
 ) -> None:
-    proc = subprocess.run(
-        [PYTHON, "-c", PROBE, "--workspace", str(example_workspace), *args],
-        env=python_env(),
-        capture_output=True,
-        text=True,
-    )
-    heavy_line = next(line for line in proc.stderr.splitlines() if line.startswith("HEAVY="))
-    assert "anthropic" not in heavy_line
+    _, loaded = modules_loaded_by(["--workspace", str(example_workspace), *args], check=False)
+    assert "anthropic" not in loaded
 
 
 def test_fast_path_and_typer_print_the_same(example_workspace: Path) -> None:
@@ -476,6 +666,23 @@ def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     assert tricks - fast - set(TRICKS_ELSEWHERE) == set()
 
 
+def test_a_tests_own_undo_keeps_the_isolation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """conftest's isolation has its own MonkeyPatch: ``monkeypatch.undo()`` in a test (as
+    test_scale's once did, writing into the real state folder) leaves it in place."""
+    import os
+    import tempfile
+
+    monkeypatch.setenv("MDMEM_STATE_DIR", "/somewhere/real")
+    monkeypatch.undo()
+    inside = str(tmp_path) + os.sep
+    for name in ("HOME", "MDMEM_STATE_DIR", "MDMEM_USER_DIR"):
+        assert os.environ[name].startswith(inside), name
+    assert tempfile.gettempdir().startswith(inside)
+    assert os.environ["GIT_CONFIG_NOSYSTEM"] == "1"
+
+
 #: How big a module, a class and a function of src/ may be, in lines (STYLE.md rule 1:
 #: one concept per module, readable in one sitting; issue 22's limits).
 LIMITS = {"module": 900, "class": 700, "function": 120}
@@ -489,18 +696,32 @@ BIGGER = {
     ),
     "manager/manager.py": (1_100, "the Manager's turn and its worker; to be cut like Store"),
     "manager/manager.py:Manager": (820, "update_async, the worker, the budget, the handover"),
-    "manager/doctor.py": (1_000, "one check per kind of finding, each with its repair"),
-    "recall/index.py": (1_000, "the FTS5 index: schema, freshness, incremental sync, queries"),
-    "recall/index.py:Index": (780, "one SQLite connection's queries and its incremental sync"),
+    "manager/doctor.py": (
+        1_050,
+        "one check per kind of finding, each with its repair, and one pass over the notes "
+        "for two of them (the survey's lines, MEMORY.md compared by one hash)",
+    ),
+    "recall/index.py": (
+        1_030,
+        "the FTS5 index: schema, freshness, incremental sync, queries, and the facts derived "
+        "beside it (the ledger's read counts a fresh hook would fold at every prompt)",
+    ),
+    "recall/index.py:Index": (800, "one SQLite connection's queries and its incremental sync"),
     "integrations/mcp.py:build_server": (
         240,
         "each MCP tool is a closure over the server's stores, registered with its "
         "docstring as the tool's description: one list to check against DESIGN.md",
     ),
+    "privacy.py": (
+        1_030,
+        "the filter and its table of secret rules, each rule with the literals it needs "
+        "(needles: a rule runs and compiles only on a text holding them); the table is "
+        "the next thing to move out",
+    ),
     "privacy.py:_Patterns.__init__": (
-        180,
-        "every compiled pattern in one place, built once on first use (import mdmem stays "
-        "cheap): a table of regular expressions, no control flow",
+        205,
+        "every pattern in one place with its needles, compiled on first use (import mdmem "
+        "and a hook's redaction stay cheap): a table of regular expressions, no control flow",
     ),
     "store/stale.py:check": (140, "the cached check: the code tree's key, rows, verdicts"),
 }

@@ -227,7 +227,7 @@ def test_every_test_docs_security_names_exists() -> None:
     text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
     named: list[tuple[str, str]] = []
     current = None
-    for match in re.finditer(r"`(tests/test_\w+\.py)?(?:::(test_\w+))?`", text):
+    for match in re.finditer(r"`(tests/(?:\w+/)*test_\w+\.py)?(?:::(test_\w+))?`", text):
         path, name = match.groups()
         if path:
             current = path

@@ -6,6 +6,8 @@ Every secret here is fake: it has the shape of a real one and says FAKE where it
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from hypothesis import assume, given
@@ -532,3 +534,46 @@ def test_base64_blobs_are_not_secrets(blob: str) -> None:
     # indistinguishable from a real one.
     text = f'fixture = "data:image/png;base64,iVBORw0KGgo{blob}=="'
     assert redact(text) == text
+
+
+# -- needles: a rule runs (and compiles) only on a text that holds its literals ----------
+
+NEEDLE_TEXTS = st.one_of(
+    noisy_text,
+    SECRETS.map(lambda planted: planted[0]),
+    st.tuples(noisy_text, SECRETS, noisy_text).map(lambda t: t[0] + t[1][0] + t[2]),
+)
+
+
+def _needles_hold(text: str) -> None:
+    view, _ = privacy._visible(text)
+    low = privacy._lower(view)
+    for rule in privacy._compiled().rules:
+        subject = low if rule.lower else view
+        if rule.pattern.search(subject) is not None:
+            assert rule.could_match(subject), (rule.pattern.pattern, text)
+
+
+@pytest.mark.parametrize("text", [t for _, t, _ in POSITIVE] + [t for t in NEGATIVE])
+def test_a_rule_that_matches_has_its_needles(text: str) -> None:
+    _needles_hold(text)
+
+
+@given(NEEDLE_TEXTS)
+def test_needles_never_hide_a_match(text: str) -> None:
+    _needles_hold(text)
+
+
+def test_plain_words_compile_no_secret_pattern() -> None:
+    # The per-prompt hook redacts the prompt's first words for the activity log: a prompt
+    # with no secret's literal in it compiles none of the rules (each costs ~0.3 ms).
+    code = (
+        "from mdmem import privacy\n"
+        "assert privacy.redact('how do we deploy the release branch?') "
+        "== 'how do we deploy the release branch?'\n"
+        "print(sum(r._pattern is not None for r in privacy._compiled().rules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+    # ... and one with a secret still compiles (and finds) what it needs.
+    assert redact(f"the key is {ANT}") == f"the key is {marker('anthropic_key')}"

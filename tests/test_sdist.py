@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,11 @@ NEEDED = [
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hatchling = pytest.importorskip("hatchling.builders.sdist", reason="needs the test extra")
     out = tmp_path_factory.mktemp("dist")
-    [built] = hatchling.SdistBuilder(str(ROOT)).build(directory=str(out))
+    # The backend's scratch file goes to tempfile's folder: this module-wide fixture runs
+    # before the autouse one points it into tmp_path, so point it here.
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(tempfile, "tempdir", str(out))
+        [built] = hatchling.SdistBuilder(str(ROOT)).build(directory=str(out))
     return Path(built)
 
 

@@ -21,9 +21,39 @@ def _is_hook(args: list[str]) -> bool:
     return False
 
 
+def _end_quickly(status: int) -> None:
+    """End this process, once it exits, without tearing the interpreter down.
+
+    The per-prompt hook runs at every prompt; freeing its ~100 modules and their
+    objects at exit costs a tenth of its run. By then its files are written and
+    closed (an open SQLite connection to a derived index keeps its WAL, which the
+    next one reads); only the standard streams are left to flush. Registered last,
+    the handler runs first at exit; only for the process's own command line (never
+    when ``main`` is called in-process, as tests do).
+    """
+    import atexit
+
+    def end() -> None:
+        import contextlib
+
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+
+    atexit.register(end)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the mdmem command line; return its exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
+    prompt_hook = argv is None and args[-2:] == ["hook", "user-prompt-submit"]
+    if prompt_hook:
+        # A process that lives ~50 ms and allocates little: the cyclic collector's passes
+        # over the objects imports create are a tenth of its time, and find nothing.
+        import gc
+
+        gc.disable()
     if os.environ.get("MDMEM_DISABLE") and _is_hook(args):
         from mdmem.integrations.session_control import disabled_by_env
 
@@ -33,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
 
     status = try_fast(args)
     if status is not None:
+        if prompt_hook:
+            _end_quickly(status)
         return status
+    if prompt_hook:  # the full CLI handles it (an error): an ordinary process again
+        import gc
+
+        gc.enable()
     from mdmem.cli.main import run
 
     return run(args)

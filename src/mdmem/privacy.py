@@ -131,7 +131,6 @@ _PROSE_WORDS = frozenset(
         "a an one what which who how where why lost forgotten generated random case"
     )
 )
-_CODE_CALL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[\[(]")
 _PROSE_ENDINGS = ("ed", "ing", "ly", "ble", "ful", "less", "ive", "ent", "ant", "al", "ous")
 _ASSIGN_TAIL = r"""["']?(?P<s1>[ \t]*)(?P<sep>=>|:=|=(?!=)|:(?![:=/]))(?P<s2>[ \t]*)""" + _VALUE
 
@@ -145,9 +144,17 @@ def _token(prefix: str, body: str, chars: str = "A-Za-z0-9_-") -> str:
 
 
 class _Rule:
-    """One pattern: which part of a match is the secret, its kind, and a veto."""
+    """One pattern: which part of a match is the secret, its kind, and a veto.
 
-    __slots__ = ("accept", "kind", "lower", "pattern")
+    ``needles`` make a rule cheap where it cannot match: groups of literals, each
+    group a choice, every group needed (``(("sk-",),)``: the text holds "sk-"). A
+    text without them is not scanned, and the pattern is compiled on first use
+    only: compiling every rule costs ~10 ms, which a hook that redacts a prompt's
+    first words would pay at each prompt. A needle must be in every text the
+    pattern matches (case-insensitive rules: in the lowered text).
+    """
+
+    __slots__ = ("_pattern", "_source", "accept", "kind", "lower", "needles")
 
     def __init__(
         self,
@@ -156,16 +163,33 @@ class _Rule:
         accept: _Accept | None = None,
         *,
         lower: bool = False,
+        needles: tuple[tuple[str, ...], ...] = (),
     ) -> None:
-        self.pattern = re.compile(pattern, re.DOTALL) if isinstance(pattern, str) else pattern
+        self._source = pattern
+        self._pattern: re.Pattern[str] | None = None if isinstance(pattern, str) else pattern
         self.kind = kind
         self.accept = accept
         # Case-insensitive rules are written in lower case and run on a lowered
         # copy of the text with the same offsets: re.IGNORECASE is several times slower.
         self.lower = lower
+        self.needles = needles
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled on first use)."""
+        if self._pattern is None:
+            self._pattern = re.compile(self._source, re.DOTALL)
+        return self._pattern
+
+    def could_match(self, subject: str) -> bool:
+        """Whether ``subject`` holds every needle group (then the pattern is run)."""
+        return all(any(n in subject for n in group) for group in self.needles)
 
     def scan(self, text: str, low: str) -> Iterable[_Finding]:
-        for m in self.pattern.finditer(low if self.lower else text):
+        subject = low if self.lower else text
+        if not self.could_match(subject):
+            return
+        for m in self.pattern.finditer(subject):
             start, end, quoted = m.start(), m.end(), False
             names = m.re.groupindex
             for name in ("v1", "v2", "v3"):
@@ -177,6 +201,17 @@ class _Rule:
             if self.accept is not None and not self.accept(m, text[start:end], quoted):
                 continue
             yield (self.kind if isinstance(self.kind, str) else self.kind(m)), start, end
+
+
+def _literal_prefix(pattern: str) -> tuple[str, ...]:
+    """The literal a key word's pattern starts with (``"api[_-]?key"``: ``"api"``)."""
+    end = next((i for i, ch in enumerate(pattern) if not ch.isalnum()), len(pattern))
+    return (pattern[:end],)
+
+
+def _one(*needles: str) -> tuple[tuple[str, ...], ...]:
+    """Needles of a rule that needs one of ``needles`` (see :class:`_Rule`)."""
+    return (needles,)
 
 
 def _pw_or_secret(m: re.Match[str]) -> str:
@@ -224,7 +259,6 @@ _DEV_PASSWORDS = frozenset(
         "guest",
     ]
 )
-_URL_HOST = re.compile(r"\[(?P<ip6>[0-9A-Fa-f:.]{1,64})\]|(?P<host>[0-9A-Za-z._-]{1,253})")
 
 
 def _local_dev_default(m: re.Match[str], password: str) -> bool:
@@ -237,7 +271,7 @@ def _local_dev_default(m: re.Match[str], password: str) -> bool:
     user = m.group(0)[3:].split(":", 1)[0]
     if password != user and password.lower() not in _DEV_PASSWORDS:
         return False
-    after = _URL_HOST.match(m.string, m.end())
+    after = _compiled().url_host.match(m.string, m.end())
     host = (after.group("ip6") or after.group("host")).lower() if after else ""
     return (
         host in ("localhost", "::1", "0.0.0.0", "host.docker.internal")
@@ -314,20 +348,50 @@ def _phone_valid(m: re.Match[str], value: str, quoted: bool) -> bool:
 class _Patterns:
     """Every compiled pattern, built once on first use to keep ``import mdmem`` cheap."""
 
-    def __init__(self) -> None:
+    # Each pattern is compiled when first used (see _Rule): most texts need few of them.
+
+    @functools.cached_property
+    def private_tag(self) -> re.Pattern[str]:
         # <private>, < private >, <private reason="x">, <private/>, </private>, in
         # ASCII, full-width or HTML-escaped brackets, any case.
         lt, gt = r"(?:<|\uff1c|&lt;|&#0*60;|&#x0*3c;)", r"(?:>|\uff1e|&gt;|&#0*62;|&#x0*3e;)"
-        self.private_tag = re.compile(
+        return re.compile(
             lt + r"\s*(?P<close>/)?\s*private(?![a-z0-9_-])"
             r"(?:\s[^<>\uff1c\uff1e]{0,256}?)?/?\s*" + gt,
             re.I,
         )
-        self.invisible = re.compile(f"[{INVISIBLE}]")
-        self.marker = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
-        self.eol = re.compile(r"[ \t]*(?:[#\"'`]|\r|\n|$)")
-        self.ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-        self.camel = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+")
+
+    @functools.cached_property
+    def invisible(self) -> re.Pattern[str]:
+        return re.compile(f"[{INVISIBLE}]")
+
+    @functools.cached_property
+    def marker(self) -> re.Pattern[str]:
+        return re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
+
+    @functools.cached_property
+    def eol(self) -> re.Pattern[str]:
+        return re.compile(r"[ \t]*(?:[#\"'`]|\r|\n|$)")
+
+    @functools.cached_property
+    def ident(self) -> re.Pattern[str]:
+        return re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+    @functools.cached_property
+    def camel(self) -> re.Pattern[str]:
+        return re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+")
+
+    @functools.cached_property
+    def url_host(self) -> re.Pattern[str]:
+        return re.compile(r"\[(?P<ip6>[0-9A-Fa-f:.]{1,64})\]|(?P<host>[0-9A-Za-z._-]{1,253})")
+
+    @functools.cached_property
+    def code_call(self) -> re.Pattern[str]:
+        return re.compile(r"[A-Za-z_][A-Za-z0-9_.]*[\[(]")
+
+    def __init__(self) -> None:
+        # The words each secret-key rule needs (a flag's, a tag's): one of them.
+        words = ("pass", "pwd", "secret", "token", "api", "access", "private")
         sk_body = (
             r"(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|(?=[A-Za-z]*[0-9])[A-Za-z0-9]{20,})"
         )
@@ -340,20 +404,29 @@ class _Patterns:
                 r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----.*?"
                 r"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)",
                 "private_key",
+                needles=_one("-----BEGIN"),
             ),
-            _Rule(_token("sk-ant-", r"[A-Za-z0-9_-]{20,}"), "anthropic_key"),
-            _Rule(_token("sk-", sk_body), "openai_key"),
-            _Rule(_token("sk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key"),
-            _Rule(_token("rk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key"),
+            _Rule(
+                _token("sk-ant-", r"[A-Za-z0-9_-]{20,}"), "anthropic_key", needles=_one("sk-ant-")
+            ),
+            _Rule(_token("sk-", sk_body), "openai_key", needles=_one("sk-")),
+            _Rule(
+                _token("sk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key", needles=_one("sk_")
+            ),
+            _Rule(
+                _token("rk_", r"(?:live|test)_[A-Za-z0-9]{16,}"), "stripe_key", needles=_one("rk_")
+            ),
             _Rule(
                 _token("A", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9+/])", "A-Za-z0-9+/"),
                 "aws_access_key_id",
+                needles=_one("AKIA", "ASIA", "ABIA", "ACCA"),
             ),
             _Rule(
                 r"""secret[_-]?access[_-]?key["']?[ \t]*[:=][ \t]*["']?"""
                 r"(?P<v3>[a-z0-9/+]{40})(?![a-z0-9/+=])",
                 "aws_secret_key",
                 lower=True,
+                needles=_one("secret"),
             ),
             # Said in prose ("… with secret wJalr…", "the secret key is …"): 32 or more
             # characters of a key's alphabet, a digit or a slash among them, after the word
@@ -364,38 +437,60 @@ class _Patterns:
                 r"(?P<v3>(?=[a-z0-9/+]*[0-9/+])[a-z0-9/+]{32,128})(?![a-z0-9/+=])",
                 "aws_secret_key",
                 lower=True,
+                needles=_one("secret"),
             ),
             _Rule(
                 _token("g", r"(?:h[pousr]_[A-Za-z0-9]{30,}|ithub_pat_[A-Za-z0-9_]{30,})"),
                 "github_token",
+                needles=_one("gh", "github_pat_"),
             ),
-            _Rule(_token("glpat-", r"[A-Za-z0-9_-]{20,}"), "gitlab_token"),
-            _Rule(_token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"), "npm_token"),
-            _Rule(_token("hf_", r"[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"), "huggingface_token"),
+            _Rule(_token("glpat-", r"[A-Za-z0-9_-]{20,}"), "gitlab_token", needles=_one("glpat-")),
+            _Rule(
+                _token("npm_", r"[A-Za-z0-9]{36}(?![A-Za-z0-9])"),
+                "npm_token",
+                needles=_one("npm_"),
+            ),
+            _Rule(
+                _token("hf_", r"[A-Za-z0-9]{30,}(?![A-Za-z0-9_])"),
+                "huggingface_token",
+                needles=_one("hf_"),
+            ),
             _Rule(
                 _token("SG.", r"[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "A-Za-z0-9_."),
                 "sendgrid_key",
+                needles=_one("SG."),
             ),
-            _Rule(_token("x", r"(?:ox[abeprs]|app)-[A-Za-z0-9-]{10,}"), "slack_token"),
+            _Rule(
+                _token("x", r"(?:ox[abeprs]|app)-[A-Za-z0-9-]{10,}"),
+                "slack_token",
+                needles=_one("xox", "xapp-"),
+            ),
             _Rule(
                 r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[a-z0-9_/+-]{8,}",
                 "slack_webhook",
                 lower=True,
+                needles=_one("hooks.slack.com"),
             ),
             # An all-letter prefix can occur inside a base64 blob, hence "+" and "/" here.
-            _Rule(_token("AIza", rf"[0-9A-Za-z_-]{{35}}(?![{_B64}])", _B64), "google_api_key"),
-            _Rule(_token("eyJ", jwt_body), "jwt"),
+            _Rule(
+                _token("AIza", rf"[0-9A-Za-z_-]{{35}}(?![{_B64}])", _B64),
+                "google_api_key",
+                needles=_one("AIza"),
+            ),
+            _Rule(_token("eyJ", jwt_body), "jwt", needles=_one("eyJ")),
             _Rule(
                 _token("authorization", header + r"(?P<v3>[a-z0-9._~+/-]+=*)", "a-z0-9_"),
                 lambda m: "basic_auth" if m.group("basic") else "bearer_token",
                 self._accept_header,
                 lower=True,
+                needles=_one("authorization"),
             ),
             _Rule(
                 _token("bearer", r"[ \t]+(?P<v3>[a-z0-9._~+/-]{16,}=*)", "a-z0-9_-"),
                 "bearer_token",
                 lambda m, v, q: any(c.isdigit() for c in v),
                 lower=True,
+                needles=_one("bearer"),
             ),
             _Rule(
                 # Literal first, look-behind after it: scanned at "://" only, not at
@@ -403,10 +498,18 @@ class _Patterns:
                 r"""://(?<=[A-Za-z0-9+.-]://)[^\s:/@?#'"<>]*:(?P<v3>[^\s/?#'"<>]+)@""",
                 "url_password",
                 lambda m, v, q: _plausible(v) and not _local_dev_default(m, v),
+                needles=_one("://"),
             ),
-            # One pattern per key word, each starting with a literal (see _token).
+            # One pattern per key word, each starting with a literal (see _token): the
+            # literal, then a separator with "=" or ":" in it.
             *(
-                _Rule(word + _ASSIGN_TAIL, kind, self._accept_assignment, lower=True)
+                _Rule(
+                    word + _ASSIGN_TAIL,
+                    kind,
+                    self._accept_assignment,
+                    lower=True,
+                    needles=(_literal_prefix(word), ("=", ":")),
+                )
                 for words, kind in ((_PASSWORD_KEYS, "password"), (_SECRET_KEYS, "secret"))
                 for word in words
             ),
@@ -415,17 +518,25 @@ class _Patterns:
                 _pw_or_secret,
                 self._accept_flag,
                 lower=True,
+                needles=(("-",), words),
             ),
             _Rule(
                 tag + _SECRET_WORDS + r"))>(?P<v3>[^<\n]{1,256})</(?P=tag)>",
                 _pw_or_secret,
                 lambda m, v, q: _plausible(v),
                 lower=True,
+                needles=(("<",), words),
             ),
             # Prose: "my password is hunter2", "the password for staging was 'x y'",
             # "the db password: s3cret", "密码是hunter2", "数据库密码：abc123".
             *(
-                _Rule(word + _PROSE_TAIL, "password", self._accept_prose, lower=True)
+                _Rule(
+                    word + _PROSE_TAIL,
+                    "password",
+                    self._accept_prose,
+                    lower=True,
+                    needles=_one(word),
+                )
                 for word in ("password", "passphrase", "passwd", "passcode")
             ),
             # After 密码是 Chinese prose goes on in Chinese: any ASCII word is the value.
@@ -435,16 +546,19 @@ class _Patterns:
                 + r"|(?P<v3>[!-~]*[A-Za-z0-9#$%&*+/=@^_~-]))",
                 "password",
                 lambda m, v, q: _plausible(v) and len(v) >= 3,
+                needles=_one("密码", "口令"),
             ),
             _Rule(
                 r"-p(?<=[ \t]-p)" + _QUOTED + r"""|(?P<v3>[^\s'"`;&|<>()]+))""",
                 "password",
                 lambda m, v, q: _on_command_line(m, ("mysql", "mariadb")),
+                needles=(("-p",), ("mysql", "mariadb")),
             ),
             _Rule(
                 _token("-", r"""(?:u[ \t]*|-user(?:[ \t]+|=))["']?[^\s:'"]+:(?P<v3>[^\s'"]+)"""),
                 "password",
                 lambda m, v, q: _plausible(v) and _on_command_line(m, ("curl",)),
+                needles=(("-u",), (":",), ("curl",)),
             ),
             # Numbers: the shape and a checksum, so versions, dates, ports and ids pass.
             # Each starts with its first digit and looks behind after it: a pattern
@@ -453,22 +567,26 @@ class _Patterns:
                 r"[1-9](?<![0-9A-Za-z_.-][1-9])[0-9]{16}[0-9Xx](?![0-9A-Za-z_])",
                 "cn_resident_id",
                 lambda m, v, q: _cn_id_valid(v),
+                needles=_one(*"123456789"),
             ),
             _Rule(
                 r"[2-6](?<![0-9A-Za-z_.,-][2-6])(?:[ -]?[0-9]){12,18}(?![0-9A-Za-z_]|[.,-][0-9])",
                 "card_number",
                 _card_valid,
+                needles=_one(*"23456"),
             ),
             _Rule(
                 r"\+(?<![0-9A-Za-z_+]\+)[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){2,6}"
                 r"(?![0-9]|[.-][0-9])",
                 "phone",
                 _phone_valid,
+                needles=_one("+"),
             ),
             _Rule(
                 r"1[3-9](?<![0-9A-Za-z_.+-]1[3-9])[0-9](?P<sep>[ -]?)[0-9]{4}(?P=sep)[0-9]{4}"
                 r"(?![0-9A-Za-z_]|[.-][0-9])",
                 "phone",
+                needles=_one("1"),
             ),
             _EmailRule(),
         ]
@@ -517,7 +635,7 @@ class _Patterns:
             return len(value) > 1
         if len(value) < 3 or low in _STOPWORDS or low in _PROSE_WORDS:
             return False
-        if _CODE_CALL.match(value):
+        if _compiled().code_call.match(value):
             return False  # "Optional[str]", "getpass()": code, not a value
         letters = low.replace("-", "").replace("'", "")
         if letters.isalpha():
@@ -546,9 +664,12 @@ class _EmailRule(_Rule):
             r"@(?<=[A-Za-z0-9._%+-]@)[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,24}"
             r"(?![A-Za-z0-9-])",
             "email",
+            needles=_one("@"),
         )
 
     def scan(self, text: str, low: str) -> Iterable[_Finding]:
+        if not self.could_match(text):
+            return
         for m in self.pattern.finditer(text):
             at, start = m.start(), m.start()
             while start > 0 and at - start < 64 and _LOCAL.get(text[start - 1], False):

@@ -274,18 +274,26 @@ def progress_bar(
 ) -> Iterator[Callable[[int, int], None] | None]:
     """A progress callback drawing a bar on stderr, for long work on a terminal; else None.
 
-    The bar appears once the work counts at least ``min_items`` items.
+    The bar appears once the work counts at least ``min_items`` items. A new
+    pass (a count that starts again, or another total: the next store) ends the
+    bar and starts another.
     """
     if options.quiet or not sys.stderr.isatty():
         yield None
         return
     with contextlib.ExitStack() as stack:
         bars: list[ProgressBar[int]] = []
+        passes: list[contextlib.ExitStack] = []
 
         def update(done: int, total: int) -> None:
+            if bars and (total != bars[0].length or done < bars[0].pos):
+                passes.pop().close()  # the pass before is over: its bar ends
+                bars.clear()
             if not bars and total >= min_items:
                 bar = typer.progressbar(length=total, label=label, file=sys.stderr)
-                bars.append(stack.enter_context(bar))
+                one = stack.enter_context(contextlib.ExitStack())
+                bars.append(one.enter_context(bar))
+                passes.append(one)
             # Redraw about a hundred times, whatever the number of notes.
             if bars and (done == total or done - bars[0].pos >= max(1, total // 100)):
                 bars[0].update(done - bars[0].pos)

@@ -1,11 +1,12 @@
 """What the commands hooks and scripts run at every turn need, without typer.
 
 ``try_fast`` recognises the plain forms of ``mdmem index``, ``mdmem hook
-session-start``, ``mdmem hook user-prompt-submit``, ``mdmem search`` and
-``mdmem recall`` and answers them with nothing but the store (and, for the
-last three, the recall) modules imported; any other command line (``--help``,
-a typo, another command) returns None and goes to the typer CLI, which calls
-the same functions here, so both paths print the same bytes.
+session-start``, ``mdmem hook user-prompt-submit``, ``mdmem search``,
+``mdmem recall`` and ``mdmem add --title T TEXT`` and answers them with nothing
+but the store (and, for search and recall, the recall) modules imported; any
+other command line (``--help``, a typo, another command, ``add`` without a
+text, which opens an editor) returns None and goes to the typer CLI, which
+calls the same functions here, so both paths print the same bytes.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from __future__ import annotations
 import os
 import sys
 
-from mdmem.store.index import cached_block
-from mdmem.store.workspace import refusal, resolve
-
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     from mdmem.store.hit import Hit
+    from mdmem.store.store import Store
 
-__all__ = ["index_text", "say_refusal", "search_text", "try_fast"]
+__all__ = [
+    "add_note",
+    "index_text",
+    "no_project",
+    "redacted_line",
+    "say_refusal",
+    "search_text",
+    "try_fast",
+]
 
 _VALUE_OPTIONS = {"--workspace": "workspace", "--user-dir": "user_dir"}
 _HANDOVER = ("stop", "pre-compact", "session-end")
@@ -29,6 +36,9 @@ _FLAGS = {"-q": "quiet", "--quiet": "quiet", "-v": "verbose", "--verbose": "verb
 
 def index_text(workspace: str | None, user_dir: str | None, level: str, as_json: bool) -> str:
     """The text ``mdmem index`` prints (without the final newline)."""
+    from mdmem.store.index import cached_block
+    from mdmem.store.workspace import resolve
+
     ws, project, user = resolve(workspace, user_dir)
     block = cached_block(project, user, level=level)
     if not as_json:
@@ -52,6 +62,8 @@ def say_refusal(workspace: str | None, user_dir: str | None, start: str | None =
     """Write one line on stderr when the workspace's project store is refused (someone
     else's, writable by others, ``/``, a symlink); nothing when it is fine. Never raises."""
     try:
+        from mdmem.store.workspace import refusal, resolve
+
         line = refusal(resolve(workspace, user_dir, start=start)[1])
     except Exception:  # a warning must never break the command or the hook
         return
@@ -130,6 +142,8 @@ def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) 
     if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
         return None  # the full CLI says it is not a directory
     try:
+        from mdmem.store.workspace import resolve
+
         _, project, user = resolve(opts["workspace"], opts["user_dir"])
         stores = [s for s in (project, user) if level in ("all", s.level.value)]
         if command == "search":
@@ -146,6 +160,99 @@ def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) 
         return None  # the full CLI reports it, with its error handling
     if text:
         sys.stdout.write(text + "\n")
+    return 0
+
+
+def add_note(store: Store, kind: str, title: str, summary: str, body: str) -> str:
+    """Create a note through the store, as ``mdmem add`` does; its file name.
+
+    Raises:
+        InvalidNote: the store rejected it (the reason is the store's).
+    """
+    from mdmem.errors import InvalidNote
+    from mdmem.store import ledger
+
+    op = {"action": "create", "level": store.level.value, "type": kind, "title": title}
+    result = store.apply([{**op, "summary": summary, "content": body}], source="cli")
+    if result.rejected:
+        raise InvalidNote("new note", result.rejected[0].reason)
+    name = result.applied[0].filename
+    ledger.record(store.path, "write", n=[name], via="cli")
+    return name
+
+
+def redacted_line(*texts: str) -> str | None:
+    """The line that tells a person what redaction takes out of their own text (None: nothing)."""
+    from mdmem.privacy import kinds_found
+
+    kinds = sorted({kind for text in texts for kind in kinds_found(text)})
+    return f"mdmem: redacted from your text: {', '.join(kinds)}" if kinds else None
+
+
+def no_project(workspace: str, project: Store) -> bool:
+    """Whether ``workspace`` is discovery's fallback: no store yet, no marker to find it by."""
+    if project.unavailable is not None:
+        return False  # refused for a reason of its own, which the write says
+    return not os.path.isdir(project.path) and not any(
+        os.path.exists(os.path.join(workspace, marker)) for marker in (".git", ".PseudoClaude")
+    )
+
+
+_ADD_VALUES = {"--level": "level", "--type": "type", "--title": "title", "--summary": "summary"}
+
+
+def _add_command(args: list[str], opts: dict[str, str | None]) -> int | None:
+    """``add [--level L] [--type T] --title T [--summary S] (TEXT | -)``: the plain write,
+    without typer's import (most of such a process's time); None for any other form."""
+    values: dict[str, str] = {}
+    body: str | None = None
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=")
+        if key in _ADD_VALUES:
+            if not eq:
+                if not args:
+                    return None
+                value = args.pop(0)
+            values[_ADD_VALUES[key]] = value
+        elif arg == "--":
+            if len(args) != 1 or body is not None:
+                return None
+            body = args.pop(0)
+        elif (arg.startswith("-") and arg != "-") or body is not None:
+            return None
+        else:
+            body = arg
+    level = values.get("level", "project")
+    default = "project_knowledge" if level == "project" else "user_preference"
+    kind = values.get("type", default)
+    title = values.get("title")
+    if body is None or title is None or level not in ("project", "user") or kind not in _TYPES:
+        return None  # the editor, or a usage error: the full CLI says it
+    if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
+        return None
+    from mdmem.store.workspace import resolve
+
+    try:
+        ws, project, user = resolve(opts["workspace"], opts["user_dir"])
+    except Exception:
+        return None  # nothing written yet: the full CLI reports it
+    store = project if level == "project" else user
+    if level == "project" and opts["workspace"] is None and no_project(ws, project):
+        return None  # the full CLI explains `mdmem init`
+    text = sys.stdin.read() if body == "-" else body
+    summary = values.get("summary", "")
+    from mdmem.errors import MdmemError
+
+    try:
+        name = add_note(store, kind, title, summary, text)
+    except (MdmemError, OSError) as exc:  # as the full CLI says it: one line, status 1
+        sys.stderr.write(f"mdmem: error: {exc}\n")
+        return 1
+    line = redacted_line(title, summary, text)
+    if line:
+        sys.stderr.write(line + "\n")
+    sys.stdout.write(name + "\n")
     return 0
 
 
@@ -180,7 +287,7 @@ def try_fast(argv: list[str]) -> int | None:
                 value = args.pop(0)
             opts[_VALUE_OPTIONS[key]] = value
         elif not command_seen and arg in _FLAGS:
-            continue
+            opts[_FLAGS[arg]] = "1"
         elif not command_seen and arg == "index":
             command_seen = True
         elif not command_seen and arg == "hook" and os.environ.get("MDMEM_NESTED"):
@@ -203,6 +310,10 @@ def try_fast(argv: list[str]) -> int | None:
             except ValueError as exc:  # logged; a hook always exits 0
                 sys.stderr.write(f"mdmem: hook {args[0]}: {exc}\n")
             return 0
+        elif not command_seen and arg == "add":
+            if opts.get("verbose"):
+                return None  # -v: the full CLI, which shows a traceback on an error
+            return _add_command(args, opts)
         elif not command_seen and arg in ("search", "recall"):
             return _recall_command(arg, args, opts)
         elif not command_seen and arg == "hook" and args == ["user-prompt-submit"]:

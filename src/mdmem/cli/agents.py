@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mdmem.cli._base import app, options_of
+from mdmem._kinds import Level
+from mdmem.cli._base import app, options_of, progress_bar
 
 if TYPE_CHECKING:
     from mdmem.manager.demo import DemoResult
@@ -616,7 +617,6 @@ def import_claude_code(
 
     Example: mdmem import claude-code --dry-run
     """
-    from mdmem._kinds import Level
     from mdmem.integrations.claude_code_import import auto_memory_dir, candidates, import_notes
 
     workspace, project, user = options_of(ctx).stores()
@@ -629,6 +629,54 @@ def import_claude_code(
     for item in done:
         outcome = f"would {item.outcome}" if dry_run and item.outcome == "import" else item.outcome
         typer.echo(f"{item.level.value:<8} {item.type.value:<20} {item.title}: {outcome}")
+
+
+@import_app.command("notes")
+def import_notes_command(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="SOURCE",
+            help="A JSON Lines file (one note a line), '-' for stdin, or a folder of .md files.",
+        ),
+    ],
+    level: Annotated[
+        Level, typer.Option("--level", help="The store of notes that name no level.")
+    ] = Level.PROJECT,
+    batch: Annotated[int, typer.Option(min=1, help="Notes written per batch.")] = 500,
+) -> None:
+    """Import many notes at once, a batch at a time, with a progress bar on a terminal.
+
+    Each JSON line is {"title": ..., "content": ..., "type": ..., "summary": ...,
+    "level": ...} (type, summary and level optional); a Markdown file is an mdmem
+    note or plain Markdown titled by its first '# ' heading. Every note is
+    redacted and deduplicated as any write; lines that cannot be read are listed
+    on stderr (exit status 1) and the others imported.
+
+    Example: mdmem import notes notes.jsonl
+    """
+    from mdmem.manager.bulk import import_items, read_source
+
+    options = options_of(ctx)
+    _, project, user = options.stores()
+    items = read_source(source, sys.stdin.read)
+    with progress_bar(options, "importing") as progress:
+        report = import_items(
+            {Level.PROJECT: project, Level.USER: user},
+            items,
+            level=level,
+            batch=batch,
+            progress=progress,
+        )
+    for where, reason in report.refused:
+        typer.echo(f"mdmem: {where}: {reason}", err=True)
+    typer.echo(
+        f"imported {report.created} notes; {report.unchanged} already there, "
+        f"{report.updated} near-duplicates updated, {len(report.refused)} refused"
+    )
+    if report.refused:
+        raise typer.Exit(1)
 
 
 @app.command()

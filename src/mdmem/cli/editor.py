@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from mdmem.store.store import Store
 
-from mdmem.cli._base import checked
+from mdmem.cli._fastpath import add_note, redacted_line
 
 _T = TypeVar("_T")
 
@@ -123,23 +123,14 @@ def note_template(level: Level, kind: NoteType, title: str | None, summary: str 
 
 def tell_redacted(*texts: str) -> None:
     """Say on stderr, in one line, what redaction takes out of a person's own text."""
-    from mdmem.privacy import kinds_found
-
-    kinds = sorted({kind for text in texts for kind in kinds_found(text)})
-    if kinds:
-        typer.echo(f"mdmem: redacted from your text: {', '.join(kinds)}", err=True)
+    line = redacted_line(*texts)
+    if line:
+        typer.echo(line, err=True)
 
 
 def create_note(store: Store, kind: NoteType, title: str, summary: str, body: str) -> str:
     """Create a note through the store; its file name. A rejected one is an InvalidNote."""
-    op = {"action": "create", "level": store.level.value, "type": kind.value, "title": title}
-    from mdmem.store import ledger
-
-    name = checked(
-        store.apply([{**op, "summary": summary, "content": body}], source="cli"), "new note"
-    )
-    ledger.record(store.path, "write", n=[name], via="cli")
-    return name
+    return add_note(store, kind.value, title, summary, body)
 
 
 # -- commands --------------------------------------------------------------------------

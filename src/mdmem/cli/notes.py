@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -27,7 +27,7 @@ from mdmem.cli._base import (
     progress_bar,
     selected,
 )
-from mdmem.cli._fastpath import index_text, say_refusal
+from mdmem.cli._fastpath import index_text, no_project, say_refusal
 from mdmem.cli.editor import (
     DEFAULT_TYPE,
     create_note,
@@ -36,9 +36,6 @@ from mdmem.cli.editor import (
     tell_redacted,
 )
 from mdmem.errors import InvalidNote, NoteNotFound
-
-if TYPE_CHECKING:
-    from mdmem.store.store import Store
 
 
 @app.command()
@@ -74,15 +71,6 @@ def init(
         typer.echo(f"mdmem: {note}", err=True)
     if not report.changes and not options.quiet:
         typer.echo(f"{project.path} is already set up")
-
-
-def _no_project(workspace: str, project: Store) -> bool:
-    """Whether ``workspace`` is discovery's fallback: no store yet, no marker to find it by."""
-    if project.unavailable is not None:
-        return False  # refused for a reason of its own, which the write says
-    return not os.path.isdir(project.path) and not any(
-        os.path.exists(os.path.join(workspace, marker)) for marker in (".git", ".PseudoClaude")
-    )
 
 
 @app.command()
@@ -210,7 +198,7 @@ def add(
     options = options_of(ctx)
     workspace, project, user = options.stores()
     store = project if level is Level.PROJECT else user
-    if level is Level.PROJECT and options.workspace is None and _no_project(workspace, project):
+    if level is Level.PROJECT and options.workspace is None and no_project(workspace, project):
         # Discovery found no marker and fell back to this folder: a store made here
         # silently would hold the note where no later session looks for it.
         typer.echo(
@@ -437,7 +425,10 @@ def doctor(
                 kind = ("fixable" if finding.fixable else "problem") if finding.problem else "note"
                 typer.echo(f"  {kind}: {finding.message}")
     for store in selected(options, level):
-        report = examine(store, fix=fix)
+        # A bar on a terminal's stderr while the notes are gone through (at 100,000 notes,
+        # seconds); nothing on a pipe.
+        with progress_bar(options, f"checking the {store.level.value} store") as progress:
+            report = examine(store, fix=fix, progress=progress)
         if fix and any("/pending/" in f.subject for f in report.findings):
             # Stuck turns were queued again: finishing them is the repair.
             from mdmem.manager.manager import Manager

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mdmem.cli._base import JsonOption, app, options_of
+from mdmem.cli._base import JsonOption, app, options_of, progress_bar
 
 
 @app.command()
@@ -30,17 +30,21 @@ def stats(
     from mdmem.manager.manager import budget_from_env
     from mdmem.manager.stats import collect, json_chunks
 
-    _, project, user = options_of(ctx).stores()
-    data = collect(
-        project,
-        user,
-        days=days,
-        unused_days=unused_days,
-        daily_tokens=budget_from_env("MDMEM_DAILY_TOKENS"),
-        turn_tokens=budget_from_env("MDMEM_TURN_TOKENS"),
-        per_note=as_json,  # the text shows the most used and the unused, not every row
-        stream=True,  # rows written as they are made, never all held
-    )
+    options = options_of(ctx)
+    _, project, user = options.stores()
+    # A bar on a terminal's stderr while a stat pass goes through the notes; none on a pipe.
+    with progress_bar(options, "reading the stores") as progress:
+        data = collect(
+            project,
+            user,
+            days=days,
+            unused_days=unused_days,
+            daily_tokens=budget_from_env("MDMEM_DAILY_TOKENS"),
+            turn_tokens=budget_from_env("MDMEM_TURN_TOKENS"),
+            per_note=as_json,  # the text shows the most used and the unused, not every row
+            stream=True,  # rows written as they are made, never all held
+            progress=progress,
+        )
     if as_json:
         for chunk in json_chunks(data):
             typer.echo(chunk, nl=False)

@@ -101,17 +101,24 @@ def _rooms(left_bytes: int, related: str) -> tuple[int, int]:
     return index_room, related_room
 
 
+#: The ``memory`` part around the two indexes (``{}``: where each goes).
+_MEMORY_FRAME = (
+    "The existing memory, as the agent's sessions see it (not every note; "
+    "the notes related to this turn follow in the message):\n\n"
+    "<existing_project_memory>\n{}\n</existing_project_memory>\n\n"
+    "<existing_user_memory>\n{}\n</existing_user_memory>"
+)
+
+
 def memory_text(project_index: str, user_index: str, max_bytes: int = INDEX_BYTES) -> str:
     """The ``memory`` part of a request: both indexes, tagged by store, within ``max_bytes``."""
-    project_bytes, user_bytes = _budgets(project_index, user_index, max_bytes - 160)
+    # The frame's own bytes come off first, counted (a guess of 160 let two full indexes
+    # pass the cap by the rest of the frame).
+    room = max_bytes - _size(_MEMORY_FRAME.format("", ""))
+    project_bytes, user_bytes = _budgets(project_index, user_index, room)
     heading = "Notes (file name in parentheses):"
-    return (
-        "The existing memory, as the agent's sessions see it (not every note; "
-        "the notes related to this turn follow in the message):\n\n"
-        f"<existing_project_memory>\n{_section(project_index, project_bytes, heading)}\n"
-        "</existing_project_memory>\n\n"
-        f"<existing_user_memory>\n{_section(user_index, user_bytes, heading)}\n"
-        "</existing_user_memory>"
+    return _MEMORY_FRAME.format(
+        _section(project_index, project_bytes, heading), _section(user_index, user_bytes, heading)
     )
 
 

@@ -17,13 +17,36 @@ import re
 from mdmem.store import files
 from mdmem.store.state import StateDir
 
-__all__ = ["MAX_SEEN", "names_in", "read_seen", "remember_session_start", "seen_path", "write_seen"]
+__all__ = [
+    "MAX_SEEN",
+    "names_in",
+    "read_seen",
+    "remember_session_start",
+    "seen_path",
+    "workspace_of",
+    "write_seen",
+]
 
 #: The most recalled note names a session's file keeps (the latest).
 MAX_SEEN = 1000
 _SEEN_DIR = os.path.join("claude-code", "recalled")
 _SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _NOTE_NAME = re.compile(r"\(([^()/\\\s;]+\.md)[;)]")
+
+
+def workspace_of(payload: dict[str, object]) -> str:
+    """Where the session's store is: ``$CLAUDE_PROJECT_DIR``, else the hook's ``cwd``, else here.
+
+    Claude Code's project directory stays put when the session ``cd``s into a
+    subdirectory or a worktree; the ``cwd`` follows it.
+    """
+    project = os.environ.get("CLAUDE_PROJECT_DIR")
+    if project and os.path.isdir(project):
+        return project
+    cwd = payload.get("cwd")
+    if isinstance(cwd, str) and os.path.isdir(cwd):
+        return cwd
+    return os.getcwd()
 
 
 def seen_path(root: str, session: object) -> str | None:

@@ -27,6 +27,7 @@ import re
 import sys
 
 from mdmem import _json
+from mdmem.integrations._session import workspace_of
 from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
@@ -504,21 +505,6 @@ def read_hook_input(stream: TextIO | None = None) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def workspace_of(payload: dict[str, object]) -> str:
-    """Where the session's store is: ``$CLAUDE_PROJECT_DIR``, else the hook's ``cwd``, else here.
-
-    Claude Code's project directory stays put when the session ``cd``s into a
-    subdirectory or a worktree; the ``cwd`` follows it.
-    """
-    project = os.environ.get("CLAUDE_PROJECT_DIR")
-    if project and os.path.isdir(project):
-        return project
-    cwd = payload.get("cwd")
-    if isinstance(cwd, str) and os.path.isdir(cwd):
-        return cwd
-    return os.getcwd()
 
 
 _HEADER = (

@@ -29,8 +29,10 @@ before are no longer in the context, and may be recalled again. The output
 stays under Claude Code's 10,000-character cap on hook output. The workspace
 is ``$CLAUDE_PROJECT_DIR`` when set, else the hook's ``cwd``.
 
-It runs as a cold process at every prompt, so it is lexical only (the semantic
-model takes about a second to load) unless ``MDMEM_SEMANTIC=on``; and it
+It runs as a cold process at every prompt, so it matches by meaning only when
+the resident embedder (:mod:`mdmem.recall.resident`) answers at once, and
+starts it for the next prompt when a store has vectors (the model takes a
+second or more to load); ``MDMEM_SEMANTIC=on`` / ``off`` decides otherwise. It
 imports only what the answer needs (no typer, no YAML on a settled store).
 """
 
@@ -42,13 +44,22 @@ import re
 import sys
 
 from mdmem import _json
-from mdmem.integrations._session import MAX_SEEN, names_in, read_seen, seen_path, write_seen
+from mdmem.integrations._session import (
+    MAX_SEEN,
+    names_in,
+    read_seen,
+    seen_path,
+    workspace_of,
+    write_seen,
+)
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from mdmem.store.hit import Hit
+    from mdmem.store.store import Store
+    from mdmem.store.workspace import ReadingStore
 
 __all__ = [
     "BUDGET_TOKENS",
@@ -109,6 +120,24 @@ def _in_session_start(
         return []
 
 
+def _by_meaning(stores: Sequence[Store | ReadingStore]) -> bool:
+    """Whether this prompt is matched by meaning too: ``MDMEM_SEMANTIC`` ``on`` / ``off``;
+    else only when a store has vectors and the resident embedder answers now (a model load
+    is seconds; see :func:`mdmem.recall.semantic.for_prompt`)."""
+    setting = os.environ.get("MDMEM_SEMANTIC", "auto").strip().lower()
+    if setting in ("on", "1", "yes", "true"):
+        return True
+    if setting in ("0", "off", "no", "false"):
+        return False
+    folders = [store.state.path for store in stores]
+    # semantic.FILE: without vectors there is nothing to match by meaning, nothing to import.
+    if not any(os.path.exists(os.path.join(folder, "vectors.sqlite")) for folder in folders):
+        return False
+    from mdmem.recall.semantic import for_prompt
+
+    return for_prompt(folders)
+
+
 def user_prompt_submit(
     payload: dict[str, object], workspace: str | None = None, user_dir: str | None = None
 ) -> str:
@@ -121,13 +150,12 @@ def user_prompt_submit(
     if session_control.skip(payload):  # paused, or MDMEM_DISABLE
         return ""
     prompt = prompt[:_MAX_PROMPT_CHARS]
-    from mdmem.integrations.claude_code import workspace_of
     from mdmem.recall.engine import recalled
-    from mdmem.store.workspace import resolve
+    from mdmem.store.workspace import resolve_reading
 
-    _, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    _, project, user = resolve_reading(workspace, user_dir, start=workspace_of(payload))
     stores = [project, user]
-    semantic = os.environ.get("MDMEM_SEMANTIC", "").strip().lower() in ("on", "1", "yes", "true")
+    semantic = _by_meaning(stores)
     path = seen_path(project.path, payload.get("session_id"))
     known = read_seen(path)
     seen: list[str]

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import contextvars
 import os
 import re
 import stat
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from hashlib import blake2b as _blake2b
 from typing import TYPE_CHECKING
 
-from mdmem.errors import InvalidNote, InvalidPath, LockTimeout, MdmemError, NoteNotFound
+from mdmem.errors import InvalidPath, LockTimeout, MdmemError
 from mdmem.manager.turn_record import Turn
 from mdmem.store import files
 from mdmem.store import state as layout
@@ -36,7 +38,6 @@ from mdmem.store.paths import (
     STATE_DIR,
     check_name,
     is_candidate_name,
-    note_path,
     printable_name,
     slugify,
 )
@@ -67,6 +68,16 @@ _TRASH = "trash"
 # What files.atomic_write names its temporary files: .<name>.<pid>.<random hex>.tmp
 _TEMP = re.compile(r"^\..+\.(?P<pid>\d+)\.[0-9a-f]+\.tmp$")
 _TEMP_GRACE_SECONDS = 600
+# Within one examine(): the notes check leaves, per store, the hash of MEMORY.md's right
+# bytes (every readable note's line, by name), and the index check right after it takes
+# it: a MEMORY.md that is exactly right costs a hash, not a second pass over the notes.
+_RIGHT_INDEX: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "mdmem_doctor_right_index", default=None
+)
+# The progress callback of the examine() under way: the checks keep their one-argument form.
+_PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = contextvars.ContextVar(
+    "mdmem_doctor_progress", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -265,50 +276,37 @@ def _repair_temp_files(store: Store, findings: list[Finding]) -> list[str]:
     return done
 
 
-def _note_names(store: Store) -> tuple[list[str], list[Finding]]:
-    """Candidate note names in the store, and findings for entries the validator refuses."""
-    names, refused = [], []
-    for name in sorted(os.listdir(store.path)):
-        if not is_candidate_name(name):
-            continue
-        try:
-            note_path(store.path, name, must_exist=True)
-        except InvalidPath as exc:
-            shown = printable_name(name)
-            refused.append(Finding("notes", shown, f"not a note: {exc.reason}; left alone"))
-            continue
-        except FileNotFoundError:
-            continue
-        names.append(name)
-    return names, refused
-
-
 def _note_lines(store: Store, findings: list[Finding]) -> Iterator[tuple[str, str]]:
-    """(name, index line) of every readable note, sorted by name, parsed one at a time.
+    """(name, index line) of every readable note, sorted by name, one at a time.
 
-    What cannot be read as a note is added to ``findings`` instead; no note is kept.
+    From the catalog where its rows prove the notes unchanged, parsed from the
+    file otherwise (:class:`~mdmem.store.survey.Survey`): nothing is written,
+    and a settled store of 100,000 notes is a stat pass, not 100,000 parses.
+    What cannot be read as a note is added to ``findings`` instead.
     """
-    from mdmem.store.note import index_line
+    from mdmem.store.survey import Survey
 
-    names, refused = _note_names(store)
-    findings.extend(refused)
-    for name in names:
-        try:
-            yield name, index_line(store.read(name))
-        except InvalidNote as exc:
-            findings.append(
-                Finding("notes", name, f"cannot be read as a note: {exc.reason}; fix it by hand")
-            )
-        except InvalidPath as exc:  # swapped for a link or a FIFO since the listing
-            findings.append(Finding("notes", name, f"not a note: {exc.reason}; left alone"))
-        except NoteNotFound:
-            continue
+    survey = Survey(store)
+    for shown, reason in sorted(survey.rejected.items()):
+        findings.append(Finding("notes", shown, f"not a note: {reason}; left alone"))
+    for name, line, error in survey.notes(_PROGRESS.get()):
+        if line is not None:
+            yield name, line
+        elif error is not None and error.startswith("not a note: "):
+            findings.append(Finding("notes", name, f"{error}; left alone"))
+        elif error is not None:
+            message = f"cannot be read as a note: {error}; fix it by hand"
+            findings.append(Finding("notes", name, message))
 
 
 def _find_malformed(store: Store) -> list[Finding]:
     findings: list[Finding] = []
-    for _ in _note_lines(store, findings):
-        pass
+    right = _blake2b(digest_size=16)  # of MEMORY.md's right bytes, for the index check
+    for _, line in _note_lines(store, findings):
+        right.update(line.encode("utf-8") + b"\n")
+    memo = _RIGHT_INDEX.get()
+    if memo is not None:
+        memo[store.path] = right.hexdigest()
     return findings
 
 
@@ -326,11 +324,23 @@ def _pieces(data: bytes) -> Iterator[str]:
         start = end + 1
 
 
-def _index_entries(data: bytes, flags: list[bool]) -> Iterator[tuple[str, str]]:
+def _valid_name(name: str) -> bool:
+    try:
+        check_name(name)
+    except InvalidPath:
+        return False
+    return True
+
+
+def _index_entries(
+    data: bytes, flags: list[bool], *, checked: bool = True
+) -> Iterator[tuple[str, str]]:
     """MEMORY.md's index lines as (name, line); ``flags[0]`` is cleared if it holds others.
 
     Lines whose name is not a valid note name are dropped, as a reindex would
-    never write them (see ``merge.index_lines``).
+    never write them (see ``merge.index_lines``); with ``checked=False`` the
+    caller checks the names it cannot match with a note's (the validator costs
+    more than the rest of the line's work, and a note's own name is valid).
     """
     from mdmem.store.note import parse_index_line
 
@@ -342,9 +352,7 @@ def _index_entries(data: bytes, flags: list[bool]) -> Iterator[tuple[str, str]]:
         if entry is None:
             flags[0] = False
             continue
-        try:
-            check_name(entry.filename)
-        except InvalidPath:
+        if checked and not _valid_name(entry.filename):
             flags[0] = False
             continue
         if line != raw:
@@ -374,17 +382,22 @@ def _find_index(store: Store) -> list[Finding]:
         return [Finding("index", INDEX_NAME, f"MEMORY.md is {reason}", fixable=True)]
     if not _is_utf8(data):
         return [Finding("index", INDEX_NAME, "MEMORY.md is not UTF-8", fixable=True)]
+    memo = _RIGHT_INDEX.get()
+    right = memo.pop(store.path, None) if memo is not None else None
+    if right is not None and _blake2b(data, digest_size=16).hexdigest() == right:
+        return []  # exactly the notes' lines, as the notes check just went through them
     malformed: list[Finding] = []  # reported by the notes check
     expected: Iterator[tuple[str, str]] = _note_lines(store, malformed)
     previous, ordered = None, True
-    for name, _ in _index_entries(data, [True]):
+    for name, _ in _index_entries(data, [True], checked=False):
         if previous is not None and name <= previous:
             ordered = False
             break
         previous = name
     flags = [ordered]
     if ordered:
-        actual: Iterator[tuple[str, str]] = _index_entries(data, flags)
+        # Names are checked below, only those that match no note.
+        actual: Iterator[tuple[str, str]] = _index_entries(data, flags, checked=False)
     else:  # out of order or repeated names (the last line wins): by name, in memory
         actual = iter(sorted(dict(_index_entries(data, flags)).items()))
         expected = iter(sorted(dict(expected).items()))
@@ -393,6 +406,10 @@ def _find_index(store: Store) -> list[Finding]:
     while a is not None or e is not None:
         if e is None or (a is not None and a[0] < e[0]):
             assert a is not None
+            if ordered and not _valid_name(a[0]):
+                flags[0] = False  # a line a reindex would never write: dropped
+                a = next(actual, None)
+                continue
             missing = os.path.lexists(os.path.join(store.path, a[0]))
             what = "cannot be read" if missing else "does not exist"
             found.append(
@@ -843,8 +860,37 @@ PENDING_TURN_CHECKS: list[Check] = [
 """Checks of turns accepted for extraction that are not on their way to disk."""
 
 
-def examine(store: Store, *, fix: bool = False) -> Report:
-    """Run every check on ``store``; with ``fix``, repair what can be repaired, then look again."""
+def examine(
+    store: Store, *, fix: bool = False, progress: Callable[[int, int], None] | None = None
+) -> Report:
+    """Run every check on ``store``; with ``fix``, repair what can be repaired, then look again.
+
+    ``progress(done, total)`` is called as the notes are gone through (each pass
+    over them counted in ``total``): a CLI draws a bar with it.
+    """
+    token = _PROGRESS.set(None if progress is None else _passes(progress, 2 if fix else 1))
+    memo = _RIGHT_INDEX.set({})
+    try:
+        return _examine(store, fix=fix)
+    finally:
+        _RIGHT_INDEX.reset(memo)
+        _PROGRESS.reset(token)
+
+
+def _passes(progress: Callable[[int, int], None], passes: int) -> Callable[[int, int], None]:
+    """``progress`` over ``passes`` passes of the notes: one bar, never going back."""
+    state = {"base": 0, "last": 0}
+
+    def step(done: int, total: int) -> None:
+        if done < state["last"]:  # a new pass began
+            state["base"] += state["last"]
+        state["last"] = done
+        progress(min(state["base"] + done, passes * total), passes * total)
+
+    return step
+
+
+def _examine(store: Store, *, fix: bool) -> Report:
     if store.unavailable is not None:
         # Nothing in it is read or repaired; a home-directory workspace is normal.
         home = "home directory" in store.unavailable or "user store" in store.unavailable

@@ -350,10 +350,17 @@ def _candidates(store: Store, statement: str, skip: int) -> list[_Heading]:
     """The notes a correction may contradict: the :data:`CANDIDATES` whose title and
     summary best match its words, from the store's search index (a turn costs what it
     writes, not a pass over every note). A note sharing no word with it cannot qualify."""
-    from mdmem.recall.engine import index_of
+    from mdmem.recall.engine import distinctive, index_of
     from mdmem.recall.text import terms
 
-    rows = index_of(store).match(terms(statement), CANDIDATES + skip, heading=True)
+    index = index_of(store)
+    words = sorted(set(terms(statement)))
+    rare, present = distinctive(words, index.document_frequency(words), index.count())
+    # Found by its distinctive words; when it has none (each in most of a large store),
+    # by the notes whose title and summary hold all of them: ranking most of the store
+    # by words that say little would cost a turn a pass over its index.
+    found = rare or present
+    rows = index.match(found, CANDIDATES + skip, heading=True, every=not rare)
     return [_Heading(r.name, r.type, r.title, r.summary) for r in rows]
 
 

@@ -6,30 +6,31 @@ store's ledger, shared by every workspace of the person, since that is what a
 budget counts.
 
 A large store costs no more memory than a few notes when asked to stream
-(``collect(..., stream=True)``, what the CLI does): the catalog is read a page
-at a time, MEMORY.md in chunks (only the lines a block can show are kept), and
-the per-note rows are :class:`Rows`, computed again from the catalog each time
-they are iterated; :func:`json_chunks` writes them out as they come.
+(``collect(..., stream=True)``, what the CLI does), and no pass over its notes
+beyond what is asked: counts by type are one query of the catalog, the most
+used notes come from the ledger, the prompt block from its cache (what ``mdmem
+index`` prints); the per-note rows are :class:`Rows`, computed again from the
+catalog's listing each time they are iterated; :func:`json_chunks` writes them
+out as they come. The catalog is brought up to date first unless it may be read
+as the notes are (``Store.catalog_current``), so that 100,000 notes cost a few
+queries, not a stat pass.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import heapq
 import json
 import os
-import stat
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from mdmem._lines import MAX_LINES
 from mdmem.extract.turn import estimate_tokens
 from mdmem.store import ledger
-from mdmem.store.index import _iter_lines, _Section, merge
+from mdmem.store.index import cached_block
 
 if TYPE_CHECKING:
     from mdmem.store.store import Store
@@ -38,7 +39,6 @@ __all__ = ["Rows", "collect", "json_chunks"]
 
 _TOKEN_KEYS = (("in", "input"), ("out", "output"), ("cr", "cache_read"), ("cw", "cache_write"))
 _CHUNK = 1 << 16
-_ROOM = MAX_LINES + 1  # the candidates a block can show, as merge() keeps them
 
 
 def _iso(t: object) -> str | None:
@@ -79,25 +79,54 @@ def _row(level: str, name: str, entry: Mapping[str, Any]) -> dict[str, object]:
     return row
 
 
+def _uses(entry: Mapping[str, Any]) -> int:
+    return int(entry.get("inject", 0)) + int(entry.get("read", 0))
+
+
 def _last_use(entry: Mapping[str, Any]) -> float:
     return max(float(entry.get("last_inject", 0)), float(entry.get("last_read", 0)))
 
 
-def _walk(
-    store: Store, recorded: Mapping[str, Mapping[str, Any]], *, settle: bool
-) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    """(name, type, its ledger entry) of every note, from the catalog a page at a time."""
-    for entry in store.iter_entries(settle=settle):  # counting types parses no note
-        yield entry.filename, entry.type, recorded.get(entry.filename) or {}
+def _current(store: Store, progress: Callable[[int, int], None] | None = None) -> bool:
+    """Whether the store has notes to read; its catalog is first brought up to date (a stat
+    pass) unless it may be read as the notes are (:meth:`Store.catalog_current`: settled
+    less than ten minutes ago, every change since in its log; a note edited in place
+    meanwhile shows once a read checks it, as in the prompt block)."""
+    if store.unavailable is not None or not os.path.isdir(store.path):
+        return False
+    if store.catalog_current() is None:
+        for _ in store.iter_entries(limit=1, progress=progress):
+            pass
+    return True
+
+
+def _names(store: Store) -> Iterator[tuple[str, str | None]]:
+    """(name, ``updated``) of every valid note, from the catalog a row at a time."""
+    from mdmem.store import catalog
+
+    if store.unavailable is not None or not os.path.isdir(store.path):
+        return
+    for name, updated, _ in catalog.iter_listing(store.state):
+        yield name, updated
 
 
 def _usage_rows(
-    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], per_note: bool, settle: bool
+    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], per_note: bool
 ) -> Iterator[dict[str, object]]:
     for store, recorded in stores:
-        for name, _, entry in _walk(store, recorded, settle=settle):
-            if per_note or entry:  # never used: only its name counts, among the unused
-                yield _row(store.level.value, name, entry)
+        if not per_note:  # the notes with recorded use: the ledger's, still in the store
+            from mdmem.store import catalog
+
+            live = catalog.present(store.state, list(recorded)) if _has(store) else set()
+            for name in sorted(live):
+                yield _row(store.level.value, name, recorded[name])
+            continue
+        for name, _ in _names(store):
+            yield _row(store.level.value, name, recorded.get(name) or {})
+
+
+def _has(store: Store) -> bool:
+    return store.unavailable is None and os.path.isdir(store.path)
 
 
 def _written(store: Store, name: str, updated: str | None) -> float:
@@ -115,81 +144,14 @@ def _written(store: Store, name: str, updated: str | None) -> float:
 
 
 def _unused_rows(
-    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float, settle: bool
+    stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float
 ) -> Iterator[dict[str, object]]:
     for store, recorded in stores:
-        for note in store.iter_entries(settle=settle):
-            entry = recorded.get(note.filename) or {}
+        for name, updated in _names(store):
+            entry = recorded.get(name) or {}
             # Unused *for that long*: a note written within the window has not had the time.
-            if _last_use(entry) < since and _written(store, note.filename, note.updated) < since:
-                yield {"level": store.level.value, "filename": note.filename}
-
-
-def _index_lines(store: Store) -> tuple[str, int | None]:
-    """MEMORY.md as :func:`merge` needs it, read in chunks: the whole text when it is short,
-    else its best ranked lines (in MEMORY.md's order) and how many lines it has.
-
-    The store must be settled (the catalog pass before does it); otherwise, or
-    when the file is not a plain UTF-8 file, :meth:`Store.load_index` decides.
-    """
-    from mdmem.store import catalog
-    from mdmem.store.paths import INDEX_NAME, MAX_INDEX_BYTES
-
-    if store.unavailable is not None or not os.path.isdir(store.path):
-        return "", None
-    fp = catalog.read_fingerprint(store.path)
-    if fp is None or catalog.Scan(store.path).fingerprint() != fp.full:
-        return store.load_index(), None
-    section = _Section("", {}, _ROOM)
-    try:
-        fd = os.open(
-            os.path.join(store.path, INDEX_NAME), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-        )
-    except OSError:
-        return store.load_index(), None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_INDEX_BYTES:
-            return store.load_index(), None
-        for piece in split_lines(_read_chunks(fd)):
-            for line in _iter_lines(piece):
-                section.add(line)
-    except (OSError, UnicodeDecodeError):
-        return store.load_index(), None
-    finally:
-        os.close(fd)
-    if section.count <= len(section.first):
-        return "\n".join(section.first), None
-    return "\n".join(line for _, line in sorted(section.best())), section.count
-
-
-def _read_chunks(fd: int) -> Iterator[str]:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    while chunk := os.read(fd, _CHUNK):
-        yield decoder.decode(chunk)
-    yield decoder.decode(b"", final=True)
-
-
-def split_lines(chunks: Iterable[str]) -> Iterator[str]:
-    """The ``\\n``-separated pieces of the text made of ``chunks``, one at a time.
-
-    Equal to ``"".join(chunks).split("\\n")`` (a final empty piece included).
-    """
-    rest = ""
-    for chunk in chunks:
-        if "\n" not in chunk:
-            rest += chunk
-            continue
-        pieces = (rest + chunk).split("\n")
-        rest = pieces.pop()
-        yield from pieces
-    yield rest
-
-
-def _block(project: Store, user: Store) -> str:
-    """:func:`merge` of both stores' MEMORY.md (no dates), never holding either whole."""
-    (p_text, p_total), (u_text, u_total) = _index_lines(project), _index_lines(user)
-    return merge(p_text, u_text, totals=(p_total, u_total))
+            if _last_use(entry) < since and _written(store, name, updated) < since:
+                yield {"level": store.level.value, "filename": name}
 
 
 def collect(
@@ -204,13 +166,16 @@ def collect(
     now: float | None = None,
     per_note: bool = True,
     stream: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, object]:
     """The figures of ``mdmem stats`` as one JSON-ready dict (see docs/reference/api.md).
 
     With ``per_note=False``, ``usage`` lists only the notes with recorded use
     (what the text form needs): a large store's never-used notes cost no row.
     With ``stream=True``, ``usage`` and ``unused.notes`` are :class:`Rows`
-    (iterated, not held; dump with :func:`json_chunks`).
+    (iterated, not held; dump with :func:`json_chunks`). ``progress(done,
+    total)`` is called while a store's catalog is brought up to date (a stat
+    pass over its notes), when it must be.
     """
     now = time.time() if now is None else now
     since = now - unused_days * 86_400
@@ -218,27 +183,31 @@ def collect(
     stores = [(s, _recorded(s)) for s in (project, user)]
 
     def used() -> Iterator[tuple[tuple[int, str], dict[str, object]]]:
-        # One pass per store: counts by type, and the used notes for the most used.
+        # Counts by type from the catalog; the used notes from the ledger (those still
+        # in the store): no pass over every note.
+        from mdmem.store import catalog
+
         for store, recorded in stores:
-            types: Counter[str] = Counter()
-            total = 0
-            for name, kind, entry in _walk(store, recorded, settle=True):
-                total += 1
-                types[kind] += 1
-                uses = int(entry.get("inject", 0)) + int(entry.get("read", 0))
-                if uses > 0:
-                    yield (-uses, name), _row(store.level.value, name, entry)
+            types: dict[str, int] = {}
+            live: set[str] = set()
+            if _current(store, progress):
+                types = catalog.type_counts(store.state)
+                live = catalog.present(store.state, [n for n, e in recorded.items() if _uses(e)])
+            for name in sorted(live):
+                entry = recorded[name]
+                yield (-_uses(entry), name), _row(store.level.value, name, entry)
+            total = sum(types.values())
             notes[store.level.value] = {"total": total, "by_type": dict(sorted(types.items()))}
 
     # As sorted(...)[:top] (stable), holding only ``top`` rows.
     most = [row for _, row in heapq.nsmallest(max(top, 0), used(), key=lambda p: p[0])]
     if top <= 0:
         deque(used(), maxlen=0)
-    usage: Iterable[dict[str, object]] = Rows(lambda: _usage_rows(stores, per_note, False))
-    unused: Iterable[dict[str, object]] = Rows(lambda: _unused_rows(stores, since, False))
+    usage: Iterable[dict[str, object]] = Rows(lambda: _usage_rows(stores, per_note))
+    unused: Iterable[dict[str, object]] = Rows(lambda: _unused_rows(stores, since))
     if not stream:
         usage, unused = list(usage), list(unused)
-    block = _block(project, user)
+    block = cached_block(project, user)  # the block `mdmem index` prints, through its cache
 
     spent = ledger.load(user.path)
     per_day = spent["days"]

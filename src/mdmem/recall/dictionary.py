@@ -29,6 +29,7 @@ hand-made glossary of :mod:`mdmem.recall.glossary` is used instead. Measured in 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sqlite3
@@ -66,14 +67,23 @@ GLOSS_TERMS = 6
 PER_TERM = 12
 # Changing the rules above or below: bump mdmem.store.cedict.SCHEMA (the file's name).
 _LONGEST = 4
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_LINE = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
+_HAN_RANGES = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+_LINE_SHAPE = r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$"
 # Parts of a gloss that are not a translation: notes in brackets, measure words, references.
-_NOISE = re.compile(
+_NOISE_SHAPE = (
     r"\([^)]*\)|\[[^\]]*\]|CL:.*|variant of.*|see also.*|used in.*|abbr\. for.*"
     r"|old variant.*|surname \w+"
 )
-_ARTICLE = re.compile(r"^(?:to|a|an|the) ")
+_ARTICLE_SHAPE = r"^(?:to|a|an|the) "
+
+
+@functools.cache
+def _pattern(shape: str) -> re.Pattern[str]:
+    """``shape`` compiled on first use: this module is on the per-prompt hook's path, which
+    without the extra needs none of them (a class of CJK ranges costs ~1 ms to compile)."""
+    return re.compile(shape)
+
+
 _OPEN: dict[str, sqlite3.Connection] = {}
 
 
@@ -84,7 +94,8 @@ def available() -> bool:
 
 
 def _cleaned(gloss: str) -> str:
-    return _ARTICLE.sub("", _NOISE.sub(" ", gloss).strip()).strip()
+    noise, article = _pattern(_NOISE_SHAPE), _pattern(_ARTICLE_SHAPE)
+    return article.sub("", noise.sub(" ", gloss).strip()).strip()
 
 
 def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -105,11 +116,11 @@ def _entries(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         for line in f:
             if line.startswith("#"):
                 continue
-            match = _LINE.match(line)
+            match = _pattern(_LINE_SHAPE).match(line)
             if match is None:
                 continue
             word = match.group(2)
-            if not 2 <= len(word) <= _LONGEST or not _HAN.fullmatch(word):
+            if not 2 <= len(word) <= _LONGEST or not _pattern(_HAN_RANGES).fullmatch(word):
                 continue
             glosses = [_cleaned(g) for g in match.group(3).split("/")]
             glosses = [g for g in glosses if g and len(g.split()) <= GLOSS_WORDS]
@@ -276,11 +287,11 @@ def lookup(query: str, query_terms: list[str]) -> dict[str, list[str]] | None:
         return None
     words = {
         run[i : i + n]
-        for run in _HAN.findall(query)
+        for run in _pattern(_HAN_RANGES).findall(query)
         for n in range(2, _LONGEST + 1)
         for i in range(len(run) - n + 1)
     }
-    english = sorted({t for t in query_terms if not _HAN.search(t)})
+    english = sorted({t for t in query_terms if not _pattern(_HAN_RANGES).search(t)})
     out: dict[str, list[str]] = {}
     try:
         if english:
@@ -308,7 +319,7 @@ def han_words(text: str) -> list[str]:
         r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+",
         text,
     ):
-        if not _HAN.fullmatch(chunk) or db is None:
+        if not _pattern(_HAN_RANGES).fullmatch(chunk) or db is None:
             out.append(chunk)
             continue
         i = 0

@@ -1,11 +1,13 @@
 """Embedding a store's notes for semantic recall: in chunks, resumable, one process at a time.
 
 A query that finds at most :data:`INLINE` notes without a vector, in a store
-whose other notes have one (a note just written, or edited), embeds them
-itself before it answers (:func:`embed_inline`): a fresh note is found by its
-meaning at the very next query. Anything more (a first build, a bulk import)
-goes to the background embedder below, so a query never waits for more than a
-few notes.
+whose other notes have one (a note just written, or edited) or, with the
+resident embedder (:mod:`mdmem.recall.resident`), in any store, embeds them
+before it answers (:func:`embed_inline`, through the resident embedder when it
+runs: milliseconds, no model load): a fresh note is found by its meaning at
+the very next query. Anything more (a first build, a bulk import) goes to the
+background embedder below, which loads the model itself at low priority, so a
+query never waits for more than a few notes.
 
 Beyond those few, a query never embeds notes (see :mod:`mdmem.recall.semantic`).
 When it finds more notes without a vector it calls :func:`request`, which starts this module as a
@@ -34,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING
 from mdmem import _spawn
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Callable, Iterator
 
     from mdmem.recall import semantic
@@ -176,7 +178,9 @@ def embed(
                     rows = [r for r in rows if name_of.get(r.sha) == r.name]
                     if rows:
                         texts = [semantic.note_text(r.title, r.summary, r.body) for r in rows]
-                        encoded = semantic.encode(texts)
+                        # A bulk build loads the model here, at this process's priority
+                        # (low in the background), not through the resident embedder.
+                        encoded = semantic.encode(texts, resident=False)
                         vectors.put(
                             (r.sha, v.tobytes()) for r, v in zip(rows, encoded, strict=True)
                         )
@@ -227,10 +231,11 @@ def embed_inline(index: Index, most: int = INLINE) -> bool:
                 return False
             rows = [r for r in index.rows(sorted(name_of.values())) if name_of.get(r.sha) == r.name]
             if rows:
-                encoded = semantic.encode(
+                # Through the resident embedder, as bytes: no model, nor numpy, loaded here.
+                encoded = semantic.encode_blobs(
                     [semantic.note_text(r.title, r.summary, r.body) for r in rows]
                 )
-                vectors.put((r.sha, v.tobytes()) for r, v in zip(rows, encoded, strict=True))
+                vectors.put((r.sha, blob) for r, blob in zip(rows, encoded, strict=True))
         return True
     except (OSError, sqlite3.Error):
         return False  # the query answers with what exists; the background embedder may follow
@@ -313,6 +318,9 @@ def reap() -> int:
     embedder does not stay a zombie until the next :func:`request`.
     """
     _reap()
+    from mdmem.recall import resident
+
+    resident.reap()  # the resident embedder this process started, once it has stopped
     return len(_CHILDREN)
 
 

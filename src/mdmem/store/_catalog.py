@@ -90,11 +90,13 @@ __all__ = [
     "listing",
     "load",
     "open_regular",
+    "present",
     "ranked_lines",
     "read_fingerprint",
     "read_head",
     "stat_of",
     "store_key",
+    "type_counts",
     "updated_times",
     "write_fingerprint",
 ]
@@ -111,12 +113,14 @@ CREATE TABLE IF NOT EXISTS notes (
     mtime INTEGER, size INTEGER, ino INTEGER, ctime INTEGER,
     at INTEGER NOT NULL DEFAULT 0,
     sha TEXT, line TEXT, type TEXT, title TEXT, summary TEXT, updated TEXT, error TEXT,
-    extra TEXT
+    nums TEXT, extra TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS notes_folded ON notes (folded);
 -- The rows of notes with supersedes/expires: every write reads them (marks), never all rows.
 CREATE INDEX IF NOT EXISTS notes_marked ON notes (name) WHERE extra IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+-- Counts by type (mdmem stats) from a small index, not a pass over every row.
+CREATE INDEX IF NOT EXISTS notes_type ON notes (type) WHERE line IS NOT NULL;
 -- The prompt block's order (ranked_lines): its first lines without sorting every row.
 CREATE INDEX IF NOT EXISTS notes_rank ON notes (
     CASE type WHEN 'correction_feedback' THEN 0 WHEN 'user_preference' THEN 0
@@ -178,8 +182,15 @@ def check(root: str) -> str | None:
         return None
     from pathlib import Path
 
+    # Without a WAL the file is the whole catalog: opened immutable, SQLite creates no
+    # -wal or -shm file (a look changes nothing). With one, a reader shares its -shm.
+    live = os.path.exists(path + "-wal")
+    if not live and (short := _cut_short(path)) is not None:
+        return short
     try:
-        con = sqlite3.connect(Path(path).as_uri() + "?mode=ro", uri=True, timeout=1)
+        con = sqlite3.connect(
+            Path(path).as_uri() + ("?mode=ro" if live else "?immutable=1"), uri=True, timeout=1
+        )
     except sqlite3.Error as exc:
         return str(exc)
     try:
@@ -189,6 +200,31 @@ def check(root: str) -> str | None:
     finally:
         con.close()
     return None if rows == [("ok",)] else str(rows[0][0])
+
+
+def _cut_short(path: str) -> str | None:
+    """Why a catalog file without a WAL is shorter than its header says (None: it is not).
+
+    Opened immutable, SQLite takes the file's size as it finds it; a file cut short
+    can then pass ``quick_check``, which a normal open would have refused.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not head:
+        return None  # SQLite takes an empty file for an empty database
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
+        return "file is not a database"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65_536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    # The header's page count is valid while its two change counters agree.
+    if pages and head[24:28] == head[92:96] and pages * page > size:
+        return f"the file is cut short ({size} bytes of {pages * page})"
+    return None
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -212,7 +248,7 @@ def is_busy(exc: BaseException) -> bool:
 
 _PUT = (
     f"INSERT OR REPLACE INTO notes (folded, {_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -605,7 +641,7 @@ class Catalog:
 
             for name, entry in items:
                 title = entry.title if entry.line is not None else None
-                _dedupe_keys.put(self._open(), name, title)
+                _dedupe_keys.put(self._open(), name, title, entry.nums)
 
     def marked(self) -> dict[str, CatalogRow]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
@@ -717,8 +753,11 @@ class Catalog:
             self._keys = _dedupe_keys.is_built(self._open())
         return self._keys
 
-    def near(self, title: str, timeout: float) -> list[tuple[str, str, str]] | None:
-        """(name, title, summary) of the valid notes whose title may be near ``title``.
+    def near(
+        self, title: str, timeout: float, numbers: str | None = None
+    ) -> list[tuple[str, str, str]] | None:
+        """(name, title, summary) of the valid notes of number key ``numbers`` (None: any)
+        whose title may be near ``title``.
 
         Builds the keys first if they are not there (once; later writes keep
         them); None when they cannot be built now (another process holds the
@@ -737,7 +776,7 @@ class Catalog:
             except BaseException:
                 self.rollback()
                 raise
-        return _dedupe_keys.near(con, title)
+        return _dedupe_keys.near(con, title, numbers)
 
     def set_meta(self, key: str, value: str | None) -> None:
         con = self._open()
@@ -909,6 +948,37 @@ def iter_listing(root: str | StateDir) -> Iterator[tuple[str, str | None, str]]:
     except Exception as exc:
         if is_damage(exc):
             return
+        raise
+    finally:
+        cat.close()
+
+
+def type_counts(root: str | StateDir) -> dict[str, int]:
+    """How many valid notes (those with an index line) there are of each type: one query."""
+    cat = _reader(root)
+    try:
+        rows = cat._open().execute(
+            "SELECT type, COUNT(*) FROM notes WHERE line IS NOT NULL GROUP BY type"
+        )
+        return {str(kind): int(n) for kind, n in rows}
+    except Exception as exc:
+        if is_damage(exc):
+            return {}
+        raise
+    finally:
+        cat.close()
+
+
+def present(root: str | StateDir, names: Collection[str]) -> set[str]:
+    """Which of ``names`` are valid notes (an indexed look-up each, not a pass)."""
+    if not names:
+        return set()
+    cat = _reader(root)
+    try:
+        return cat.present(names)
+    except Exception as exc:
+        if is_damage(exc):
+            return set()
         raise
     finally:
         cat.close()

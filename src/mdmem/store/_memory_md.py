@@ -226,14 +226,14 @@ def finish(
         and not done.fresh
         and index_stat is not None
     ):
-        fingerprint = _settled_after_rewrite(root, private, cat, scan, draft, index_stat)
+        fingerprint = _settled_after_rewrite(state, private, cat, scan, draft, index_stat)
     _log_pass(root, cat, scan, done, draft, index_stat, fingerprint)
     cat.commit()
     _catalog.write_fingerprint(state, fingerprint, private=private)
 
 
 def _settled_after_rewrite(
-    root: str,
+    state: StateDir,
     private: bool,
     cat: _catalog.Catalog,
     scan: _catalog.Scan,
@@ -251,7 +251,7 @@ def _settled_after_rewrite(
     newest = max(draft.scan_dir[0], draft.scan_dir[3], index_stat[0], index_stat[3])
     later = 0
     for _ in range(50):  # the clock just stamped them: wait out its tick (a few ms)
-        later = _catalog.fs_now(root, private=private)
+        later = _catalog.fs_now(state, private=private)
         if later <= 0 or later > newest:
             break
         time.sleep(0.001)

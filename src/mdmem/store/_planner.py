@@ -19,6 +19,7 @@ from mdmem.store.dedupe import (
     candidate,
     find_duplicate,
     near_among,
+    number_key,
 )
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, render
 from mdmem.store.operations import VALID, Create, Delete, Operation, Update, format_op, validate
@@ -82,6 +83,7 @@ class Planner:
             redact = default_redact
         self._redact = _remembering(redact)
         self._notes: dict[str, Note] = {}
+        self._keys: dict[str, tuple[Note, str]] = {}  # a batch note's number key
         # Names this batch wrote, case-folded, because a name that differs only in
         # case is the same file on macOS and Windows, where teammates check the
         # store out. Others are asked of the store one by one: listing a large
@@ -241,12 +243,13 @@ class Planner:
             out["expires"] = expires
         return out
 
-    def _near(self, title: str) -> list[Candidate]:
-        """The notes whose title is close to ``title``: the store's, as the catalog recorded
-        them (without a stat pass: a candidate is read from its file before it counts), and
-        this batch's own writes."""
+    def _near(self, title: str, numbers: str) -> list[Candidate]:
+        """The notes whose title is close to ``title`` and that name ``numbers``
+        (``dedupe.number_key``: a duplicate names what the note names): the store's, as the
+        catalog recorded them (without a stat pass: a candidate is read from its file before
+        it counts), and this batch's own writes."""
         ask = getattr(self.store, "_near_titles", None)
-        rows = ask(title) if callable(ask) else None
+        rows = ask(title, numbers) if callable(ask) else None
         if rows is None:  # every entry, as before the catalog kept dedupe keys
             if self._known is None:
                 entries = getattr(self.store, "iter_entries", None)
@@ -261,8 +264,20 @@ class Planner:
         # Index.near makes it. A note this batch wrote is taken as written, not as the
         # catalog still has it.
         found = [candidate(name, t, s) for name, t, s in rows if name not in self._notes]
-        found += [candidate(n.filename, n.title, n.summary) for n in self._notes.values()]
+        found += [
+            candidate(n.filename, n.title, n.summary)
+            for n in self._notes.values()
+            if self._numbers_of(n) == numbers
+        ]
         return near_among(title, found)
+
+    def _numbers_of(self, note: Note) -> str:
+        """A note of this batch's number key (``dedupe.number_key``), worked out once."""
+        key = self._keys.get(note.filename)
+        if key is None or key[0] is not note:
+            key = (note, number_key(note.title, note.summary, note.body))
+            self._keys[note.filename] = key
+        return key[1]
 
     def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
@@ -274,7 +289,9 @@ class Planner:
                 return None
             return note.title, note.summary, note.body
 
-        near = [c for c in self._near(title) if self._exists(c.filename)]
+        # Whether each candidate still exists is asked by ``read`` (None when it is gone, or
+        # deleted by this batch), for the few the cheap tests leave: not an lstat each.
+        near = self._near(title, number_key(title, summary, body))
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:

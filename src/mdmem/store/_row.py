@@ -19,7 +19,8 @@ __all__ = ["COLUMNS", "CatalogRow", "from_columns", "to_columns"]
 
 #: The columns of a row, as read (``name`` first), in :func:`from_columns`' order.
 COLUMNS = (
-    "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, extra"
+    "name, mtime, size, ino, ctime, at, sha, line, type, title, summary, updated, error, extra,"
+    " nums"
 )
 
 
@@ -37,6 +38,7 @@ class CatalogRow(
         "tuple[str, ...]",
         "str | None",
         "float | None",
+        "str | None",
     ]
 ):
     """A note's row in the catalog: immutable, compared by value.
@@ -47,7 +49,8 @@ class CatalogRow(
     ``line``: its MEMORY.md line (None: not a valid note, then ``error`` says
     why); ``type``, ``title``, ``summary``, ``updated``: its fields; and what
     hides it from the block: the notes it ``supersedes``, when it ``expires``
-    (and ``expires_ts``, that moment in epoch seconds).
+    (and ``expires_ts``, that moment in epoch seconds); ``nums``: the numbers it
+    names (``dedupe.number_key``), which group its dedupe keys.
 
     A NamedTuple written out: ``typing`` costs ~6 ms to import on the
     ``mdmem index`` path, and a tuple is built per row at the cost of one.
@@ -69,9 +72,10 @@ class CatalogRow(
         supersedes: tuple[str, ...] = (),
         expires: str | None = None,
         expires_ts: float | None = None,
+        nums: str | None = None,
     ) -> CatalogRow:
         fields = (st, at, sha, line, type, title, summary, updated, error)
-        return tuple.__new__(cls, (*fields, supersedes, expires, expires_ts))
+        return tuple.__new__(cls, (*fields, supersedes, expires, expires_ts, nums))
 
     @property
     def st(self) -> Stat | None:
@@ -121,6 +125,10 @@ class CatalogRow(
     def expires_ts(self) -> float | None:
         return self[11]
 
+    @property
+    def nums(self) -> str | None:
+        return self[12]
+
     def stamped(self, at: int) -> CatalogRow:
         """This row, read at ``at``."""
         return tuple.__new__(CatalogRow, (self[0], at, *self[2:]))
@@ -136,7 +144,7 @@ class CatalogRow(
 
 _ROW_FIELDS = (
     *("st", "at", "sha", "line", "type", "title", "summary", "updated", "error"),
-    *("supersedes", "expires", "expires_ts"),
+    *("supersedes", "expires", "expires_ts", "nums"),
 )
 
 
@@ -157,7 +165,7 @@ def from_columns(row: tuple[Any, ...]) -> CatalogRow:
             expires = marks["expires"]
         if isinstance(marks.get("expires_ts"), (int, float)):
             expires_ts = float(marks["expires_ts"])
-    return tuple.__new__(CatalogRow, (st, *row[5:13], supersedes, expires, expires_ts))
+    return tuple.__new__(CatalogRow, (st, *row[5:13], supersedes, expires, expires_ts, row[14]))
 
 
 def to_columns(name: str, row: CatalogRow) -> tuple[object, ...]:
@@ -181,4 +189,5 @@ def to_columns(name: str, row: CatalogRow) -> tuple[object, ...]:
         row.at,
         *row[2:9],
         extra,
+        row.nums,
     )

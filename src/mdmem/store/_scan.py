@@ -58,7 +58,9 @@ __all__ = [
     "write_fingerprint",
 ]
 
-_VERSION = 7  # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes
+# 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes;
+# 8: each note's number key (``nums``), the dedupe keys grouped by it; 9: notes_type
+_VERSION = 9
 #: The most note names the fingerprint lists for the block's quick check.
 HEAD_NAMES = 2_000
 

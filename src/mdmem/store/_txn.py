@@ -69,14 +69,21 @@ def _hash_of(path: str) -> str | None:
         return "?"  # something that is no note of ours: never equal to a hash, never replaced
 
 
-def _write(root: str, name: str, data: bytes, private: bool, *, create: bool = False) -> bool:
+#: Past this many notes, a journaled batch makes its notes durable together (one sync)
+#: instead of one fsync each: an import of 10,000 notes was half fsyncs.
+TOGETHER = 16
+
+
+def _write(
+    root: str, name: str, data: bytes, private: bool, *, create: bool = False, durable: bool = True
+) -> bool:
     """Write one note; a ``create`` is exclusive: False when it found the name taken."""
     path = os.path.join(root, name)
     if not create:
-        files.atomic_write(path, data, private=private)
+        files.atomic_write(path, data, private=private, durable=durable)
         return True
     try:
-        files.create_new(path, data, private=private)
+        files.create_new(path, data, private=private, durable=durable)
     except FileExistsError:
         return False
     return True
@@ -163,9 +170,13 @@ def commit(where: str | StateDir, plan: Plan, *, private: bool, source: str = "a
         # power cut, a batch half on disk is finished from it, not left half done.
         files.fsync_dir(state.path)
     lost: list[str] = []
+    # Many notes: written without an fsync each, then made durable together before the
+    # journal goes. Until then the journal (durable, every note's bytes in it) is what a
+    # power cut leaves, and the next write finishes the batch from it.
+    together = journaled and len(plan.writes) > TOGETHER
     for name, data in list(plan.writes.items()):
         create = name in plan.before and plan.before[name] is None
-        if _write(root, name, data, private, create=create):
+        if _write(root, name, data, private, create=create, durable=not together):
             continue
         other = _create_elsewhere(root, name, data, private) if name in plan.renamable else None
         if other is None:
@@ -185,6 +196,8 @@ def commit(where: str | StateDir, plan: Plan, *, private: bool, source: str = "a
     if plan.deletes:
         # A deleted note must be in the trash before it is durably gone from the store.
         files.fsync_dir(state.trash)
+    if together:
+        files.sync_all([os.path.join(root, name) for name in plan.writes])
     # One fsync of the directory makes every rename of the batch durable.
     files.fsync_dir(root)
     if journaled:

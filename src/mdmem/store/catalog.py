@@ -19,10 +19,13 @@ from mdmem.store._catalog import (
     check,
     content_hash,
     fs_now,
+    iter_listing,
     key_of,
     load,
+    present,
     read_fingerprint,
     store_key,
+    type_counts,
 )
 
 __all__ = [
@@ -33,11 +36,14 @@ __all__ = [
     "check",
     "content_hash",
     "fs_now",
+    "iter_listing",
     "key_of",
     "load",
+    "present",
     "read_fingerprint",
     "reset",
     "store_key",
+    "type_counts",
 ]
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "find_duplicate",
     "near_among",
     "normalise",
+    "number_key",
     "similarity",
 ]
 
@@ -55,6 +56,21 @@ _NUMBERS = re.compile(r"\w*\d[\w.]*\w|\d")
 
 def _numbers(text: str) -> frozenset[str]:
     return frozenset(_NUMBERS.findall(unicodedata.normalize("NFKC", text).casefold()))
+
+
+def number_key(title: str, summary: str, body: str) -> str:
+    """The numbers and versions a note names, as one key its duplicates share.
+
+    The numbers found in the note's normal form, sorted, space-separated (``""``:
+    none). An exact duplicate has the same normal form, so the same key; a
+    near-duplicate must name the same numbers as the note it repeats
+    (:func:`find_duplicate` compares ``_numbers`` of both texts), and the key is
+    a function of those (each number's normal form, whatever surrounds it: a
+    property test holds it). So a create needs comparing only with the notes of
+    its key: "Note number 7" is never compared with "Note number 8", nor
+    "Migration 0042" with "Migration 0043", however alike their words.
+    """
+    return " ".join(sorted(set(_NUMBERS.findall(normalise(note_text(title, summary, body))))))
 
 
 def normalise(text: str) -> str:

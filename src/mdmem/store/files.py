@@ -38,6 +38,7 @@ __all__ = [
     "fsync_dir",
     "read_bytes",
     "read_text",
+    "sync_all",
 ]
 
 TMP_SUFFIX = ".tmp"
@@ -358,6 +359,21 @@ def _swap_in(tmp: str, path: str, *, load: bool = True) -> None:
             if err in _NO_EXCHANGE:
                 _EXCHANGE[0] = None
     os.replace(tmp, path)
+
+
+def sync_all(paths: list[str]) -> None:
+    """Make the data of every file of ``paths`` durable: one ``sync()`` where the system has
+    it (it returns once everything written is on disk), else an ``fsync`` each."""
+    if hasattr(os, "sync"):
+        os.sync()
+        return
+    for path in paths:  # pragma: no cover - systems without sync(2)
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def create_new(path: str, data: bytes, *, private: bool = False, durable: bool = True) -> None:

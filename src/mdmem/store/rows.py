@@ -61,6 +61,7 @@ def note_row(
     has its version before recorded in history first. ``root`` is the store's
     state (``store.state``) or its root.
     """
+    from mdmem.store.dedupe import number_key
     from mdmem.store.note import format_time, index_line, parse
 
     path = os.path.join(root.root if isinstance(root, StateDir) else root, name)
@@ -100,6 +101,7 @@ def note_row(
         supersedes=supersedes,
         expires=expires,
         expires_ts=expires_ts,
+        nums=number_key(note.title, note.summary, note.body),  # its dedupe group
     )
 
 

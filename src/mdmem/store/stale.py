@@ -328,6 +328,23 @@ def _merged(
         yield name, sha, row if row is not None and sha and row[1] == sha else None
 
 
+def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str]) -> bool:
+    """Whether the cached rows at ``path`` are exactly the notes' (the same names, each with
+    its note's content hash); the symbols they name are added to ``named`` meanwhile."""
+    from mdmem.store import _catalog
+
+    if not os.path.exists(path):
+        return False
+    old = _read_rows(path, key, workspace)
+    prev = next(old, None)
+    for name, _updated, sha in _catalog.iter_listing(root):
+        if prev is None or prev[0] != name or not sha or prev[1][1] != sha:
+            return False  # a note new, changed or gone since, or rows of another tree
+        named.update(_strings(prev[1][4]))
+        prev = next(old, None)
+    return prev is None  # a row left over is a note gone since
+
+
 def _oldest(root: str) -> float:
     """The oldest ``updated`` among the notes (a timestamp), 0 without any."""
     from mdmem.store import _catalog
@@ -415,15 +432,21 @@ def check(
             yield json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n"
 
     rows_path = os.path.join(state, ROWS)
-    with contextlib.suppress(OSError):
-        store.state.ensure()
     kept: Iterable[tuple[str, list[object]]]
-    try:
-        files.atomic_write(rows_path, rows(), private=True, durable=False)
+    if use_cache and _unchanged(store.path, rows_path, key, workspace, named):
+        # Every row is the note's as cached: nothing to write (a look, as `mdmem doctor`
+        # takes, leaves the state folder as it found it).
         kept = _read_rows(rows_path, key, workspace)
-    except OSError:  # no state folder to write in: checked again, in memory
+    else:
         named.clear()
-        kept = [(r[0], r) for r in (json.loads(b) for b in list(rows())[1:])]
+        with contextlib.suppress(OSError):
+            store.state.ensure()
+        try:
+            files.atomic_write(rows_path, rows(), private=True, durable=False)
+            kept = _read_rows(rows_path, key, workspace)
+        except OSError:  # no state folder to write in: checked again, in memory
+            named.clear()
+            kept = [(r[0], r) for r in (json.loads(b) for b in list(rows())[1:])]
     known: dict[str, bool] = {}  # symbol -> gone, for this tree state and this "then"
     then_data = cache.get("then") if use_cache else None
     then_cache: dict[str, object] = then_data if isinstance(then_data, dict) else {}

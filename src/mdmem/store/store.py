@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from mdmem.store.operations import Operation, ValidOperation
     from mdmem.store.results import ApplyResult, Hit, Problem, ReindexReport, TrashItem
 
+    Progress = Callable[[int, int], None] | None
+    Near = tuple[str, str, str]  # a dedupe candidate: name, title, summary
+
 __all__ = ["MAX_NOTE_BYTES", "Store", "prepare_writes"]
 
 
@@ -209,22 +212,22 @@ class Store:
         return list(self.iter_entries())
 
     def iter_entries(
-        self, offset: int = 0, limit: int | None = None, *, settle: bool = True
+        self,
+        offset: int = 0,
+        limit: int | None = None,
+        *,
+        settle: bool = True,
+        progress: Progress = None,
     ) -> Iterator[IndexEntry]:
         """The index entries sorted by file name, from ``offset``, at most ``limit``: streamed.
 
-        The catalog is brought up to date first (a stat pass); then entries
-        are read from it a page at a time, never all at once. With
-        ``settle=False`` the stat pass is skipped and the entries are as the
-        catalog last recorded them: for a caller that checks each one it uses
-        against the file anyway (dedupe inside a write).
-        """
-
+        A stat pass brings the catalog up to date (``progress(done, total)``), then it is read
+        a page at a time; ``settle=False`` skips the pass (entries as last recorded: dedupe)."""
         if self.unavailable is not None or not os.path.isdir(self._root):
             return
         rows = None
         with self._engine.guard:
-            overlay = self._engine.settle(keep=True) if settle else False
+            overlay = self._engine.settle(keep=True, progress=progress) if settle else False
             hidden = superseded(self._engine.cat())
             if overlay:  # not saved (another process is writing): read it before letting go
                 rows = list(self._engine.cat().rows(offset=offset, limit=limit))
@@ -294,9 +297,9 @@ class Store:
                 self._engine.cat().rollback()
         return keys
 
-    def _near_titles(self, title: str) -> list[tuple[str, str, str]] | None:
+    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
         """Dedupe's candidates (see ``Coherence.near``): the planner asks for them."""
-        return self._engine.near(title)
+        return self._engine.near(title, numbers)
 
     def entry_versions(self, *, scan: _catalog.Scan | None = None) -> dict[str, str]:
         """Every note's content hash by file name, from the catalog brought up to date.

@@ -131,10 +131,17 @@ class Coherence:
 
     # -- bringing the catalog up to date -------------------------------------------------
 
-    def settle(self, *, keep: bool, scan: _catalog.Scan | None = None) -> bool:
+    def settle(
+        self,
+        *,
+        keep: bool,
+        scan: _catalog.Scan | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> bool:
         """Bring the catalog up to date (nothing to do on a settled store); True: an overlay.
 
-        ``scan``: a listing the caller just took, used instead of taking another.
+        ``scan``: a listing the caller just took, used instead of taking another;
+        ``progress(done, total)`` as the pass goes through the notes.
         """
         scan = scan if scan is not None else _catalog.Scan(self.root)
         fp = _catalog.read_fingerprint(self.state)
@@ -147,7 +154,7 @@ class Coherence:
                 recorded = None
             if recorded is not None and recorded.same_stat(fp.index):
                 return False
-        return self.sync(scan, keep=keep)[1]
+        return self.sync(scan, keep=keep, progress=progress)[1]
 
     def settle_unless_current(self, max_age: float) -> bool:
         """:meth:`settle`, unless this object's own stat pass found the store settled less
@@ -590,17 +597,18 @@ class Coherence:
                 self._listing = (here, {n.casefold() for n in os.listdir(self.root)})
             return folded in self._listing[1]
 
-    def near(self, title: str) -> list[tuple[str, str, str]] | None:
-        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, whose
-        title may be near ``title``, as the catalog last recorded them (no stat pass).
-        None when the catalog cannot say; then every entry is read."""
+    def near(self, title: str, numbers: str | None = None) -> list[tuple[str, str, str]] | None:
+        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, that
+        name ``numbers`` (``dedupe.number_key``; None: any) and whose title may be near
+        ``title``, as the catalog last recorded them (no stat pass). None when the catalog
+        cannot say; then every entry is read."""
         if not self.here():
             return []
         with self.guard:
             try:
                 with _RollBack(self):
                     cat = self.cat()
-                    found = cat.near(title, self.lock_timeout)
+                    found = cat.near(title, self.lock_timeout, numbers)
                     if found is None:
                         return None
                     hidden = rows.superseded(cat)

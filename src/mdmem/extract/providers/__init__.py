@@ -116,7 +116,7 @@ _CHOICE_FILE = "provider.json"
 
 def _state_base() -> str:
     # The same folder as mdmem.store.paths.state_base (a floor above this one, so not
-    # imported here); tests/test_providers.py checks the two agree.
+    # imported here); tests/extract/providers/test_providers.py checks the two agree.
     env = os.environ.get("MDMEM_STATE_DIR")
     if env:
         return os.path.abspath(os.path.expanduser(env))

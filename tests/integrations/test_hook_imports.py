@@ -1,0 +1,203 @@
+"""What the per-prompt hook's process loads: only what its answer needs (a probe, not a timing).
+
+The UserPromptSubmit hook is a fresh process at every prompt, so what it imports
+and compiles is most of what it costs (benchmarks/bench_paths.py times it). On a
+settled store, in a session SessionStart began, it must not load the store class,
+the catalog, the SessionStart block's code, the ledger (there is none here) or
+anything heavy, nor compile the CJK ranges or a secret pattern for an English
+prompt; and its answer is the same as in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import PYTHON, python_env
+from mdmem import Level, Store
+from mdmem.integrations.prompt_recall import user_prompt_submit
+
+#: The mdmem modules the settled hook may load (the recall engine and what it stands on).
+ALLOWED = {
+    "mdmem",
+    "mdmem.__main__",
+    "mdmem._json",
+    "mdmem._kinds",
+    "mdmem._lines",
+    "mdmem.errors",
+    "mdmem.privacy",
+    "mdmem.cli",
+    "mdmem.cli._fastpath",
+    "mdmem.integrations",
+    "mdmem.integrations._session",
+    "mdmem.integrations.prompt_recall",
+    "mdmem.integrations.session_control",
+    "mdmem.recall",
+    "mdmem.recall.dictionary",
+    "mdmem.recall.disputes",
+    "mdmem.recall.engine",
+    "mdmem.recall.glossary",
+    "mdmem.recall.index",
+    "mdmem.recall.text",
+    "mdmem.store",
+    "mdmem.store.activity",
+    "mdmem.store.cedict",
+    "mdmem.store.files",
+    "mdmem.store.hit",
+    "mdmem.store.paths",
+    "mdmem.store.state",
+    "mdmem.store.watch",
+    "mdmem.store.workspace",
+}
+#: Never on that path: the store class and its catalog, the block's code, heavy libraries.
+NEVER = {
+    "mdmem.store.store",
+    "mdmem.store._catalog",
+    "mdmem.store.catalog",
+    "mdmem.store.note",
+    "mdmem.store.ledger",
+    "mdmem.store.index",
+    "mdmem.store.blockcache",
+    "mdmem.integrations.claude_code",
+    "mdmem.recall.semantic",
+    "mdmem.manager",
+    "typer",
+    "yaml",
+    "frontmatter",
+    "filelock",
+    "typing",
+    "hashlib",
+    "logging",
+    "dataclasses",
+    "pathlib",
+    "watchfiles",
+}
+
+_PROBE = """
+import json, runpy, sys
+sys.argv = ["mdmem", "hook", sys.argv[1]]
+try:
+    runpy.run_module("mdmem", run_name="__main__")
+except SystemExit:
+    pass
+from mdmem import privacy
+from mdmem.recall import text
+print(json.dumps({
+    "modules": sorted(m for m in sys.modules if m == "mdmem" or m.startswith("mdmem.")),
+    "never": sorted(m for m in %r if m in sys.modules),
+    "cjk_compiled": text._cjk_run.cache_info().currsize,
+    "rules_compiled": sum(r._pattern is not None for r in privacy._compiled().rules),
+}), file=sys.stderr)
+"""
+
+
+TOPICS = [
+    ("Release deploys", "Deploy the release branch with make ship after the review."),
+    ("Lint settings", "The server's lint config is ruff with line length 100."),
+    ("Queue retries", "The queue worker retries a job three times, then parks it."),
+    ("Cache lifetime", "The build cache is kept for a day and cleared nightly."),
+    ("Database migrations", "Migrations run with alembic upgrade head before the tests."),
+    ("Local services", "docker compose up brings the database and the broker."),
+]
+
+
+def _store(workspace: Path) -> Store:
+    store = Store(workspace / ".PseudoClaude" / "memory", Level.PROJECT)
+    ops = [
+        {
+            "action": "create",
+            "level": "project",
+            "type": "project_knowledge",
+            "title": title,
+            "content": content,
+        }
+        for title, content in TOPICS
+    ]
+    store.apply(ops)
+    return store
+
+
+def _run(args: str, payload: dict[str, object], env: dict[str, str]) -> tuple[str, dict]:
+    done = subprocess.run(
+        [PYTHON, "-c", _PROBE % (sorted(NEVER),), args],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return done.stdout, report
+
+
+def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
+    workspace: Path, tmp_path: Path
+) -> None:
+    _store(workspace)
+    user = tmp_path / "user"
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_USER_DIR=str(user),
+        MDMEM_SEMANTIC="off",
+        HOME=os.environ["HOME"],
+    )
+    start = {"session_id": "s-imports", "cwd": str(workspace), "source": "startup"}
+    prompt = {**start, "hook_event_name": "UserPromptSubmit"}
+    # The first session settles the store and its index; the second is measured.
+    for session in ("s-warm", "s-imports"):
+        _run("session-start", {**start, "session_id": session}, env)
+        asked = {**prompt, "session_id": session, "prompt": "how do we deploy the release branch?"}
+        out, first = _run("user-prompt-submit", asked, env)
+        assert "release" in json.loads(out)["hookSpecificOutput"]["additionalContext"].lower()
+    # SessionStart recorded what it showed in the usage ledger: the session's first prompt
+    # reads the ledger's read counts once and keeps them in the recall index.
+    assert first["never"] in ([], ["mdmem.store.ledger"])
+    asked = {
+        **prompt,
+        "session_id": "s-imports",
+        "prompt": "which lint config does the server use?",
+    }
+    out, later = _run("user-prompt-submit", asked, env)
+    assert "ruff" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    for report in (first, later):
+        assert set(report["modules"]) <= ALLOWED | {"mdmem.store.ledger"}
+        assert report["cjk_compiled"] == 0
+        assert report["rules_compiled"] == 0
+    assert later["never"] == []
+    assert set(later["modules"]) <= ALLOWED, set(later["modules"]) - ALLOWED
+
+
+def test_a_chinese_prompt_compiles_the_cjk_ranges_and_answers_as_in_process(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # The CJK ranges are compiled when a prompt needs them, and the answer is the same
+    # bytes as the in-process call gives.
+    store = _store(workspace)
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "构建缓存的配置",
+                "content": "构建缓存的配置在 config/cache.toml（ｃａｃｈｅ）。",
+            }
+        ]
+    )
+    user = tmp_path / "user"
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_USER_DIR=str(user),
+        MDMEM_SEMANTIC="off",
+        HOME=os.environ["HOME"],
+    )
+    question = "构建 缓存 的 配置 在哪里？ｃａｃｈｅ"
+    payload = {"session_id": "s-zh", "cwd": str(workspace), "prompt": question}
+    out, report = _run("user-prompt-submit", payload, env)
+    assert report["cjk_compiled"] == 1
+    assert "cache.toml" in out
+    again = user_prompt_submit({**payload, "session_id": "s-zh-2"}, str(workspace), str(user))
+    assert json.loads(out) == json.loads(again)

@@ -1,0 +1,215 @@
+"""The recall index's freshness contract: cold searches never answer from stale notes.
+
+A settled store is trusted on its key (the directory, MEMORY.md, the marks and
+the catalog's files) without listing it; only the notes a query returns are
+checked. So a create, delete, rename or git checkout (they change the
+directory) is always seen, and a note edited in place is seen when it is
+returned. Each "cold search" here is a new Store and an emptied process cache,
+as a new process has; one case runs real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from builders import cold_search, git, write_note
+from conftest import PYTHON, python_env
+from mdmem import Level, Store
+from mdmem.recall.index import Index, freshness_key
+
+T0_TITLE = "Deploy with the zeppelin"
+
+
+def cold(root: Path, query: str) -> list[tuple[str, str, str]]:
+    """A search as a new process makes it: (file name, title, snippet) of each hit."""
+    return [(h.filename, h.title, h.snippet) for h in cold_search(root, query)]
+
+
+def settle(root: Path) -> Index:
+    """Search until the index has recorded its key (the directory must be a clock tick old)."""
+    for _ in range(100):
+        cold(root, "anything")
+        index = Index(Store(root, Level.PROJECT))
+        if index._trusted(freshness_key(str(root))):
+            return index
+        time.sleep(0.02)
+    raise AssertionError("the store never settled")
+
+
+@pytest.fixture
+def root(workspace: Path) -> Path:
+    store = workspace / ".PseudoClaude" / "memory"
+    write_note(store, "project_knowledge_deploy.md", T0_TITLE, "Ship the build by zeppelin.")
+    for i in range(20):
+        write_note(store, f"project_knowledge_other-{i}.md", f"Other {i}", f"Unrelated detail {i}.")
+    return store
+
+
+@pytest.fixture
+def no_listing(listings: list[str]) -> list[str]:
+    """Record every full listing of a store (a key that holds must spare it)."""
+    return listings
+
+
+def test_a_settled_store_is_answered_without_listing_it(root: Path, no_listing: list[str]) -> None:
+    settle(root)
+    no_listing.clear()
+    assert [h[0] for h in cold(root, "zeppelin")] == ["project_knowledge_deploy.md"]
+    assert no_listing == []
+
+
+def test_a_key_older_than_the_max_age_means_a_full_check(
+    root: Path, no_listing: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settle(root)
+    no_listing.clear()
+    later = time.time() + 3600
+    monkeypatch.setattr(time, "time", lambda: later)
+    cold(root, "zeppelin")
+    assert str(root) in no_listing
+
+
+def _create(root: Path) -> None:
+    write_note(root, "project_knowledge_airship.md", "Airship zeppelin", "A second zeppelin note.")
+
+
+def _delete(root: Path) -> None:
+    (root / "project_knowledge_deploy.md").unlink()
+
+
+def _rename(root: Path) -> None:
+    os.rename(root / "project_knowledge_deploy.md", root / "project_knowledge_shipping.md")
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        (_create, ["project_knowledge_airship.md", "project_knowledge_deploy.md"]),
+        (_delete, []),
+        (_rename, ["project_knowledge_shipping.md"]),
+    ],
+)
+def test_creates_deletes_and_renames_between_two_cold_searches_are_seen(
+    root: Path, change: object, expect: list[str]
+) -> None:
+    settle(root)
+    assert [h[0] for h in cold(root, "zeppelin")] == ["project_knowledge_deploy.md"]
+    assert callable(change)
+    change(root)
+    assert sorted(h[0] for h in cold(root, "zeppelin")) == expect
+
+
+def test_a_git_checkout_between_two_cold_searches_is_seen(root: Path, workspace: Path) -> None:
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "zeppelin")
+    git(workspace, "checkout", "-q", "-b", "balloon")
+    write_note(
+        root, "project_knowledge_deploy.md", "Deploy with the balloon", "Ship it by balloon."
+    )
+    git(workspace, "commit", "-q", "-am", "balloon")
+    settle(root)
+    assert [h[0] for h in cold(root, "balloon")] == ["project_knowledge_deploy.md"]
+    assert cold(root, "zeppelin") == []
+    git(workspace, "checkout", "-q", "main")  # the same file name, the old content
+    assert cold(root, "balloon") == []
+    ((name, title, _),) = cold(root, "zeppelin")
+    assert (name, title) == ("project_knowledge_deploy.md", T0_TITLE)
+
+
+def test_an_in_place_edit_of_a_returned_note_is_seen_and_never_stale(
+    root: Path, no_listing: list[str]
+) -> None:
+    settle(root)
+    path = root / "project_knowledge_deploy.md"
+    directory = os.stat(root).st_mtime_ns
+    time.sleep(0.02)  # a clock tick, so the edit's mtime differs from the recorded one
+    # Edited in place (same inode, the directory untouched): still matches "zeppelin".
+    with open(path, "r+", encoding="utf-8") as f:
+        text = f.read().replace(T0_TITLE, "Deploy with the new zeppelin fleet")
+        f.seek(0)
+        f.write(text)
+        f.truncate()
+    assert os.stat(root).st_mtime_ns == directory
+    no_listing.clear()
+    ((name, title, _),) = cold(root, "zeppelin")
+    assert (name, title) == ("project_knowledge_deploy.md", "Deploy with the new zeppelin fleet")
+    assert no_listing == []  # seen without listing the store
+    # Edited again so it no longer matches: it is not returned with its old content.
+    time.sleep(0.02)
+    path.write_text(text.replace("zeppelin", "glider"), encoding="utf-8")
+    assert cold(root, "zeppelin") == []
+    # Returned by the old content, it was re-indexed on the way: now found by the new.
+    assert [h[0] for h in cold(root, "glider")] == ["project_knowledge_deploy.md"]
+
+
+def test_an_in_place_same_size_edit_of_a_note_not_returned_is_seen_at_once(
+    root: Path, no_listing: list[str]
+) -> None:
+    settle(root)
+    path = root / "project_knowledge_other-3.md"
+    before = path.read_bytes()
+    directory, inode = os.stat(root).st_mtime_ns, os.stat(path).st_ino
+    time.sleep(0.02)
+    # In place, same size, a word no note had: the index cannot return it by its content.
+    with open(path, "r+b") as f:
+        f.write(before.replace(b"Unrelated", b"Kitesurfs"))
+    assert path.stat().st_size == len(before) and path.stat().st_ino == inode
+    assert os.stat(root).st_mtime_ns == directory
+    no_listing.clear()
+    assert [h[0] for h in cold(root, "kitesurfs")] == ["project_knowledge_other-3.md"]
+    assert no_listing == []  # seen by its ctime, without a full check
+    # Read once, its stat stands for its content: the next search does not read it again.
+    reads: list[str] = []
+    real = Store.read_text
+    Store.read_text = lambda self, name, *a, **k: reads.append(name) or real(self, name, *a, **k)  # type: ignore[method-assign]
+    try:
+        time.sleep(2.1)  # past the file system clock's margin
+        cold(root, "kitesurfs")
+        reads.clear()
+        assert [h[0] for h in cold(root, "kitesurfs")] == ["project_knowledge_other-3.md"]
+        assert reads == []
+    finally:
+        Store.read_text = real  # type: ignore[method-assign]
+
+
+def test_a_returned_note_edited_into_garbage_is_dropped(root: Path) -> None:
+    settle(root)
+    time.sleep(0.02)
+    (root / "project_knowledge_deploy.md").write_text("zeppelin, no front matter\n")
+    assert cold(root, "zeppelin") == []
+
+
+def test_cold_processes_see_an_in_place_edit_and_a_rename(root: Path, workspace: Path) -> None:
+    settle(root)
+    env = {**python_env(), "HOME": os.environ["HOME"], "MDMEM_SEMANTIC": "off"}
+    for key in ("MDMEM_STATE_DIR", "MDMEM_USER_DIR"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+
+    def process(query: str) -> list[dict[str, object]]:
+        done = subprocess.run(
+            [PYTHON, "-m", "mdmem", "--workspace", str(workspace), "search", query, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=True,
+        )
+        rows = json.loads(done.stdout or "[]")
+        assert isinstance(rows, list)
+        return rows
+
+    assert [r["title"] for r in process("zeppelin")] == [T0_TITLE]
+    time.sleep(0.02)
+    path = root / "project_knowledge_deploy.md"
+    path.write_text(path.read_text().replace(T0_TITLE, "Zeppelin, edited by hand"))
+    assert [r["title"] for r in process("zeppelin")] == ["Zeppelin, edited by hand"]
+    os.rename(path, root / "project_knowledge_moved.md")
+    assert [r["filename"] for r in process("zeppelin")] == ["project_knowledge_moved.md"]
