@@ -6,9 +6,12 @@ The model's questions come through the real Anthropic SDK against the fake API o
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
 import json
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +148,17 @@ def test_the_model_writes_a_question_in_the_other_language_too(
     assert report["groups"][f"kind:{OTHER_MODEL}"]["n"] == 2
     [request] = fake_anthropic.requests
     assert "other language" in request.body["system"]
+    # The model's client is closed when the command ends: no pooled connection to the
+    # fake is left for the garbage collector (an unclosed-socket warning in a later test).
+    assert _sockets_to(fake_anthropic.port) == []
+
+
+def _sockets_to(port: int) -> list[socket.socket]:
+    """Open sockets of this process connected to ``127.0.0.1:port``."""
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, socket.socket) and obj.fileno() != -1:
+            with contextlib.suppress(OSError):
+                if obj.getpeername()[1] == port:
+                    found.append(obj)
+    return found

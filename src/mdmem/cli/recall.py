@@ -6,6 +6,7 @@ Each parses its arguments, calls :mod:`mdmem.recall`, and echoes the result.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager, nullcontext
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,7 +17,7 @@ from mdmem.cli._base import JsonOption, LevelOption, Which, app, options_of, pro
 from mdmem.cli._fastpath import search_text
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from mdmem.store.store import Store
 
@@ -211,8 +212,14 @@ class Questions(str, Enum):
     model = "model"
 
 
-def _asker(stores: list[Store]) -> Callable[[str, str], str]:
-    """The configured model's ``ask``, within the daily budget and recorded in the ledger."""
+@contextmanager
+def _asker(stores: list[Store]) -> Iterator[Callable[[str, str], str]]:
+    """The configured model's ``ask``, within the daily budget and recorded in the ledger.
+
+    The provider is closed on leaving: its HTTP client's pooled keep-alive connection
+    would otherwise stay open until the garbage collector finds it (a ResourceWarning
+    for an unclosed socket, at a moment nobody chose).
+    """
     import time
 
     from mdmem.errors import ProviderError
@@ -256,7 +263,12 @@ def _asker(stores: list[Store]) -> Callable[[str, str], str]:
                     },
                 )
 
-    return asked
+    try:
+        yield asked
+    finally:
+        close = getattr(provider, "close", None)
+        if callable(close):
+            close()
 
 
 eval_app = typer.Typer(help="Measure how well your memory works.", no_args_is_help=True)
@@ -308,8 +320,12 @@ def eval_recall(
 
     options = options_of(ctx)
     stores = selected(options, level)
-    ask = _asker(selected(options, Which.all)) if questions is Questions.model else None
-    with progress_bar(options, "probing") as progress:
+    with (
+        (
+            _asker(selected(options, Which.all)) if questions is Questions.model else nullcontext()
+        ) as ask,
+        progress_bar(options, "probing") as progress,
+    ):
         source = "rules" if questions is Questions.model else questions.value
         report = evaluate(
             stores,
