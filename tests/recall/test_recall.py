@@ -537,3 +537,19 @@ def test_a_note_people_read_ranks_above_its_unread_twin(tmp_path: Path) -> None:
     for _ in range(5):
         ledger.record(store.path, "read", n=[unread], via="cli")
     assert search([store], "deploy checklist migrations")[0].filename == unread
+
+
+def test_a_process_keeps_a_bounded_number_of_search_indexes_open(tmp_path: Path) -> None:
+    """A long-lived process switched across many stores (the page's switcher, a server)
+    keeps at most KEEP_OPEN indexes open; a closed one answers again when asked."""
+    stores = []
+    for i in range(engine.KEEP_OPEN + 8):
+        store = Store(tmp_path / f"s{i}", Level.PROJECT)
+        write_note(store.root, f"project_knowledge_deploy-{i}.md", f"Deploy {i}", f"deploy {i}")
+        stores.append(store)
+    for store in stores:
+        assert [h.filename for h in search([store], "deploy")] != []
+    kept = [p for p in engine._INDEXES if p.startswith(str(tmp_path))]
+    assert len(kept) <= engine.KEEP_OPEN
+    assert stores[-1].path in kept and stores[0].path not in kept  # least recently used went
+    assert search([stores[0]], "deploy")[0].filename == "project_knowledge_deploy-0.md"

@@ -103,6 +103,9 @@ HINTS = {
 }
 
 _INDEXES: dict[str, tuple[Index, int, float]] = {}
+#: The most search indexes a process keeps open (a long-lived page or server may be
+#: switched across many stores): the least recently used is closed past it.
+KEEP_OPEN = 16
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
@@ -184,10 +187,15 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
         and now - known[2] < _RECHECK_SECONDS
         and not watch.active(path)  # watched: asking the watch is cheaper than 2 s of doubt
     ):
+        _INDEXES[path] = _INDEXES.pop(path)  # the most recently used goes last
         return known[0]
     index = known[0] if known is not None else Index(store)
     index.sync(full=fresh)
+    _INDEXES.pop(path, None)  # re-inserted last: the dict's order is the use order
     _INDEXES[path] = (index, dir_mtime, now)
+    while len(_INDEXES) > KEEP_OPEN:
+        oldest = next(iter(_INDEXES))
+        _INDEXES.pop(oldest)[0].close()
     return index
 
 
