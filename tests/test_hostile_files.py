@@ -28,7 +28,7 @@ from mdmem.manager.doctor import examine
 from mdmem.store import files
 from mdmem.store.note import parse, render
 
-pytestmark = pytest.mark.timeout(20)
+pytestmark = pytest.mark.timeout(60)
 
 GOOD = "---\ntype: project_knowledge\ntitle: Good {n}\nsummary: Fine.\n---\nBody {n}.\n"
 SECRET_TITLE = "Outside secret title"

@@ -20,7 +20,7 @@ from mdmem.integrations.mcp import build_server
 from mdmem.store.block import PREAMBLE
 from mdmem.store.note import parse
 
-pytestmark = pytest.mark.timeout(15)
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture

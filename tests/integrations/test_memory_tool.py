@@ -23,7 +23,7 @@ from mdmem.store.note import parse
 F = FakeAnthropic
 MODEL = "claude-haiku-5-5"
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
