@@ -103,9 +103,7 @@ HINTS = {
 }
 
 _INDEXES: dict[str, tuple[Index, int, float]] = {}
-#: The most search indexes a process keeps open (a long-lived page or server may be
-#: switched across many stores): the least recently used is closed past it.
-KEEP_OPEN = 16
+KEEP_OPEN = 16  #: search indexes a process keeps open (least recently used closed past it)
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 
 
@@ -167,17 +165,14 @@ def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, flo
 
 
 def index_of(store: Store, *, fresh: bool = False) -> Index:
-    """The store's search index, brought up to date (kept open for the process's next call).
-
-    ``fresh`` asks for a full check (every note listed), not the key's shortcut.
-    """
+    """The store's search index, up to date and kept open (``fresh``: every note listed)."""
     path = store.path
     try:
         dir_mtime = os.stat(path).st_mtime_ns
     except OSError:
         dir_mtime = 0
     now = time.monotonic()
-    known = _INDEXES.get(path)
+    known = _INDEXES.pop(path, None)  # put back last: the dict's order is the use order
     if known is not None and known[0].store is not store:
         known[0].store = store
     if (
@@ -187,15 +182,13 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
         and now - known[2] < _RECHECK_SECONDS
         and not watch.active(path)  # watched: asking the watch is cheaper than 2 s of doubt
     ):
-        _INDEXES[path] = _INDEXES.pop(path)  # the most recently used goes last
+        _INDEXES[path] = known
         return known[0]
     index = known[0] if known is not None else Index(store)
     index.sync(full=fresh)
-    _INDEXES.pop(path, None)  # re-inserted last: the dict's order is the use order
     _INDEXES[path] = (index, dir_mtime, now)
-    while len(_INDEXES) > KEEP_OPEN:
-        oldest = next(iter(_INDEXES))
-        _INDEXES.pop(oldest)[0].close()
+    while len(_INDEXES) > KEEP_OPEN:  # a page or server switched across many stores
+        _INDEXES.pop(next(iter(_INDEXES)))[0].close()
     return index
 
 
