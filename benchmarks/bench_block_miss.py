@@ -8,7 +8,7 @@ miss) and the ``mdmem index`` right after it (is the store settled again?),
 for this checkout and for ``--before`` (another checkout's ``src``), each with
 a state folder of its own, the order alternating, beside ``python -c pass``.
 
-    python benchmarks/bench_block_miss.py --cache /work/wt/cache --before <main>/src --notes 10000
+    python benchmarks/bench_block_miss.py --cache <cache> --before <main>/src --notes 10000
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ store is the project store of ``bench_scale.py`` (generated once into
 ``--cache``), copied into a work folder first (the edits never touch the
 shared copy), with its own state folder.
 
-    python benchmarks/bench_watch.py --cache /work/wt/cache            # 10,000 notes
-    python benchmarks/bench_watch.py --cache /work/wt/cache --sizes 10000,100000
+    python benchmarks/bench_watch.py --cache <cache>            # 10,000 notes
+    python benchmarks/bench_watch.py --cache <cache> --sizes 10000,100000
 """
 
 from __future__ import annotations
