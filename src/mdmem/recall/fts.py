@@ -64,6 +64,7 @@ __all__ = [
     "Index",
     "Row",
     "changed_notes",
+    "discard",
     "sweep_max",
 ]
 
@@ -227,6 +228,13 @@ def _type_words(kind: str) -> str:
     return f"{kind} {kind.replace('_', ' ')}"
 
 
+def discard(path: str) -> None:
+    """Remove a derived SQLite file and its journals (WAL, shared memory, rollback)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path + suffix)
+
+
 class Index:
     """The search index of one store (see the module docstring)."""
 
@@ -311,10 +319,7 @@ class Index:
                 db.close()
                 if path == ":memory:" or attempt == 2:
                     raise
-                # Derived state: a damaged or outdated index is simply made again.
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path + suffix)
+                discard(path)  # derived state: a damaged or outdated index is made again
         raise AssertionError("unreachable")
 
     def close(self) -> None:

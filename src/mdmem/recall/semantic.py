@@ -265,9 +265,9 @@ class Vectors:
                 db.close()
                 if path == ":memory:" or attempt == 2:
                     raise
-                for suffix in ("", "-wal", "-shm", "-journal"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path + suffix)
+                from mdmem.recall.fts import discard
+
+                discard(path)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
