@@ -101,33 +101,50 @@ def search_text(hits: list[Hit], as_json: bool) -> str:
 _TYPES = ("user_preference", "correction_feedback", "project_knowledge", "reference_material")
 
 
-def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) -> int | None:
-    """``search QUERY [--limit N] [--level L] [--type T] [--json] [--semantic|--lexical]``
-    and ``recall QUERY [--budget N] [--semantic|--lexical]``; None for anything else."""
-    query: str | None = None
+def _parsed(
+    args: list[str], names: dict[str, str], switches: set[str] | None = None, *, stdin: bool = False
+) -> tuple[dict[str, str], set[str], str | None] | None:
+    """A fast-path command's options (``names``: each spelling to its key, ``--x V`` or
+    ``--x=V``), its switches and its one positional argument (``stdin``: ``-`` is one); None
+    for any other form, which the full CLI parses and explains."""
     values: dict[str, str] = {}
     flags: set[str] = set()
-    allowed = {"--limit", "-n", "--level", "--type"} if command == "search" else {"--budget"}
-    switches = {"--semantic", "--lexical"} | ({"--json"} if command == "search" else set())
+    positional: str | None = None
     while args:
         arg = args.pop(0)
         key, eq, value = arg.partition("=")
-        if key in allowed:
+        if key in names:
             if not eq:
                 if not args:
                     return None
                 value = args.pop(0)
-            values["--limit" if key == "-n" else key] = value
-        elif arg in switches:
+            values[names[key]] = value
+        elif switches and arg in switches:
             flags.add(arg)
         elif arg == "--":
-            if len(args) != 1 or query is not None:
+            if len(args) != 1 or positional is not None:
                 return None
-            query = args.pop(0)
-        elif arg.startswith("-") or query is not None:
+            positional = args.pop(0)
+        elif (arg.startswith("-") and not (stdin and arg == "-")) or positional is not None:
             return None
         else:
-            query = arg
+            positional = arg
+    return values, flags, positional
+
+
+def _recall_command(command: str, args: list[str], opts: dict[str, str | None]) -> int | None:
+    """``search QUERY [--limit N] [--level L] [--type T] [--json] [--semantic|--lexical]``
+    and ``recall QUERY [--budget N] [--semantic|--lexical]``; None for anything else."""
+    names = (
+        {"--limit": "--limit", "-n": "--limit", "--level": "--level", "--type": "--type"}
+        if command == "search"
+        else {"--budget": "--budget"}
+    )
+    switches = {"--semantic", "--lexical"} | ({"--json"} if command == "search" else set())
+    parsed = _parsed(args, names, switches)
+    if parsed is None:
+        return None
+    values, flags, query = parsed
     if query is None or ("--semantic" in flags and "--lexical" in flags):
         return None
     semantic = True if "--semantic" in flags else False if "--lexical" in flags else None
@@ -204,25 +221,10 @@ _ADD_VALUES = {"--level": "level", "--type": "type", "--title": "title", "--summ
 def _add_command(args: list[str], opts: dict[str, str | None]) -> int | None:
     """``add [--level L] [--type T] --title T [--summary S] (TEXT | -)``: the plain write,
     without typer's import (most of such a process's time); None for any other form."""
-    values: dict[str, str] = {}
-    body: str | None = None
-    while args:
-        arg = args.pop(0)
-        key, eq, value = arg.partition("=")
-        if key in _ADD_VALUES:
-            if not eq:
-                if not args:
-                    return None
-                value = args.pop(0)
-            values[_ADD_VALUES[key]] = value
-        elif arg == "--":
-            if len(args) != 1 or body is not None:
-                return None
-            body = args.pop(0)
-        elif (arg.startswith("-") and arg != "-") or body is not None:
-            return None
-        else:
-            body = arg
+    parsed = _parsed(args, _ADD_VALUES, stdin=True)
+    if parsed is None:
+        return None
+    values, _, body = parsed
     level = values.get("level", "project")
     default = "project_knowledge" if level == "project" else "user_preference"
     kind = values.get("type", default)
