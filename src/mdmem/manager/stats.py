@@ -155,7 +155,7 @@ def _written(store: Store, name: str, updated: str | None) -> float:
 
 # Unused *for that long*: not used since ``since`` (by the ledger), and written before it
 # (a note written within the window has not had the time). The notes written before it
-# come from the catalog, compared in SQLite (``catalog.iter_written_before``): at 100,000
+# come from the catalog, compared in SQLite (``survey.iter_written_before``): at 100,000
 # notes a pass in Python over the listing cost 0.3-0.6 s; the few used since are left out.
 
 
@@ -166,31 +166,31 @@ def _used_since(recorded: Mapping[str, Mapping[str, Any]], since: float) -> set[
 def _unused_rows(
     stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float
 ) -> Iterator[dict[str, object]]:
-    from mdmem.store import catalog
+    from mdmem.store.survey import iter_written_before
 
     for store, recorded in stores:
         if not _has(store):
             continue
         used = _used_since(recorded, since)
         written = partial(_written, store)
-        for name in catalog.iter_written_before(store.state, since, written):
+        for name in iter_written_before(store.state, since, written):
             if name not in used:
                 yield {"level": store.level.value, "filename": name}
 
 
 def _unused_count(stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float) -> int:
     """``len(list(_unused_rows(stores, since)))``, in a query or two per store."""
-    from mdmem.store import catalog
+    from mdmem.store.survey import count_written_before
 
     total = 0
     for store, recorded in stores:
         if not _has(store):
             continue
         written = partial(_written, store)
-        total += catalog.count_written_before(store.state, since, written)
+        total += count_written_before(store.state, since, written)
         used = _used_since(recorded, since)
         if used:
-            total -= catalog.count_written_before(store.state, since, written, used)
+            total -= count_written_before(store.state, since, written, used)
     return total
 
 

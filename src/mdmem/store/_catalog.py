@@ -79,16 +79,13 @@ __all__ = [
     "Fingerprint",
     "Scan",
     "Stat",
-    "bind_written",
     "content_hash",
-    "count_written_before",
     "dates_of",
     "fs_now",
     "head_is_current",
     "is_busy",
     "is_damage",
     "iter_listing",
-    "iter_written_before",
     "key_of",
     "listing",
     "load",
@@ -951,97 +948,6 @@ def iter_listing(root: str | StateDir) -> Iterator[tuple[str, str | None, str]]:
     except Exception as exc:
         if is_damage(exc):
             return
-        raise
-    finally:
-        cat.close()
-
-
-#: Whether a row's note was last written before ``:iso`` / ``:moment``. An ``updated`` that
-#: ``note.format_time`` wrote in UTC (``2026-11-29T10:12:00+00:00``, the one spelling mdmem
-#: writes) is compared as text, in SQLite; any other row (another offset, no ``updated``)
-#: asks ``mdmem_written(name, updated)``, the caller's own reading of it.
-_WRITTEN_BEFORE = (
-    "line IS NOT NULL AND CASE WHEN length(updated) = 25 AND substr(updated, 20) = '+00:00'"
-    " THEN updated < :iso ELSE mdmem_written(name, updated) < :moment END"
-)
-
-
-def bind_written(
-    con: sqlite3.Connection, moment: float, written: Callable[[str, str | None], float]
-) -> dict[str, object]:
-    """The parameters of :data:`_WRITTEN_BEFORE` for ``moment``, its function made on ``con``."""
-    import math
-    from datetime import datetime, timezone
-
-    def asked(name: str, updated: str | None) -> float:
-        try:
-            return float(written(str(name), None if updated is None else str(updated)))
-        except (OverflowError, ValueError, OSError):
-            return 0.0
-
-    con.create_function("mdmem_written", 2, asked)
-    # mdmem writes whole seconds: such a time is before ``moment`` exactly when it is
-    # before the next whole second, and its text compares as the times do.
-    iso = datetime.fromtimestamp(math.ceil(moment), timezone.utc).isoformat()
-    return {"iso": iso, "moment": moment}
-
-
-def iter_written_before(
-    root: str | StateDir, moment: float, written: Callable[[str, str | None], float]
-) -> Iterator[str]:
-    """The valid notes last written before ``moment`` (a Unix time), sorted by name, from the
-    query's cursor. ``written(name, updated)`` says when a note was written where its row's
-    ``updated`` is missing or not in UTC (a few rows, if any): the rest is compared in SQLite,
-    without a row handed to Python."""
-    cat = _reader(root)
-    try:
-        con = cat._open()
-        params = bind_written(con, moment, written)
-        rows = con.execute(f"SELECT name FROM notes WHERE {_WRITTEN_BEFORE} ORDER BY name", params)
-        for (name,) in rows:
-            yield str(name)
-    except Exception as exc:
-        if is_damage(exc):
-            return
-        raise
-    finally:
-        cat.close()
-
-
-def count_written_before(
-    root: str | StateDir,
-    moment: float,
-    written: Callable[[str, str | None], float],
-    names: Collection[str] | None = None,
-) -> int:
-    """How many notes :func:`iter_written_before` yields (among ``names`` only, if given):
-    one query, counted in SQLite."""
-    if names is not None and not names:
-        return 0
-    cat = _reader(root)
-    try:
-        con = cat._open()
-        params = bind_written(con, moment, written)
-        if names is None:
-            return int(
-                con.execute(
-                    f"SELECT COUNT(*) FROM notes WHERE {_WRITTEN_BEFORE}", params
-                ).fetchone()[0]
-            )
-        wanted, total = sorted(set(names)), 0
-        for start in range(0, len(wanted), 500):  # one statement for a block's names
-            chunk = {f"n{i}": name for i, name in enumerate(wanted[start : start + 500])}
-            marks = ",".join(f":{key}" for key in chunk)
-            total += int(
-                con.execute(
-                    f"SELECT COUNT(*) FROM notes WHERE name IN ({marks}) AND {_WRITTEN_BEFORE}",
-                    {**params, **chunk},
-                ).fetchone()[0]
-            )
-        return total
-    except Exception as exc:
-        if is_damage(exc):
-            return 0
         raise
     finally:
         cat.close()
