@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import math
 from array import array
-from typing import TYPE_CHECKING
 
 try:  # hashlib costs milliseconds to import (OpenSSL): blake2 alone is enough here
     from _blake2 import blake2b
@@ -48,6 +47,7 @@ except ImportError:  # pragma: no cover - interpreters without the _blake2 modul
 
 from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
 
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterable
