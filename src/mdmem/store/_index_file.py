@@ -171,6 +171,7 @@ def splice(
     from mdmem.store import files
 
     fd = os.open(path, files.READ_FLAGS)
+    rewrote = False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -203,8 +204,29 @@ def splice(
             return 0, False
         parts.append((pos, size))
         files.atomic_write_parts(path, fd, parts, private=private)
+        rewrote = True
         return delta, True
     finally:
+        if rewrote:
+            _release(fd)
+        else:
+            os.close(fd)
+
+
+def _release(fd: int) -> None:
+    """Close ``fd``, the old MEMORY.md that a splice just swapped out, off the write path.
+
+    Its name is gone, so this close is its last reference: the kernel frees its
+    pages then (1.5-3 ms for the 18 MB of 100,000 notes, a quarter of a create),
+    and nothing the write promises waits for that. A thread of its own does it;
+    ``_thread``, not ``threading``, which costs milliseconds to import on the
+    ``mdmem add`` path. Where no thread can be started, it is closed here.
+    """
+    try:
+        import _thread
+
+        _thread.start_new_thread(os.close, (fd,))
+    except (ImportError, RuntimeError):
         os.close(fd)
 
 

@@ -1,0 +1,168 @@
+"""MEMORY.md on a single write: spliced, equal to a full rebuild, and safe against kill -9.
+
+A create, update or delete changes MEMORY.md by splicing its lines into a new
+file (``_index_file.splice``) when the file's stat proves it is what mdmem wrote.
+Whatever sequence of writes, the file must be byte for byte what ``reindex``
+builds from the notes; and a process killed at any step of that write leaves
+the notes intact and MEMORY.md either right or detectably wrong: the next
+reader answers the right text, the next writer repairs the file.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import create_op, delete_op, note_names, update_op
+from conftest import PYTHON, python_env
+from mdmem import Level, Store
+from mdmem.store import _index_file
+
+
+def rebuilt(root: Path, scratch: Path) -> bytes:
+    """The MEMORY.md a full rebuild makes from the notes of ``root`` (in a copy of them)."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    for note in root.glob("*.md"):
+        if note.name != "MEMORY.md":
+            shutil.copy2(note, scratch / note.name)
+    Store(scratch, Level.PROJECT).reindex()
+    path = scratch / "MEMORY.md"
+    return path.read_bytes() if path.exists() else b""
+
+
+WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "kilo", "zulu", "構築", "émigré"])
+TITLES = st.lists(WORDS, min_size=1, max_size=3, unique=True).map(" ".join)
+STEPS = st.lists(
+    st.tuples(st.sampled_from(["create", "update", "delete"]), TITLES, st.integers(0, 50)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=STEPS)
+def test_memory_md_after_any_writes_is_a_rebuild_byte_for_byte(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, str, int]]
+) -> None:
+    base = tmp_path_factory.mktemp("writes")
+    root = base / "mem"
+    store = Store(root, Level.PROJECT)
+    # A first note, so that every step after it has a MEMORY.md to splice.
+    store.apply([create_op("Seed note", "The first body.")])
+    real = _index_file.splice
+    spliced: list[bool] = []
+
+    def counted(*args: object, **kw: object) -> tuple[int, bool] | None:
+        found = real(*args, **kw)  # type: ignore[arg-type]
+        spliced.append(found is not None)
+        return found
+
+    with mock.patch.object(_index_file, "splice", counted):
+        for number, (action, title, pick) in enumerate(steps):
+            names = note_names(store)
+            if action == "create" or not names:
+                op = create_op(f"{title} {number}", f"Body {number} of {title}.")
+            elif action == "update":
+                op = update_op(names[pick % len(names)], f"Changed to {title} at {number}.")
+            else:
+                op = delete_op(names[pick % len(names)])
+            result = store.apply([op])
+            assert not result.rejected, result.rejected
+            assert (root / "MEMORY.md").read_bytes() == rebuilt(root, base / "rebuild")
+    # The splice is the path these writes took, not a rebuild each time.
+    assert spliced and all(spliced)
+
+
+# A writer killed at one step of MEMORY.md's write: while the temporary file is being
+# filled, once it is whole but not swapped in, once swapped in but before the catalog
+# commits, and once the write is done but the old file not yet closed.
+KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from mdmem import Store, Level
+    from mdmem.store import _catalog, _index_file, files
+
+    root, where, action = sys.argv[1:4]
+    store = Store(root, Level.PROJECT)
+
+    def die(*args, **kw):
+        os.kill(os.getpid(), 9)
+
+    def after(real):
+        def run(*args, **kw):
+            real(*args, **kw)
+            die()
+        return run
+
+    if where == "copy":
+        real_copy, calls = files._copy_range, []
+        def copy(*args, **kw):
+            calls.append(1)
+            if len(calls) > 1:  # the first range copied, the rest not
+                die()
+            return real_copy(*args, **kw)
+        files._copy_range = copy
+    elif where == "swap":
+        files._swap_in = die
+    elif where == "swapped":
+        files._swap_in = after(files._swap_in)
+    elif where == "commit":
+        _catalog.Catalog.commit = die
+    elif where == "release":
+        _index_file._release = die
+    if action == "create":
+        op = {"action": "create", "level": "project", "type": "project_knowledge",
+              "title": "Middle note", "content": "Written when the writer died."}
+    else:
+        op = {"action": "delete", "level": "project",
+              "filename": "project_knowledge_middle-note.md"}
+    store.apply([op])
+    """
+)
+
+
+@pytest.mark.parametrize("action", ["create", "delete"])
+@pytest.mark.parametrize("where", ["copy", "swap", "swapped", "commit", "release"])
+def test_a_writer_killed_inside_memory_md_s_write(tmp_path: Path, where: str, action: str) -> None:
+    root = tmp_path / "mem"
+    store = Store(root, Level.PROJECT)
+    # Lines on both sides of the one written, and enough of them that the splice copies
+    # two ranges of the old file.
+    for title in ("Alpha one", "Zulu one", "Alpha two", "Zulu two"):
+        store.apply([create_op(title, f"Body of {title}.")])
+    if action == "delete":
+        store.apply([create_op("Middle note", "Written before the writer died.")])
+    before = note_names(store)
+    proc = subprocess.run(
+        [PYTHON, "-c", KILLED, str(root), where, action], env=python_env(), capture_output=True
+    )
+    assert proc.returncode == -9, proc.stderr.decode()
+    # The notes are intact: the write's own note written (create) or in the trash (delete).
+    middle = root / "project_knowledge_middle-note.md"
+    if action == "create":
+        assert note_names(store) == sorted([*before, middle.name])
+        assert "Written when the writer died." in middle.read_text()
+    else:
+        assert note_names(store) == [n for n in before if n != middle.name]
+        assert [t.filename for t in Store(root, Level.PROJECT).trash()] == [middle.name]
+    right = rebuilt(root, tmp_path / "rebuild")
+    # The next reader is never handed a wrong index: the right text, whatever the file says.
+    reader = Store(root, Level.PROJECT)
+    assert reader.load_index().encode() == right
+    # The next write repairs the file itself.
+    Store(root, Level.PROJECT).apply([])
+    assert (root / "MEMORY.md").read_bytes() == right
+    assert Store(root, Level.PROJECT).reindex().changed is False
