@@ -10,9 +10,12 @@ reader answers the right text, the next writer repairs the file.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -122,6 +125,7 @@ KILLED = textwrap.dedent(
     elif where == "commit":
         _catalog.Catalog.commit = die
     elif where == "release":
+        _index_file.RELEASE_BYTES = 0  # a large MEMORY.md's path, for these few lines
         _index_file._release = die
     if action == "create":
         op = {"action": "create", "level": "project", "type": "project_knowledge",
@@ -166,3 +170,40 @@ def test_a_writer_killed_inside_memory_md_s_write(tmp_path: Path, where: str, ac
     Store(root, Level.PROJECT).apply([])
     assert (root / "MEMORY.md").read_bytes() == right
     assert Store(root, Level.PROJECT).reindex().changed is False
+
+
+def _old_memory_mds_open() -> list[str]:
+    """This process's descriptors of a MEMORY.md that is gone (swapped out and unlinked)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if "MEMORY.md" in target and target.endswith("(deleted)"):
+                found.append(target)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_the_old_memory_md_a_large_store_swaps_out_is_closed_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every MEMORY.md counts as large here: its old file is closed on a thread.
+    monkeypatch.setattr(_index_file, "RELEASE_BYTES", 0)
+    released: list[int] = []
+    real = _index_file._release
+
+    def counted(fd: int) -> None:
+        released.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(_index_file, "_release", counted)
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    for i in range(12):
+        store.apply([create_op(f"Note {i} of twelve", f"Body {i}.")])
+    assert len(released) == 11  # every write but the first, which had no file to splice
+    # The threads close them; none is left open for good (a bounded wait, not a timing).
+    for _ in range(1000):
+        if not _old_memory_mds_open():
+            break
+        time.sleep(0.01)
+    assert _old_memory_mds_open() == []

@@ -24,10 +24,25 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["PATCH_LIMIT", "IndexRecord", "chunks", "digest", "join", "name_of", "patch", "splice"]
+__all__ = [
+    "PATCH_LIMIT",
+    "RELEASE_BYTES",
+    "IndexRecord",
+    "chunks",
+    "digest",
+    "join",
+    "name_of",
+    "patch",
+    "splice",
+]
 
 #: Past this many changed lines, rebuilding from the catalog is as cheap as patching.
 PATCH_LIMIT = 1_000
+
+#: From this size on (about 20,000 notes), the old MEMORY.md a splice swapped out is closed
+#: on a thread of its own (:func:`_release`): below it, starting the thread costs more
+#: than the kernel takes to free the file's pages.
+RELEASE_BYTES = 4 * 1024 * 1024
 
 
 def name_of(line: bytes) -> bytes:
@@ -207,7 +222,7 @@ def splice(
         rewrote = True
         return delta, True
     finally:
-        if rewrote:
+        if rewrote and size >= RELEASE_BYTES:
             _release(fd)
         else:
             os.close(fd)
