@@ -13,6 +13,10 @@ as processes beside ``python -c pass``. Medians; the ratios are paired per round
 
     python benchmarks/bench_write.py --before <checkout> --sizes 1000,10000,100000 --cache <cache>
     python benchmarks/bench_write.py --before <checkout> --rounds 21 --sizes 100000
+    python benchmarks/bench_write.py --layouts --sizes 100000 --before .   # MEMORY.md alone
+
+``--layouts`` times only the write of one line into MEMORY.md, on a copy of it: as mdmem
+does it (a new file swapped in), shifting the bytes after the line in place, appending.
 
 ``--before`` is another checkout (``git worktree add`` or ``git archive | tar -x``); the
 current one is ``--after`` (default: this checkout). Both ``src/`` are compiled first
@@ -157,6 +161,72 @@ def ratio(num: list[float], den: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(num, den, strict=True))
 
 
+def layouts(ws: str, rounds: int) -> list[list[str]]:
+    """What one line written into a MEMORY.md of this size costs, done three ways, on a copy:
+    as mdmem does it (``_index_file.splice``: a new file, the bytes before and after the line
+    copied inside the kernel, the names exchanged), by shifting the bytes after it in place,
+    and by appending it (which only a file in another order than by name could do)."""
+    from mdmem.store import _index_file
+
+    with open(os.path.join(ws, ".PseudoClaude", "memory", "MEMORY.md"), "rb") as f:
+        data = f.read()
+    scratch = tempfile.mkdtemp(prefix="bench-write-layouts-")
+    path = os.path.join(scratch, "MEMORY.md")
+    size = len(data)
+    out = []
+    try:
+        for share in (0.0, 0.25, 0.5):
+            pos = data.find(b"\n", int(size * share)) + 1 if share else 0
+            # A name that sorts just before the line at ``pos``: "x-b.md" < "x.md".
+            after = _index_file.name_of(data[pos : data.find(b"\n", pos)]).decode()
+            name = after.removesuffix(".md") + "-b.md"
+            text = f"- [project_knowledge] Bench write op — One op. ({name})"
+            line = (text + "\n").encode()
+            times: dict[str, list[float]] = {k: [] for k in ("in", "out", "shift", "back", "app")}
+            with open(path, "wb") as f:
+                f.write(data)
+            for _ in range(rounds):
+                start = time.perf_counter()
+                _index_file.splice(path, {name: text}, private=False)
+                times["in"].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                _index_file.splice(path, {name: None}, private=False)
+                times["out"].append(time.perf_counter() - start)
+                # The same line in place: everything after it moved on by its length, and back.
+                fd = os.open(path, os.O_RDWR)
+                start = time.perf_counter()
+                end = size
+                while end > pos:
+                    low = max(pos, end - (1 << 20))
+                    os.pwrite(fd, os.pread(fd, end - low, low), low + len(line))
+                    end = low
+                os.pwrite(fd, line, pos)
+                times["shift"].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                at = pos + len(line)
+                while at < size + len(line):
+                    chunk = os.pread(fd, min(1 << 20, size + len(line) - at), at)
+                    os.pwrite(fd, chunk, at - len(line))
+                    at += len(chunk)
+                os.ftruncate(fd, size)
+                times["back"].append(time.perf_counter() - start)
+                os.close(fd)
+                start = time.perf_counter()
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+                os.write(fd, line)
+                os.close(fd)
+                times["app"].append(time.perf_counter() - start)
+                fd = os.open(path, os.O_RDWR)
+                os.ftruncate(fd, size)
+                os.close(fd)
+            med = {k: fmt_ms(statistics.median(v)) for k, v in times.items()}
+            row = [f"{size / 1e6:.1f} MB", f"{share:.0%}"]
+            out.append(row + [med[k] for k in ("in", "out", "shift", "back", "app")])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--before", required=True, help="the other checkout")
@@ -165,7 +235,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--processes", type=int, default=7, help="rounds of add / rm")
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "mdmem-bench"))
+    parser.add_argument(
+        "--layouts", action="store_true", help="only MEMORY.md's write done three ways"
+    )
     args = parser.parse_args()
+    if args.layouts:
+        found = []
+        for size in (int(s) for s in args.sizes.split(",")):
+            found += layouts(generate(args.cache, size), args.rounds)
+        headers = [
+            "MEMORY.md",
+            "line at",
+            "mdmem: line in",
+            "mdmem: line out",
+            "in place: in",
+            "in place: out",
+            "append",
+        ]
+        print(table(headers, found, right=range(2, 7)))
+        print(f"\nmedians of {args.rounds} rounds, ms")
+        return
     checkouts = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     for checkout in checkouts.values():
         _compile(checkout)

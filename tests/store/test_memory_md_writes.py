@@ -207,3 +207,36 @@ def test_the_old_memory_md_a_large_store_swaps_out_is_closed_all_the_same(
             break
         time.sleep(0.01)
     assert _old_memory_mds_open() == []
+
+
+@pytest.mark.parametrize("action", ["create", "delete"])
+def test_a_single_write_s_folder_sync_overlaps_its_record_and_ends_before_apply_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str
+) -> None:
+    import _thread
+
+    from mdmem.store import files
+
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    name = store.apply([create_op("Synced note", "Its body.")]).applied[0].filename
+    events: list[tuple[str, str, bool]] = []
+    real = files.fsync_dir
+    main = _thread.get_ident()
+
+    def traced(path: str) -> None:
+        events.append(("start", os.path.basename(path), _thread.get_ident() == main))
+        real(path)
+        events.append(("end", os.path.basename(path), _thread.get_ident() == main))
+
+    monkeypatch.setattr(files, "fsync_dir", traced)
+    op = create_op("Another note", "More.") if action == "create" else delete_op(name)
+    assert store.apply([op]).applied
+    folders = ["trash", "mem"] if action == "delete" else ["mem"]
+    # Every folder synced, in order (the trash before the store), all done by the time
+    # apply returned, and not on the thread that records the write.
+    assert events == [(e, f, False) for f in folders for e in ("start", "end")]
+    # A batch with a journal keeps its syncs in line: the journal goes only after them.
+    events.clear()
+    both = [create_op("Third note", "Three."), create_op("Fourth note", "Four.")]
+    assert len(store.apply(both).applied) == 2
+    assert events and all(on_main for _, _, on_main in events)
