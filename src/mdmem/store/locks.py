@@ -266,8 +266,8 @@ def _flock(path: str) -> int | None:
 
     filelock 4.x (4.3's ``_native/_unix.py``) opens the file ``O_RDWR | O_NONBLOCK |
     O_NOFOLLOW``, created ``O_EXCL`` with the lock's mode (``fchmod`` to it once created)
-    or else as it is; 3.x opens it ``O_RDWR | O_TRUNC`` (``O_CREAT`` when missing) and
-    ``fchmod``\ s it. Both take ``flock(LOCK_EX | LOCK_NB)`` on it and let go with
+    or else as it is; 3.x opens it ``O_RDWR | O_TRUNC`` (``O_CREAT`` when missing),
+    then ``fchmod``. Both take ``flock(LOCK_EX | LOCK_NB)`` on it and let go with
     ``LOCK_UN``, then close; the file stays. An flock is the kernel's, on the file: held
     by either, the other waits (``tests/store/test_lock_direct.py``).
     """
