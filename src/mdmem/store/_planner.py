@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
-from mdmem.store import _txn
+from mdmem.store import _dedupe_keys, _txn
 from mdmem.store.dedupe import (
     Candidate,
     Duplicate,
@@ -57,9 +57,10 @@ class StoreView(Protocol):
         """Whether a note of that name, or of a name that differs only in case, exists."""
         ...
 
-    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
-        """Dedupe's candidates from the catalog's keys; None when it has none (see
-        ``Coherence.near``). Private to ``store/``, which the planner is part of."""
+    def _near_titles(self, title: str, summary: str, numbers: str) -> list[Near] | None:
+        """Dedupe's candidates from the catalog's keys (at most ``_dedupe_keys.LIMIT``);
+        None when it has none (see ``Coherence.near``). Private to ``store/``, which the
+        planner is part of."""
         ...
 
     def iter_entries(self, *, settle: bool = True) -> Iterator[IndexEntry]:
@@ -96,6 +97,7 @@ class Planner:
         self._redact = _remembering(redact)
         self._notes: dict[str, Note] = {}
         self._keys: dict[str, tuple[Note, str]] = {}  # a batch note's number key
+        self._batch = _dedupe_keys.Batch()  # this batch's notes, for dedupe
         # Names this batch wrote, case-folded, because a name that differs only in
         # case is the same file on macOS and Windows, where teammates check the
         # store out. Others are asked of the store one by one: listing a large
@@ -206,6 +208,7 @@ class Planner:
         elif note.filename not in self.plan.before:
             self.plan.before[note.filename] = _hash_or_none(path)
         self._notes[note.filename] = note
+        self._batch.put(note.filename, note.title, note.summary, self._numbers_of(note))
         if self._known is not None:
             self._known.add(candidate(note.filename, note.title, note.summary))
         self.plan.writes[note.filename] = render(note).encode("utf-8")
@@ -255,12 +258,13 @@ class Planner:
             out["expires"] = expires
         return out
 
-    def _near(self, title: str, numbers: str) -> list[Candidate]:
-        """The notes whose title is close to ``title`` and that name ``numbers``
-        (``dedupe.number_key``: a duplicate names what the note names): the store's, as the
-        catalog recorded them (without a stat pass: a candidate is read from its file before
-        it counts), and this batch's own writes."""
-        rows = self.store._near_titles(title, numbers)
+    def _near(self, title: str, summary: str, numbers: str) -> list[Candidate]:
+        """The few notes that share the most with ``title`` and ``summary`` among those
+        that name ``numbers`` (``dedupe.number_key``: a duplicate names what the note names)
+        and whose title is near ``title``: the store's, as the catalog recorded them
+        (without a stat pass: a candidate is read from its file before it counts), and this
+        batch's own writes; at most ``_dedupe_keys.LIMIT`` of each (see there)."""
+        rows = self.store._near_titles(title, summary, numbers)
         if rows is None:  # every entry, as before the catalog kept dedupe keys
             if self._known is None:
                 self._known = Index()
@@ -270,15 +274,13 @@ class Planner:
                 for note in self._notes.values():
                     self._known.add(candidate(note.filename, note.title, note.summary))
             return self._known.near(title)
-        # The catalog's keys give the near titles; the test is made again here, as
+        # The catalog's keys give the candidates; the title test is made here, as
         # Index.near makes it. A note this batch wrote is taken as written, not as the
         # catalog still has it.
         found = [candidate(name, t, s) for name, t, s in rows if name not in self._notes]
-        found += [
-            candidate(n.filename, n.title, n.summary)
-            for n in self._notes.values()
-            if self._numbers_of(n) == numbers
-        ]
+        for name in self._batch.near(title, summary, numbers):
+            note = self._notes[name]
+            found.append(candidate(name, note.title, note.summary))
         return near_among(title, found)
 
     def _numbers_of(self, note: Note) -> str:
@@ -301,7 +303,7 @@ class Planner:
 
         # Whether each candidate still exists is asked by ``read`` (None when it is gone, or
         # deleted by this batch), for the few the cheap tests leave: not an lstat each.
-        near = self._near(title, number_key(title, summary, body))
+        near = self._near(title, summary, number_key(title, summary, body))
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:
@@ -411,6 +413,7 @@ class Planner:
             self.plan.before.setdefault(op.filename, _hash_or_none(path))
             self.plan.deletes[op.filename] = self._trash_name(op.filename)
         self._notes.pop(op.filename, None)
+        self._batch.put(op.filename, None)
         self._deleted.add(op.filename)
         return "delete", op.filename
 
