@@ -39,6 +39,7 @@ build from the rows gives.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from array import array
 from typing import TYPE_CHECKING
@@ -52,7 +53,7 @@ from mdmem.store.dedupe import normalise
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
 
 __all__ = [
     "CAP",
@@ -87,7 +88,6 @@ BUILT = "dedupe"
 CAP = 32
 #: The most notes :func:`near` returns (the best ranked).
 LIMIT = 16
-_CHUNK = 500
 # At most this many words of a title, and of a summary, make keys (a summary is at most
 # 240 characters; a title is a line): a create's lookups stay bounded however long.
 _WORDS = 40
@@ -108,20 +108,33 @@ def _hash(text: str) -> int:
     return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
-def keys(title: str, summary: str, numbers: str | None) -> list[int]:
-    """The keys of a note (sorted, distinct) in number group ``numbers`` (None: :data:`WILD`).
-
-    Its normalised title and summary together, its title, each word of both, and
-    each pair of adjacent title words: what a repeat of the note shares with it.
-    """
-    group = WILD if numbers is None else numbers
+@functools.lru_cache(maxsize=4096)
+def _parts(title: str, summary: str) -> tuple[int, ...]:
+    """The hashes of what makes a note's keys, whatever its group (a create asks for them
+    several times: its lookups, then its batch's and the catalog's records)."""
     t, s = normalise(title), normalise(summary)
     parts = [f"h\0{t}\0{s}", f"t\0{t}"]
     words = _tokens(t)
     parts += [f"w\0{w}" for w in words]
     parts += [f"p\0{a} {b}" for a, b in itertools.pairwise(words)]
     parts += [f"w\0{w}" for w in _tokens(s)]
-    return sorted({_hash(f"{group}\0{p}") for p in parts})
+    return tuple({_hash(p) for p in parts})
+
+
+@functools.lru_cache(maxsize=1024)
+def _group(numbers: str) -> int:
+    return _hash(f"g\0{numbers}")
+
+
+def keys(title: str, summary: str, numbers: str | None) -> list[int]:
+    """The keys of a note (sorted, distinct) in number group ``numbers`` (None: :data:`WILD`).
+
+    Its normalised title and summary together, its title, each word of both, and
+    each pair of adjacent title words: what a repeat of the note shares with it;
+    each mixed with its group's hash (XOR keeps a group's keys distinct).
+    """
+    group = _group(WILD if numbers is None else numbers)
+    return sorted(p ^ group for p in _parts(title, summary))
 
 
 def is_built(con: sqlite3.Connection) -> bool:
@@ -233,51 +246,30 @@ def build(con: sqlite3.Connection) -> None:
     con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
 
 
-def rank(postings: Iterable[tuple[int, int]], limit: int = LIMIT) -> list[int]:
-    """The ``limit`` notes that share the most with a create, from (key, note) postings of
-    its keys held by at most :data:`CAP` notes: a key weighs one over the notes holding it;
-    ties go to the newer note (the larger id)."""
-    by_key: dict[int, list[int]] = {}
-    for key, note in postings:
-        by_key.setdefault(key, []).append(note)
-    score: dict[int, float] = {}
-    for notes in by_key.values():
-        weight = 1.0 / len(notes)
-        for note in notes:
-            score[note] = score.get(note, 0.0) + weight
-    return sorted(score, key=lambda n: (-score[n], -n))[:limit]
-
-
 def near(
     con: sqlite3.Connection, title: str, summary: str, numbers: str | None
 ) -> list[tuple[str, str, str]]:
     """(name, title, summary) of the at most :data:`LIMIT` valid notes of number group
-    ``numbers`` (and of :data:`WILD`) that share the most keys with this title and summary.
+    ``numbers`` (and of :data:`WILD`) that share the most keys with this title and summary,
+    by name.
 
-    Reads at most :data:`CAP` postings for each of the create's keys (a bounded number),
-    whatever the store holds.
+    Only keys held by at most :data:`CAP` notes are looked up, so this reads a bounded
+    number of postings whatever the store holds; a key weighs one over the notes holding
+    it, ties go to the newer note (the larger id). SQLite ranks them.
     """
     wanted = sorted({*keys(title, summary, numbers), *keys(title, summary, None)})
-    postings = con.execute(
-        "SELECT p.key, p.id FROM dedupe_count c JOIN dedupe_keys p ON p.key = c.key"
-        " WHERE c.key IN (SELECT value FROM json_each(?)) AND c.n <= ?",
-        (_json(wanted), CAP),
-    ).fetchall()
-    return _rows(con, rank(postings))
-
-
-def _rows(con: sqlite3.Connection, ids: list[int]) -> list[tuple[str, str, str]]:
-    """(name, title, summary) of the valid notes of these key ids, sorted."""
-    out: list[tuple[str, str, str]] = []
-    for start in range(0, len(ids), _CHUNK):
-        part = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(part))
-        out += con.execute(
-            "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
-            f" WHERE d.id IN ({marks}) AND n.line IS NOT NULL",
-            part,
+    return sorted(
+        con.execute(
+            "WITH k (key, n) AS (SELECT key, n FROM dedupe_count"
+            " WHERE key IN (SELECT value FROM json_each(?)) AND n <= ?),"
+            " r (id, score) AS (SELECT p.id, SUM(1.0 / k.n) FROM k"
+            " JOIN dedupe_keys p ON p.key = k.key GROUP BY p.id"
+            " ORDER BY 2 DESC, 1 DESC LIMIT ?)"
+            " SELECT n.name, n.title, n.summary FROM r JOIN dedupe_notes d ON d.id = r.id"
+            " JOIN notes n ON n.name = d.name WHERE n.line IS NOT NULL",
+            (_json(wanted), CAP, LIMIT),
         ).fetchall()
-    return sorted(out)
+    )
 
 
 class Batch:
@@ -309,15 +301,17 @@ class Batch:
             self._postings.setdefault(key, set()).add(note)
 
     def near(self, title: str, summary: str, numbers: str) -> list[str]:
-        """The names of at most :data:`LIMIT` notes of the batch ranked as :func:`near` ranks."""
-
-        def postings() -> Iterator[tuple[int, int]]:
-            for key in keys(title, summary, numbers):
-                held = self._postings.get(key, ())
-                if len(held) <= CAP:
-                    yield from ((key, note) for note in held)
-
-        return [self._names[note] for note in rank(postings())]
+        """The names of at most :data:`LIMIT` notes of the batch, ranked as :func:`near`
+        ranks the catalog's."""
+        score: dict[int, float] = {}
+        for key in keys(title, summary, numbers):
+            held = self._postings.get(key)
+            if held and len(held) <= CAP:
+                weight = 1.0 / len(held)
+                for note in held:
+                    score[note] = score.get(note, 0.0) + weight
+        best = sorted(score, key=lambda n: (-score[n], -n))[:LIMIT]
+        return [self._names[note] for note in best]
 
 
 def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, bytes]], list[tuple[int, int]]]:

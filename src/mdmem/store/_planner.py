@@ -291,7 +291,9 @@ class Planner:
             self._keys[note.filename] = key
         return key[1]
 
-    def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
+    def _duplicate(
+        self, title: str, summary: str, body: str, numbers: str | None = None
+    ) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
 
         def read(name: str) -> tuple[str, str, str] | None:
@@ -303,15 +305,19 @@ class Planner:
 
         # Whether each candidate still exists is asked by ``read`` (None when it is gone, or
         # deleted by this batch), for the few the cheap tests leave: not an lstat each.
-        near = self._near(title, summary, number_key(title, summary, body))
+        if numbers is None:
+            numbers = number_key(title, summary, body)
+        near = self._near(title, summary, numbers)
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:
         title = clean_inline(self._redact(op.title))
         body = self._redact(op.content).strip()
         summary = clean_inline(self._redact(op.summary)) or first_sentence(body, MAX_SUMMARY_CHARS)
+        numbers: str | None = None  # its number key, when dedupe worked it out
         if op.filename is None and not op.supersedes:
-            dup = self._duplicate(title, summary, body)
+            numbers = number_key(title, summary, body)
+            dup = self._duplicate(title, summary, body, numbers)
             if dup is not None and dup.exact:
                 self._detail = f"the same note as {dup.filename}"
                 return "unchanged", dup.filename
@@ -363,6 +369,8 @@ class Planner:
             updated=self.now,
             extra={**self._truth_keys({}, op.supersedes, op.expires, name), **self._extra},
         )
+        if numbers is not None:
+            self._keys[name] = (note, numbers)  # the same text: the same key, not made again
         # A name the caller gave is theirs: taken at the last moment, the create is
         # rejected. A name mdmem chose becomes the next free one instead.
         self._write(note, new=True, renamable=op.filename is None)
