@@ -14,6 +14,11 @@ word of its body changed (a near-duplicate), so dedupe has something to find.
   updated. With ``--before SRC`` the same import by another checkout (its
   ``src``) of ``--before-notes`` notes, and whether both stores hold the same
   notes afterwards (the same dedupe decisions).
+- With ``--before`` and ``--quality N``: the repository's own sets
+  (``benchmarks/data``'s notes, ``tests/fixtures/dedupe_pairs.json``'s notes,
+  then its paraphrased duplicates, its changed facts and every note again),
+  alone and among ``N`` crowded-title notes, imported by both checkouts: the
+  same dedupe decisions leave the same notes.
 - At each of ``--sizes`` (stores of such notes generated once into
   ``<cache>/dedupe-n<N>``): a single-op create of a new worded note, in process,
   interleaved round by round with its floor (one durable write: a temporary
@@ -24,6 +29,8 @@ word of its body changed (a near-duplicate), so dedupe has something to find.
     python benchmarks/bench_dedupe.py --cache <cache>
     python benchmarks/bench_dedupe.py --cache <cache> --sizes 1000,10000,100000
     python benchmarks/bench_dedupe.py --cache <cache> --before <main>/src --before-notes 2000
+    python benchmarks/bench_dedupe.py --cache <cache> --before <main>/src --quality 2000 \
+        --before-notes 0 --import-notes 0 --sizes ""
 """
 
 from __future__ import annotations
@@ -98,6 +105,26 @@ def import_set(count: int, seed: int) -> list[tuple[str, str, str]]:
         else:
             notes.append(worded(rng))
     return notes
+
+
+def repository_sets() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """The notes of the repository's sets (``benchmarks/data``'s recall notes and
+    ``tests/fixtures/dedupe_pairs.json``'s), and what to import after them: the pairs'
+    paraphrased duplicates, their changed facts and every note again."""
+    first: list[tuple[str, str, str]] = []
+    for name in ("recall-calib", "recall-holdout"):
+        with open(os.path.join(REPO, "benchmarks", "data", name, "notes.jsonl")) as f:
+            for line in f:
+                note = json.loads(line)
+                first.append((note["title"], note["summary"], note["body"]))
+    with open(os.path.join(REPO, "tests", "fixtures", "dedupe_pairs.json")) as f:
+        pairs = json.load(f)
+    held = pairs["notes"]
+    changed = {b for _, b in pairs["changed"]}
+    first += [(n["title"], n["summary"], n["body"]) for k, n in held.items() if k not in changed]
+    then = [(d["title"], d["summary"], d["body"]) for d in pairs["duplicates"]]
+    then += [(held[b]["title"], held[b]["summary"], held[b]["body"]) for b in sorted(changed)]
+    return first, then + first
 
 
 def _env(folder: str, src: str | None = None) -> dict[str, str]:
@@ -190,10 +217,10 @@ def bench_size(size: int, args: argparse.Namespace) -> dict[str, list[float]]:
     real_dup = _planner.Planner._duplicate
     real_find = _planner.find_duplicate
 
-    def duplicate(self, title, summary, body):  # type: ignore[no-untyped-def]
+    def duplicate(self, *args):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
         try:
-            return real_dup(self, title, summary, body)
+            return real_dup(self, *args)
         finally:
             spent.append(time.perf_counter() - start)
 
@@ -244,6 +271,13 @@ def main() -> None:
     parser.add_argument("--before", help="another checkout's src: the same import by it")
     parser.add_argument("--before-notes", type=int, default=2_000, help="notes it imports")
     parser.add_argument(
+        "--quality",
+        type=int,
+        default=0,
+        help="with --before: the repository's sets, alone and"
+        " among this many crowded notes, imported by both",
+    )
+    parser.add_argument(
         "--cache",
         default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
         help="where generated stores are kept between runs (shared with bench_scale.py)",
@@ -264,7 +298,7 @@ def main() -> None:
         print(
             f"`mdmem import notes` of {args.import_notes:,} worded notes: **{took:.1f} s** ({out})"
         )
-    if args.before:
+    if args.before and args.before_notes:
         notes = import_set(args.before_notes, 2)
         now, now_out, now_held = run_import(notes, args.cache, run)
         then, then_out, then_held = run_import(notes, args.cache, run, args.before)
@@ -273,6 +307,20 @@ def main() -> None:
             f"\nThe same {args.before_notes:,} notes, this checkout / `--before`: {now:.1f} s"
             f" ({now_out}) / {then:.1f} s ({then_out}); both stores hold {same}."
         )
+    if args.before and args.quality:
+        first, after = repository_sets()
+        crowd = import_set(args.quality, 3)
+        for label, notes in (
+            (
+                "the repository's notes, then their duplicates, changed facts and repeats",
+                first + after,
+            ),
+            (f"the same among {args.quality:,} crowded-title notes", first + crowd + after),
+        ):
+            _, now_out, now_held = run_import(notes, args.cache, run)
+            _, then_out, then_held = run_import(notes, args.cache, run, args.before)
+            same = "the same notes" if now_held == then_held else "**different notes**"
+            print(f"\n{label}: this checkout {now_out} / `--before` {then_out}: {same}.")
     if sizes:
         results = {size: bench_size(size, args) for size in sizes}
         rows = []
