@@ -115,3 +115,31 @@ def test_a_long_title_makes_a_bounded_number_of_keys() -> None:
         ]
     finally:
         cat.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=ROWS, gone=st.sets(st.integers(0, 40)), query=st.tuples(TITLE, TITLE))
+def test_a_batch_finds_its_notes_as_the_catalog_finds_them(
+    rows: dict[str, tuple[str, str]], gone: set[int], query: tuple[str, str]
+) -> None:
+    # The same notes in a batch (in memory) and in the catalog, with CAP small enough
+    # to leave keys out: the same notes share a key that is looked up.
+    cat = _catalog_with(rows)
+    batch = _dedupe_keys.Batch()
+    for name, (title, summary) in rows.items():
+        batch.put(name, title, summary, number_key(title, summary, ""))
+    cat.begin(0)
+    cat.remove([f"project_knowledge_n{i}.md" for i in gone])
+    cat.commit()
+    for i in gone:
+        batch.put(f"project_knowledge_n{i}.md", None)
+    before = _dedupe_keys.CAP, _dedupe_keys.LIMIT
+    _dedupe_keys.CAP, _dedupe_keys.LIMIT = 2, 100
+    try:
+        title, summary = query
+        numbers = number_key(title, summary, "")
+        found = cat.near(title, summary, numbers, 0)
+        assert sorted(batch.near(title, summary, numbers)) == [n for n, _, _ in found or []]
+    finally:
+        _dedupe_keys.CAP, _dedupe_keys.LIMIT = before
+        cat.close()
