@@ -25,7 +25,14 @@ from hypothesis import strategies as st
 
 from mdmem import Level, Store
 from mdmem.store import _catalog, _dedupe_keys, _planner, dedupe
-from mdmem.store.dedupe import Index, candidate, find_duplicate, near_among, number_key
+from mdmem.store.dedupe import (
+    Index,
+    candidate,
+    find_duplicate,
+    near_among,
+    near_rows,
+    number_key,
+)
 
 # A store's everyday words: any two titles of them share half their trigrams or so.
 EVERYDAY = ["cache", "deploy", "worker", "queue", "retry", "build", "test", "lint", "server"]
@@ -125,6 +132,12 @@ BODY = st.lists(st.sampled_from(VOCAB), min_size=8, max_size=40).map(" ".join)
 NOTE = st.tuples(PHRASE, PHRASE, BODY)
 
 
+@given(title=PHRASE, rows=st.lists(st.tuples(PHRASE, PHRASE), max_size=12))
+def test_near_rows_keeps_what_near_among_keeps(title: str, rows: list[tuple[str, str]]) -> None:
+    named = [(f"project_knowledge_n{i}.md", t, s) for i, (t, s) in enumerate(rows)]
+    assert near_rows(title, named) == near_among(title, [candidate(*r) for r in named])
+
+
 def _edited(note: tuple[str, str, str], edits: list[tuple[int, str]]) -> tuple[str, str, str]:
     title, summary, body = note
     words = body.split()
@@ -190,7 +203,7 @@ def _check(
     old = find_duplicate(title, summary, body, everyone, texts.get)
     rows = cat.near(title, summary, numbers, 0)
     assert rows is not None and len(rows) <= limit
-    mine = near_among(title, [candidate(n, t, s) for n, t, s in rows])
+    mine = near_rows(title, rows)
     new = find_duplicate(title, summary, body, mine, texts.get)
     # Never a merge the full comparison would not make: the candidates are some of its own.
     assert {c.filename for c in mine} <= {c.filename for c in everyone}

@@ -1,13 +1,13 @@
 """Dedupe keys in the catalog: a bounded handful of notes a create is compared with.
 
 A create is compared with the notes that share its rarest *keys* (:func:`keys`):
-its whole title and summary, its title, each word of its title and summary and
-each pair of adjacent title words (a run of Chinese or Japanese, which has no
-spaces, gives its pairs of characters as words), each within its number group
-(:func:`mdmem.store.dedupe.number_key`: a duplicate names what the note names,
-so "Note number 7" is never compared with "Note number 8"). These tables keep
-them in ``catalog.sqlite``, changed with the note's row
-(:meth:`~mdmem.store._catalog.Catalog.put`):
+its whole title and summary, its title, its title's words in any order, each
+word of its title and summary and each pair of adjacent title words (a run of
+Chinese or Japanese, which has no spaces, gives its pairs of characters as
+words), each within its number group (:func:`mdmem.store.dedupe.number_key`: a
+duplicate names what the note names, so "Note number 7" is never compared with
+"Note number 8"). These tables keep them in ``catalog.sqlite``, changed with the
+note's row (:meth:`~mdmem.store._catalog.Catalog.put`):
 
 - ``dedupe_notes``: a note's id, name, and its keys (a blob of int64, to drop
   its postings);
@@ -24,12 +24,12 @@ full comparison would not merge.
 
 What it may miss, and only this (``tests/store/test_dedupe_bounded.py`` holds
 it against the full comparison): a duplicate that (a) shares with the create no
-key held by at most ``CAP`` notes, that is, its title differs, its title and
-summary differ, and every word and title word pair they have in common is in
-more than ``CAP`` notes of the group; or (b) is outranked by ``LIMIT`` other
-notes. A duplicate is a near repeat of the text, so it shares its whole title,
-or its rarer words, nearly always; and a missed merge costs a line of the index
-where a false merge would lose a fact.
+key held by at most ``CAP`` notes, that is, its title differs (in its words, in
+any order), its title and summary differ, and every word and title word pair
+they have in common is in more than ``CAP`` notes of the group; or (b) is
+outranked by ``LIMIT`` other notes. A duplicate is a near repeat of the text,
+so it shares its whole title, or its rarer words, nearly always; and a missed
+merge costs a line of the index where a false merge would lose a fact.
 
 Derived like the rest of the catalog: built on first use (a first load or a
 rebuild does not pay for it), dropped with the rows, rebuilt from them; every
@@ -40,6 +40,7 @@ build from the rows gives.
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 from array import array
 from typing import TYPE_CHECKING
@@ -115,6 +116,7 @@ def _parts(title: str, summary: str) -> tuple[int, ...]:
     t, s = normalise(title), normalise(summary)
     parts = [f"h\0{t}\0{s}", f"t\0{t}"]
     words = _tokens(t)
+    parts.append(f"s\0{' '.join(sorted(set(words)))}")  # the title's words in any order
     parts += [f"w\0{w}" for w in words]
     parts += [f"p\0{a} {b}" for a, b in itertools.pairwise(words)]
     parts += [f"w\0{w}" for w in _tokens(s)]
@@ -129,8 +131,9 @@ def _group(numbers: str) -> int:
 def keys(title: str, summary: str, numbers: str | None) -> list[int]:
     """The keys of a note (sorted, distinct) in number group ``numbers`` (None: :data:`WILD`).
 
-    Its normalised title and summary together, its title, each word of both, and
-    each pair of adjacent title words: what a repeat of the note shares with it;
+    Its normalised title and summary together, its title, its title's words in any
+    order, each word of both, and each pair of adjacent title words: what a repeat of
+    the note shares with it;
     each mixed with its group's hash (XOR keeps a group's keys distinct).
     """
     group = _group(WILD if numbers is None else numbers)
@@ -255,21 +258,31 @@ def near(
 
     Only keys held by at most :data:`CAP` notes are looked up, so this reads a bounded
     number of postings whatever the store holds; a key weighs one over the notes holding
-    it, ties go to the newer note (the larger id). SQLite ranks them.
+    it, ties go to the newer note (the larger id).
     """
     wanted = sorted({*keys(title, summary, numbers), *keys(title, summary, None)})
+    score: dict[int, float] = {}
+    for note, n in con.execute(
+        "SELECT p.id, c.n FROM dedupe_count c JOIN dedupe_keys p ON p.key = c.key"
+        " WHERE c.key IN (SELECT value FROM json_each(?)) AND c.n <= ?",
+        (_json(wanted), CAP),
+    ):
+        score[note] = score.get(note, 0.0) + 1.0 / n
+    best = _best(score)
+    if not best:
+        return []
     return sorted(
         con.execute(
-            "WITH k (key, n) AS (SELECT key, n FROM dedupe_count"
-            " WHERE key IN (SELECT value FROM json_each(?)) AND n <= ?),"
-            " r (id, score) AS (SELECT p.id, SUM(1.0 / k.n) FROM k"
-            " JOIN dedupe_keys p ON p.key = k.key GROUP BY p.id"
-            " ORDER BY 2 DESC, 1 DESC LIMIT ?)"
-            " SELECT n.name, n.title, n.summary FROM r JOIN dedupe_notes d ON d.id = r.id"
-            " JOIN notes n ON n.name = d.name WHERE n.line IS NOT NULL",
-            (_json(wanted), CAP, LIMIT),
+            "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
+            f" WHERE d.id IN ({','.join('?' * len(best))}) AND n.line IS NOT NULL",
+            best,
         ).fetchall()
     )
+
+
+def _best(score: dict[int, float]) -> list[int]:
+    """The :data:`LIMIT` best scored notes; ties go to the newer note (the larger id)."""
+    return heapq.nsmallest(LIMIT, score, key=lambda n: (-score[n], -n))
 
 
 class Batch:
@@ -310,8 +323,7 @@ class Batch:
                 weight = 1.0 / len(held)
                 for note in held:
                     score[note] = score.get(note, 0.0) + weight
-        best = sorted(score, key=lambda n: (-score[n], -n))[:LIMIT]
-        return [self._names[note] for note in best]
+        return [self._names[note] for note in _best(score)]
 
 
 def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, bytes]], list[tuple[int, int]]]:

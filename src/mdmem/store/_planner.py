@@ -18,7 +18,7 @@ from mdmem.store.dedupe import (
     Index,
     candidate,
     find_duplicate,
-    near_among,
+    near_rows,
     number_key,
 )
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, render
@@ -277,11 +277,11 @@ class Planner:
         # The catalog's keys give the candidates; the title test is made here, as
         # Index.near makes it. A note this batch wrote is taken as written, not as the
         # catalog still has it.
-        found = [candidate(name, t, s) for name, t, s in rows if name not in self._notes]
+        found = [row for row in rows if row[0] not in self._notes]
         for name in self._batch.near(title, summary, numbers):
             note = self._notes[name]
-            found.append(candidate(name, note.title, note.summary))
-        return near_among(title, found)
+            found.append((name, note.title, note.summary))
+        return near_rows(title, found)
 
     def _numbers_of(self, note: Note) -> str:
         """A note of this batch's number key (``dedupe.number_key``), worked out once."""
