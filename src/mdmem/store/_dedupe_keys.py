@@ -133,8 +133,8 @@ def keys(title: str, summary: str, numbers: str | None) -> list[int]:
 
     Its normalised title and summary together, its title, its title's words in any
     order, each word of both, and each pair of adjacent title words: what a repeat of
-    the note shares with it;
-    each mixed with its group's hash (XOR keeps a group's keys distinct).
+    the note shares with it; each mixed with its group's hash (XOR keeps a group's
+    keys distinct).
     """
     group = _group(WILD if numbers is None else numbers)
     return sorted(p ^ group for p in _parts(title, summary))
