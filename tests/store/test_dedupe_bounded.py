@@ -124,6 +124,18 @@ def test_duplicates_are_still_caught_among_crowded_titles(tmp_path: Path) -> Non
     assert [a.action for a in store.apply([other]).applied] == ["create"]
 
 
+def test_duplicates_within_one_crowded_batch_are_caught(tmp_path: Path) -> None:
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    rng = random.Random(11)
+    notes = [_worded(rng) for _ in range(300)]
+    near = dict(notes[40])
+    near["content"] = str(near["content"]).replace(".", ", always.", 1)
+    # One batch: 300 crowded notes, then a repeat and a near repeat of the 41st.
+    result = store.apply([*notes, dict(notes[40]), near])
+    assert [a.action for a in result.applied[-2:]] == ["unchanged", "update"]
+    assert {a.filename for a in result.applied[-2:]} == {result.applied[40].filename}
+
+
 # -- against the full comparison ----------------------------------------------------------
 
 VOCAB = ["cache", "deploy", "worker", "the", "a", "retry", "v2", "1.74", "构建", "测试"]
