@@ -623,8 +623,9 @@ TRICKS_ELSEWHERE = {
 def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     """``TYPE_CHECKING = False`` (typing costs ~6 ms) only where the fast path goes.
 
-    The fast path is what ``mdmem index`` (run here through ``cli/_fastpath.py`` on a
-    workspace with a note), ``search`` / ``recall`` and the hooks load; elsewhere a
+    The fast path is what ``mdmem index`` and ``mdmem add`` (run here through
+    ``cli/_fastpath.py`` on a workspace with a note), ``search`` / ``recall`` and the
+    hooks load; elsewhere a
     module imports typing.
     """
     ws = tmp_path / "ws"
@@ -649,6 +650,7 @@ def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
         "import sys\n"
         "from mdmem.cli._fastpath import try_fast\n"
         "try_fast(['--workspace', sys.argv[1], 'index'])\n"
+        "try_fast(['--workspace', sys.argv[1], 'add', '--title', 'Probe', 'By the probe.'])\n"
         "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
         "import mdmem.store.ledger, mdmem._spawn, mdmem.store.sessions, mdmem.store._queue\n"
         "import mdmem.store.activity, mdmem.store.cedict\n"
