@@ -47,6 +47,7 @@ ALLOWED = {
     "mdmem.store.files",
     "mdmem.store.hit",
     "mdmem.store.paths",
+    "mdmem.store.quicknote",
     "mdmem.store.state",
     "mdmem.store.watch",
     "mdmem.store.workspace",

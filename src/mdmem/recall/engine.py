@@ -144,23 +144,22 @@ def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, flo
     cached = _READS.get(store.path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    out: dict[str, tuple[int, float]] = {}
     kept = index.derived("reads", key) if index is not None else None
     if kept is not None:
-        with contextlib.suppress(ValueError, TypeError):
-            out = {str(n): (int(r), float(t)) for n, (r, t) in json.loads(kept).items()}
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            record = json.loads(kept)
+            out = {str(n): (int(r), float(t)) for n, (r, t) in record["reads"].items()}
             _READS[store.path] = (key, out)
             return out
     from mdmem.store import ledger  # only where there is a ledger: a hook's import less
 
-    notes = ledger.load(store.state).get("notes")
-    if isinstance(notes, dict):
-        for name, entry in notes.items():
-            if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:
-                out[str(name)] = (int(entry["read"]), float(entry.get("last_read", 0) or 0))
+    # The ledger grew since the kept record (SessionStart's line, a turn's writes): only
+    # what was appended is folded (ledger.read_counts says when that is exact).
+    earlier = index.derived("reads") if index is not None else None
+    out, record_text = ledger.read_counts(store.state, earlier)
     _READS[store.path] = (key, out)
     if index is not None:
-        index.keep("reads", key, json.dumps({n: list(v) for n, v in out.items()}))
+        index.keep("reads", key, record_text)
     return out
 
 
