@@ -9,7 +9,9 @@ the recall index in a fresh process):
 - ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
   session's first prompt as Claude Code runs it (``hook session-start`` first, not
   timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
-  also as ``python -m mdmem`` and without a SessionStart record;
+  also as ``python -m mdmem``, without a SessionStart record, and after a turn wrote a
+  note (a create and its ledger line, untimed, 0.3 s before); every other case sees a
+  settled store (each write is followed, untimed, by a ``search`` and an ``index``);
 - ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
   as processes;
 - in process: a single-op create and delete, and a Manager turn that writes 3
@@ -48,6 +50,7 @@ from bench_scale import generate
 
 from mdmem import Manager, Store
 from mdmem._kinds import Level
+from mdmem.store import ledger
 
 PROMPTS = [
     "how do we deploy the release branch?",
@@ -70,6 +73,14 @@ TURN = [
     },
 ]
 
+
+#: The note a turn's worker writes before the next prompt (``hook-after-write``).
+TURN_NOTE = {
+    "action": "create",
+    "level": "project",
+    "type": "project_knowledge",
+    "content": "The worker clears the deploy cache nightly; the release branch keeps it.",
+}
 
 #: The same turn without a correction: the user only adds a fact.
 PLAIN_TURN = [
@@ -266,7 +277,14 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     script = console_script()
     installed = [py, script] if script else mdmem
 
-    def hook(started: bool = True, command: list[str] = installed) -> float:
+    def settle() -> None:
+        # After a write (untimed): the next reader catches up with it (the search index by
+        # the change log, the block cache), so only a case meant to see a write pays for one
+        # whatever the order of a round (before, the case after `mdmem add` paid for it).
+        run.run([*mdmem, "search", "deploy cache"], env)
+        run.run([*mdmem, "index"], env)
+
+    def hook(started: bool = True, command: list[str] = installed, wrote: bool = False) -> float:
         payload = json.loads(hook_json)
         payload["prompt"] = prompt()
         payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
@@ -276,13 +294,27 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
             del start["prompt"]
             run.run([*mdmem, "hook", "session-start"], env, json.dumps(start))
+        written = None
+        if wrote:
+            # A turn's worker wrote a note (and the ledger line it records) since the last
+            # prompt: what the next prompt finds after most turns. A moment later, as a
+            # person types (a process started right after an fsync waits for the journal).
+            done = store.apply([{**TURN_NOTE, "title": f"Bench turn note {rounds['pass']}"}])
+            written = done.applied[0].filename
+            ledger.record(root, "write", n=[written], via="worker")
+            time.sleep(0.3)
         argv = [*command, "hook", "user-prompt-submit"]
         name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
-        return proc(argv, json.dumps(payload), name=name)
+        took = proc(argv, json.dumps(payload), name="hook-after-write" if wrote else name)
+        if written is not None:
+            store.apply([{"action": "delete", "level": "project", "filename": written}])
+            settle()
+        return took
 
     def add() -> float:
         took = proc([*mdmem, "add", "--title", f"Added {rounds['pass']}", "Added by the bench."])
         rounds["pass"] += 1
+        settle()
         return took
 
     def op(kind: str) -> float:
@@ -324,6 +356,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             label=f"{size} writes",
         )
     )
+    settle()  # after the writes above
     samples = (
         {}
         if args.edits_only
@@ -333,6 +366,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                 "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
                 "hook": hook,
                 "hook-m": lambda: hook(command=mdmem),
+                "hook-after-write": lambda: hook(wrote=True),
                 "hook-unstarted": lambda: hook(started=False),
                 "index": lambda: proc([*mdmem, "index"]),
                 "search": lambda: proc([*mdmem, "search", prompt()]),
@@ -473,6 +507,7 @@ def main() -> None:
         ("hook user-prompt-submit", "hook", "fts"),
         ("hook user-prompt-submit, as `python -m mdmem`", "hook-m", "pass"),
         ("hook user-prompt-submit, no SessionStart record", "hook-unstarted", "pass"),
+        ("hook user-prompt-submit, after a turn wrote a note", "hook-after-write", "pass"),
         ("mdmem index", "index", "pass"),
         ("mdmem search", "search", "pass"),
         ("mdmem recall", "recall", "pass"),
