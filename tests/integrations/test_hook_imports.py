@@ -41,6 +41,7 @@ ALLOWED = {
     "mdmem.recall.glossary",
     "mdmem.recall.fts",
     "mdmem.recall.text",
+    "mdmem.recall.usage",
     "mdmem.store",
     "mdmem.store.activity",
     "mdmem.store.cedict",

@@ -25,8 +25,6 @@ Ranking (see docs/concepts/recall.md):
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
 import re
@@ -39,6 +37,8 @@ from mdmem.recall.dictionary import expand
 from mdmem.recall.disputes import dispute_penalty, disputed
 from mdmem.recall.fts import Index, Row
 from mdmem.recall.text import terms
+from mdmem.recall.usage import USE_BONUS as USE_BONUS
+from mdmem.recall.usage import reads, use_bonus
 from mdmem.store import watch
 from mdmem.store.hit import Hit
 
@@ -105,62 +105,6 @@ HINTS = {
 _INDEXES: dict[str, tuple[Index, int, float]] = {}
 KEEP_OPEN = 16  #: search indexes a process keeps open (least recently used closed past it)
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
-
-
-USE_BONUS = 0.10
-_READS: dict[str, tuple[str, dict[str, tuple[int, float]]]] = {}
-
-
-def use_bonus(reads: int, last_read: float, now: float | None = None) -> float:
-    """The factor a note's score is multiplied by for being read: 1.0 to ``1 + USE_BONUS``.
-
-    Half for how often (up to 10 reads), half for how recently (fading over 30 days).
-    """
-    moment = time.time() if now is None else now
-    often = min(max(reads, 0), 10) / 10
-    age_days = max(0.0, moment - last_read) / 86_400
-    recent = max(0.0, 1 - age_days / 30) if last_read > 0 else 0.0
-    return 1 + USE_BONUS * (often + recent) / 2
-
-
-def _reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, float]]:
-    """Read counts and last read times by note, cached while the ledger's files are unchanged.
-
-    In this process, and in the store's search index (``index``): the ledger is
-    folded from up to 256 KiB of events, which a fresh process (the per-prompt
-    hook) would otherwise parse at every prompt, for a map of a few notes.
-    """
-    base = store.state.usage  # the ledger's folder (mdmem.store.ledger.folder)
-    try:
-        with os.scandir(base) as entries:
-            seen = sorted(
-                f"{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-                for e in entries
-                for st in (e.stat(follow_symlinks=False),)
-            )
-        key = f"{os.stat(base).st_mtime_ns} {' '.join(seen)}"
-    except OSError:
-        return {}
-    cached = _READS.get(store.path)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    kept = index.derived("reads", key) if index is not None else None
-    if kept is not None:
-        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
-            record = json.loads(kept)
-            out = {str(n): (int(r), float(t)) for n, (r, t) in record["reads"].items()}
-            _READS[store.path] = (key, out)
-            return out
-    from mdmem.store import ledger  # only where there is a ledger: a hook's import less
-
-    # The ledger grew since the kept record (SessionStart's line, a turn's writes): only
-    # what was appended is folded (ledger.read_counts says when that is exact).
-    earlier = index.derived("reads") if index is not None else None
-    out, record_text = ledger.read_counts(store.state, earlier)
-    _READS[store.path] = (key, out)
-    if index is not None:
-        index.keep("reads", key, record_text)
-    return out
 
 
 def index_of(store: Store, *, fresh: bool = False) -> Index:
@@ -271,9 +215,11 @@ def _rank(
     min_coverage: float,
     now: datetime | None,
     *,
+    crowd: bool = False,
     _retry: bool = True,
 ) -> tuple[list[_Candidate], set[str]]:
-    """Every candidate for ``query``, best first, and the query's terms."""
+    """Every candidate for ``query``, best first, and the query's terms; none, with
+    ``crowd`` (the per-prompt gate's), when a store is :func:`crowded` for it."""
     if not query.strip():
         return [], set()
     qterms = sorted(set(terms(query)))
@@ -293,6 +239,8 @@ def _rank(
         hidden = index.hidden(now)
         per_store.append((index, store.level, hidden))
         frequencies.append(index.document_frequency(wanted) if qterms else {})
+        if crowd and qterms and crowded(qterms, frequencies[-1], index.count(), len(hidden)):
+            return [], set(qterms)  # the gate would say nothing: no note ranked for it
     # One term weighs the same in every store searched: the statistics of them all.
     pool_df: dict[str, int] = {}
     for df in frequencies:
@@ -313,7 +261,9 @@ def _rank(
         for index, level, _ in per_store
     ]
     if _retry and any(stale):
-        return _rank(stores_seen, query, types, semantic, min_coverage, now, _retry=False)
+        return _rank(
+            stores_seen, query, types, semantic, min_coverage, now, crowd=crowd, _retry=False
+        )
     _fuse(candidates.values(), use_semantic)
     # Of two versions of one note (near-duplicates of a type), the newer is the current one.
     for index, level, _ in per_store:
@@ -326,7 +276,7 @@ def _rank(
     # Notes people actually read rank a little higher, as the seed's score does with hit
     # counts and recency: at most USE_BONUS, from the usage ledger (mdmem.store.ledger).
     indexes = {level.value: index for index, level, _ in per_store}
-    uses = {name: _reads(store, indexes.get(name)) for name, store in by_level.items()}
+    uses = {name: reads(store, indexes.get(name)) for name, store in by_level.items()}
     for (level_name, name), c in candidates.items():
         use = uses.get(level_name, {}).get(name)
         if use is not None:
@@ -441,6 +391,31 @@ def _seams(
         return set()
     found = "".join(t for t in qterms if _cjk_gram(t) and present(t))
     return {t for t in absent if all(ch in found for ch in t)}
+
+
+def crowded(qterms: Sequence[str], df: dict[str, int], total: int, hidden: int = 0) -> bool:
+    """Whether a store's document frequencies alone show that more than :data:`CROWD` of
+    its notes hold every one of ``qterms``, none of them :func:`distinctive`.
+
+    Those notes cover the whole prompt (coverage 1, the most any note has), so the
+    per-prompt :func:`gate` names none of them ("a prompt that more than CROWD notes
+    match equally well names none"): the hook need not rank them. Ranking them was
+    BM25 over most of the store (a prompt of common words at 100,000 notes: 0.3-0.5 s).
+    At least ``total - sum(total - df)`` notes hold every term (each term is missing
+    from ``total - df`` notes at most), less the ``hidden`` ones (superseded, never
+    candidates). Exact wherever every match of the store is a candidate (at most
+    :data:`CANDIDATES` of them); in a larger store the gate's rule is taken at its word,
+    as the crowd holds whether or not BM25's first fifty show it.
+    """
+    if total <= _COMMON:
+        return False
+    least = total - hidden
+    for t in set(qterms):
+        n = df.get(t, 0)
+        if n <= max(total / 3, _COMMON):
+            return False  # a distinctive or absent word: it may name a note
+        least -= total - n
+    return least > CROWD
 
 
 def distinctive(
@@ -819,7 +794,7 @@ def _candidates(
     listed: Iterable[str] = (),
     per_prompt: bool = False,
 ) -> tuple[list[_Candidate], set[str]]:
-    ranked, qset = _rank(stores, query, None, semantic, 0.0, None)
+    ranked, qset = _rank(stores, query, None, semantic, 0.0, None, crowd=per_prompt)
     chosen = gate(
         ranked,
         min_coverage=min_coverage,
