@@ -55,6 +55,7 @@ FLOORS = {
     "mdmem._lines": 0,
     "mdmem.privacy": 0,  # redaction: store and extract both use it, and it imports nothing
     "mdmem._install": 0,
+    "mdmem._sqlite": 0,
     "mdmem.extract": 1,
     "mdmem.store": 2,
     "mdmem.recall": 3,

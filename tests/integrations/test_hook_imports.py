@@ -26,6 +26,7 @@ ALLOWED = {
     "mdmem._json",
     "mdmem._kinds",
     "mdmem._lines",
+    "mdmem._sqlite",
     "mdmem.errors",
     "mdmem.privacy",
     "mdmem.cli",
@@ -75,6 +76,8 @@ NEVER = {
     "dataclasses",
     "pathlib",
     "watchfiles",
+    # The sqlite3 package (its dbapi2 imports datetime): the C module is enough.
+    "sqlite3",
 }
 
 _PROBE = """

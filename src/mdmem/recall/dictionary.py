@@ -32,8 +32,8 @@ import contextlib
 import functools
 import os
 import re
-import sqlite3
 
+from mdmem._sqlite import sqlite3
 from mdmem.recall import glossary
 from mdmem.recall.text import terms
 from mdmem.store import cedict

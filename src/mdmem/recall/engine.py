@@ -29,7 +29,6 @@ import math
 import os
 import re
 import time
-from datetime import datetime, timezone
 
 from mdmem._kinds import Level
 from mdmem._lines import clean_inline
@@ -45,6 +44,7 @@ from mdmem.store.hit import Hit
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from datetime import datetime
 
     from mdmem.recall.view import StoreView as Store
 
@@ -680,6 +680,8 @@ def _snippet(body: str, qset: set[str], fallback: str) -> str:
 
 
 def _hit(c: _Candidate, qset: set[str]) -> Hit:
+    from datetime import datetime, timezone  # only for a hit: a quiet prompt's hook needs none
+
     row = c.row
     updated = datetime.fromtimestamp(row.updated, timezone.utc) if row.updated is not None else None
     return Hit(

@@ -37,9 +37,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import time
 
+from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
 from mdmem.store import files, quicknote
