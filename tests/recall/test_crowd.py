@@ -44,7 +44,14 @@ def _stores(root: Path, notes: list[tuple[list[bool], int]]) -> list[Store]:
 
 def _recall(stores: list[Store], prompt: str) -> tuple[str, list[str]]:
     block, hits = engine.recalled(
-        stores, prompt, 400, min_coverage=0.25, relative=0.6, limit=8, per_prompt=True
+        stores,
+        prompt,
+        400,
+        semantic=False,
+        min_coverage=0.25,
+        relative=0.6,
+        limit=8,
+        per_prompt=True,
     )
     return block, [h.filename for h in hits]
 
@@ -64,7 +71,10 @@ _note = st.tuples(
 )
 @given(
     notes=st.lists(_note, min_size=8, max_size=40),
-    words=st.lists(st.sampled_from(COMMON + RARE[:1]), min_size=1, max_size=3, unique=True),
+    # Common words, a rarer one, and words no note holds ("timeout", "yak").
+    words=st.lists(
+        st.sampled_from([*COMMON, RARE[0], "timeout", "yak"]), min_size=1, max_size=4, unique=True
+    ),
 )
 def test_the_crowd_shortcut_gives_the_full_rankings_answer(  # type: ignore[no-untyped-def]
     tmp_path_factory, monkeypatch, notes, words
@@ -100,6 +110,8 @@ def test_a_crowded_prompt_ranks_nothing_and_search_still_answers(
     monkeypatch.setattr(Index, "match", counting)
     assert _recall(stores, "how do we deploy the cache server?") == ("", [])
     assert matched == []  # no note ranked for it
+    assert _recall(stores, "why does the cache server time out?") == ("", [])
+    assert matched == []  # a word no note holds changes nothing
     assert len(engine.search(stores, "deploy cache server", limit=5)) == 5
     assert matched  # search ranks as before
     # A distinctive word among them: ranked, and the one note holding it found.

@@ -239,14 +239,25 @@ def _rank(
         hidden = index.hidden(now)
         per_store.append((index, store.level, hidden))
         frequencies.append(index.document_frequency(wanted) if qterms else {})
-        if crowd and qterms and crowded(qterms, frequencies[-1], index.count(), len(hidden)):
-            return [], set(qterms)  # the gate would say nothing: no note ranked for it
     # One term weighs the same in every store searched: the statistics of them all.
     pool_df: dict[str, int] = {}
     for df in frequencies:
         for t, n in df.items():
             pool_df[t] = pool_df.get(t, 0) + n
     pool = (pool_df, sum(index.count() for index, _, _ in per_store))
+    if crowd and qterms:
+        # A word no note of any store holds, itself or translated, lowers every note's
+        # coverage alike (when nothing is matched by meaning, which could make up for it).
+        held = [
+            t
+            for t in qterms
+            if use_semantic
+            or pool_df.get(t)
+            or any(pool_df.get(a) for a in alternatives.get(t, ()))
+        ]
+        for (index, _, hidden), df in zip(per_store, frequencies, strict=True):
+            if held and crowded(held, df, index.count(), len(hidden)):
+                return [], set(qterms)  # the gate would say nothing: no note ranked for it
     for (index, level, hidden), df in zip(per_store, frequencies, strict=True):
         if qterms:
             for c in lexical(index, level, hidden, qterms, alternatives, types, df, pool):
@@ -397,7 +408,8 @@ def crowded(qterms: Sequence[str], df: dict[str, int], total: int, hidden: int =
     """Whether a store's document frequencies alone show that more than :data:`CROWD` of
     its notes hold every one of ``qterms``, none of them :func:`distinctive`.
 
-    Those notes cover the whole prompt (coverage 1, the most any note has), so the
+    Those notes cover the whole prompt (coverage 1, the most any note has; the
+    caller leaves out a word no note holds, which lowers every note's alike), so the
     per-prompt :func:`gate` names none of them ("a prompt that more than CROWD notes
     match equally well names none"): the hook need not rank them. Ranking them was
     BM25 over most of the store (a prompt of common words at 100,000 notes: 0.3-0.5 s).
