@@ -27,6 +27,7 @@ the recall index in a fresh process):
     python benchmarks/bench_paths.py --quick         # fewer rounds
     python benchmarks/bench_paths.py --large         # 100,000 notes (long)
     python benchmarks/bench_paths.py --sizes 1000,10000,100000 --repeat 7   # all three
+    python benchmarks/bench_paths.py --sizes 100000 --hooks-only --repeat 7  # the hook alone
 
 Each command's peak resident set (``wait4``'s ``ru_maxrss``) is reported too.
 
@@ -345,7 +346,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     # own small writes wait for the commit), which would charge whichever case came next.
     writes = (
         {}
-        if args.edits_only
+        if args.edits_only or args.hooks_only
         else interleaved(
             {
                 "durable": lambda: durable_write(floor_dir, data),
@@ -357,23 +358,28 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         )
     )
     settle()  # after the writes above
+    hooks_only = {"pass", "fts", "hook", "hook-m", "hook-after-write", "hook-unstarted"}
     samples = (
         {}
         if args.edits_only
         else interleaved(
             {
-                "pass": lambda: proc([py, "-c", "pass"]),
-                "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
-                "hook": hook,
-                "hook-m": lambda: hook(command=mdmem),
-                "hook-after-write": lambda: hook(wrote=True),
-                "hook-unstarted": lambda: hook(started=False),
-                "index": lambda: proc([*mdmem, "index"]),
-                "search": lambda: proc([*mdmem, "search", prompt()]),
-                "recall": lambda: proc([*mdmem, "recall", prompt()]),
-                "add": add,
-                "stats": lambda: proc([*mdmem, "stats"]),
-                "doctor": lambda: proc([*mdmem, "doctor"]),
+                name: case
+                for name, case in {
+                    "pass": lambda: proc([py, "-c", "pass"]),
+                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                    "hook": hook,
+                    "hook-m": lambda: hook(command=mdmem),
+                    "hook-after-write": lambda: hook(wrote=True),
+                    "hook-unstarted": lambda: hook(started=False),
+                    "index": lambda: proc([*mdmem, "index"]),
+                    "search": lambda: proc([*mdmem, "search", prompt()]),
+                    "recall": lambda: proc([*mdmem, "recall", prompt()]),
+                    "add": add,
+                    "stats": lambda: proc([*mdmem, "stats"]),
+                    "doctor": lambda: proc([*mdmem, "doctor"]),
+                }.items()
+                if name in hooks_only or not args.hooks_only
             },
             repeat,
             rounds={"doctor": max(2, repeat // 3), "stats": max(2, repeat // 3)},
@@ -385,6 +391,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     if added:
         store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
 
+    if args.hooks_only:
+        shutil.rmtree(floor_dir, ignore_errors=True)
+        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}}
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
     turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
     plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
@@ -476,6 +485,9 @@ def main() -> None:
     parser.add_argument(
         "--edits-only", action="store_true", help="only whether in-place hand edits are seen"
     )
+    parser.add_argument(
+        "--hooks-only", action="store_true", help="only the prompt hook's cases and their floors"
+    )
     args = parser.parse_args()
     if args.large:
         args.sizes = "100000"
@@ -521,6 +533,8 @@ def main() -> None:
         ("search after an in-place hand edit", "edit", "pass"),
     ]
     floors = {"pass": "`python -c pass`", "fts": "raw FTS5 query", "durable": "one durable write"}
+    if args.hooks_only:
+        paths = [p for p in paths if p[1].startswith("hook")]
     for label, key, floor in paths:
         row = [label, floors[floor]]
         for size in sizes:
@@ -528,21 +542,22 @@ def main() -> None:
             t, f = med(r[key]), med(r[floor])
             row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
         rows.append(row)
-    rows.append(
-        [
-            "in-place hand edit found by the next search",
-            "every one",
-            *[f"{results[s]['seen'][0]} of {results[s]['seen'][1]}" for s in sizes],
-        ]
-    )
-    for name in ("pass", "fts", "durable"):
+    if not args.hooks_only:
+        rows.append(
+            [
+                "in-place hand edit found by the next search",
+                "every one",
+                *[f"{results[s]['seen'][0]} of {results[s]['seen'][1]}" for s in sizes],
+            ]
+        )
+    for name in ("pass", "fts") if args.hooks_only else ("pass", "fts", "durable"):
         rows.append(
             [f"floor: {floors[name]}", "", *[f"{fmt_ms(med(results[s][name]))} ms" for s in sizes]]
         )
     print("### The paths a user walks (median, and its ratio to the floor)\n")
     print(table(["path", "floor", *[f"{s:,} notes" for s in sizes]], rows))
     sync_rows = []
-    for name in results[sizes[0]]["syncs"]:
+    for name in results[sizes[0]].get("syncs", {}):
         sync_rows.append([name, *["{} / {}".format(*results[s]["syncs"][name]) for s in sizes]])
     if sync_rows:
         print("\n### fsync + fdatasync per read (strace -f -c): right after a write / settled\n")
