@@ -28,6 +28,7 @@ the recall index in a fresh process):
     python benchmarks/bench_paths.py --large         # 100,000 notes (long)
     python benchmarks/bench_paths.py --sizes 1000,10000,100000 --repeat 7   # all three
     python benchmarks/bench_paths.py --sizes 100000 --hooks-only --repeat 7  # the hook alone
+    python benchmarks/bench_paths.py --hooks-only --before <main>/src   # and main's, interleaved
 
 Each command's peak resident set (``wait4``'s ``ru_maxrss``) is reported too.
 
@@ -278,14 +279,25 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     script = console_script()
     installed = [py, script] if script else mdmem
 
+    # --before: that checkout's hook in the same rounds, with a state folder of its own.
+    before = args.before_env
+    if before is not None:
+        before = {**before, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
+
     def settle() -> None:
         # After a write (untimed): the next reader catches up with it (the search index by
         # the change log, the block cache), so only a case meant to see a write pays for one
         # whatever the order of a round (before, the case after `mdmem add` paid for it).
-        run.run([*mdmem, "search", "deploy cache"], env)
-        run.run([*mdmem, "index"], env)
+        for where in (env, before) if before is not None else (env,):
+            run.run([*mdmem, "search", "deploy cache"], where)
+            run.run([*mdmem, "index"], where)
 
-    def hook(started: bool = True, command: list[str] = installed, wrote: bool = False) -> float:
+    def hook(
+        started: bool = True,
+        command: list[str] = installed,
+        wrote: bool = False,
+        other: bool = False,
+    ) -> float:
         payload = json.loads(hook_json)
         payload["prompt"] = prompt()
         payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
@@ -294,7 +306,12 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             # (untimed), which records what its block listed.
             start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
             del start["prompt"]
-            run.run([*mdmem, "hook", "session-start"], env, json.dumps(start))
+            run.run([*mdmem, "hook", "session-start"], before if other else env, json.dumps(start))
+        if other:
+            assert before is not None
+            name = "hook-before" if started else "hook-unstarted-before"
+            argv = [*command, "hook", "user-prompt-submit"]
+            return run.run(argv, before, json.dumps(payload), name=name)[0]
         written = None
         if wrote:
             # A turn's worker wrote a note (and the ledger line it records) since the last
@@ -359,6 +376,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     )
     settle()  # after the writes above
     hooks_only = {"pass", "fts", "hook", "hook-m", "hook-after-write", "hook-unstarted"}
+    if before is not None:
+        settle()
+        hooks_only |= {"hook-before", "hook-unstarted-before"}
     samples = (
         {}
         if args.edits_only
@@ -372,6 +392,14 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                     "hook-m": lambda: hook(command=mdmem),
                     "hook-after-write": lambda: hook(wrote=True),
                     "hook-unstarted": lambda: hook(started=False),
+                    **(
+                        {
+                            "hook-before": lambda: hook(other=True),
+                            "hook-unstarted-before": lambda: hook(started=False, other=True),
+                        }
+                        if before is not None
+                        else {}
+                    ),
                     "index": lambda: proc([*mdmem, "index"]),
                     "search": lambda: proc([*mdmem, "search", prompt()]),
                     "recall": lambda: proc([*mdmem, "recall", prompt()]),
@@ -488,6 +516,9 @@ def main() -> None:
     parser.add_argument(
         "--hooks-only", action="store_true", help="only the prompt hook's cases and their floors"
     )
+    parser.add_argument(
+        "--before", help="another checkout's src folder: its prompt hook in the same rounds"
+    )
     args = parser.parse_args()
     if args.large:
         args.sizes = "100000"
@@ -502,6 +533,11 @@ def main() -> None:
     import mdmem
 
     compileall.compile_dir(os.path.dirname(mdmem.__file__), quiet=1)
+    args.before_env = None
+    if args.before:
+        compileall.compile_dir(args.before, quiet=1)
+        state = os.path.join(args.cache, f"state-paths-{args.label}-before")
+        args.before_env = {**env, "PYTHONPATH": args.before, "MDMEM_STATE_DIR": state}
     run = Launcher()
     results = {size: bench_size(size, args, env, run) for size in sizes}
 
@@ -533,6 +569,13 @@ def main() -> None:
         ("search after an in-place hand edit", "edit", "pass"),
     ]
     floors = {"pass": "`python -c pass`", "fts": "raw FTS5 query", "durable": "one durable write"}
+    if args.before:
+        at = [p[1] for p in paths].index("hook-m")
+        paths[at:at] = [
+            ("hook user-prompt-submit, the --before checkout", "hook-before", "pass"),
+            ("hook user-prompt-submit, the --before checkout", "hook-before", "fts"),
+            ("… no SessionStart record, the --before checkout", "hook-unstarted-before", "pass"),
+        ]
     if args.hooks_only:
         paths = [p for p in paths if p[1].startswith("hook")]
     for label, key, floor in paths:
