@@ -10,10 +10,10 @@ so it imports only the standard library and the store's file helpers.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
+from mdmem import _json
 from mdmem.store import files
 from mdmem.store.state import StateDir
 
@@ -61,7 +61,7 @@ def read_seen(path: str | None) -> tuple[list[str], list[str]] | None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(1_000_000))
+            data = _json.loads(f.read(1_000_000))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -78,7 +78,9 @@ def write_seen(root: str, path: str | None, start: list[str], recalled: list[str
     try:
         StateDir.of(root).ensure()
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        payload = json.dumps({"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False)
+        payload = _json.dumps(
+            {"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False
+        )
         files.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
     except OSError:
         pass  # remembering is a nicety; the next prompt may repeat a note, nothing worse

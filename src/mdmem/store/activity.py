@@ -21,11 +21,11 @@ never a reason to fail the hook it describes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import time
 
+from mdmem import _json
 from mdmem.store.paths import state_base
 from mdmem.store.state import StateDir
 
@@ -99,7 +99,7 @@ def record(
     event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
     event.update(fields)
     try:
-        line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = _json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
     except (TypeError, ValueError):
         return
     data = line.encode("utf-8", "replace")
@@ -152,7 +152,7 @@ def sessions(root: str | StateDir) -> list[tuple[str, float, float]]:
 
 def _first_time(path: str) -> float | None:
     with contextlib.suppress(OSError, ValueError), open(path, "rb") as f:
-        event = json.loads(f.readline(_MAX_EVENT))
+        event = _json.loads(f.readline(_MAX_EVENT))
         if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
             return float(event["t"])
     return None
@@ -179,7 +179,7 @@ def read(root: str | StateDir, session: str) -> list[dict[str, object]]:
         return []
     for line in data.splitlines():
         with contextlib.suppress(ValueError):
-            event = json.loads(line)
+            event = _json.loads(line)
             if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
                 out.append(event)
     return out
@@ -206,7 +206,7 @@ def workspaces() -> list[tuple[str, float]]:
     used, most recent first: the web page's store switcher lists them."""
     try:
         with open(_known_path(), "rb") as f:
-            data = json.loads(f.read(1_000_000))
+            data = _json.loads(f.read(1_000_000))
     except (OSError, ValueError):
         return []
     if not isinstance(data, dict):
@@ -231,5 +231,7 @@ def remember(workspace: str, now: float | None = None) -> None:
     kept = dict(sorted(known.items(), key=lambda kv: kv[1])[-KEEP_WORKSPACES:])
     with contextlib.suppress(OSError, ValueError):
         os.makedirs(state_base(), mode=0o700, exist_ok=True)
+        import json  # indented: the package (once a minute at most)
+
         data = json.dumps(kept, ensure_ascii=False, indent=0).encode("utf-8", "surrogateescape")
         files.atomic_write(_known_path(), data, private=True, durable=False)
