@@ -344,3 +344,15 @@ def test_a_failed_build_is_said_and_not_retried_by_session_starts_for_a_day(
     assert "UnicodeDecodeError" in failed[1]
     assert _built() == [] and not list(Path(dfile.folder()).glob("*.partial"))
     assert dfile.start_build() is None  # within a day: not again
+
+
+def test_the_glossarys_written_out_stems_are_the_stems_of_its_words() -> None:
+    # The glossary keeps its words' stems as a table (stemming them all at import cost
+    # the per-prompt hook); the table must say what stem() says, for every word.
+    from mdmem.recall import glossary
+    from mdmem.recall.text import stem
+
+    assert {w: stem(w) for w in glossary.PAIRS} == {
+        w: glossary._STEMS.get(w, w) for w in glossary.PAIRS
+    }
+    assert set(glossary._STEMS) <= set(glossary.PAIRS)
