@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 
 from mdmem import _json
-from mdmem.store.paths import state_base
+from mdmem.store.paths import is_session_id, state_base
 from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
@@ -52,7 +51,6 @@ KEEP_SESSIONS = 200
 MAX_FILE_BYTES = 256 * 1024
 PROMPT_WORDS = 8
 _DIR = "activity"
-_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAX_EVENT = 16 * 1024
 
 
@@ -66,7 +64,7 @@ def folder(root: str | StateDir) -> str:
 
 
 def _path(root: str | StateDir, session: object) -> str | None:
-    if not isinstance(session, str) or not _SESSION.match(session):
+    if not is_session_id(session):
         return None
     return os.path.join(folder(root), f"{session}.jsonl")
 
@@ -141,7 +139,7 @@ def sessions(root: str | StateDir) -> list[tuple[str, float, float]]:
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             name = entry.name
-            if not name.endswith(".jsonl") or not _SESSION.match(name[:-6]):
+            if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
