@@ -356,3 +356,15 @@ def test_the_glossarys_written_out_stems_are_the_stems_of_its_words() -> None:
         w: glossary._STEMS.get(w, w) for w in glossary.PAIRS
     }
     assert set(glossary._STEMS) <= set(glossary.PAIRS)
+
+
+@given(st.text(alphabet="aeiouywxybcdz\n\u00e9A", max_size=6) | st.text(max_size=5))
+def test_the_stemmers_letter_tests_are_the_patterns_they_replaced(word: str) -> None:
+    # mdmem.recall.text tests a stem's letters without compiling a pattern (the hook's
+    # start-up); the answers are the patterns', a final newline included.
+    import re
+
+    from mdmem.recall import text
+
+    assert text._has_vowel(word) == bool(re.search(r"[aeiouy]", word))
+    assert text._short_cvc(word) == bool(re.match(r"^[^aeiou][aeiouy][^aeiouwxy]$", word))

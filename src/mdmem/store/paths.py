@@ -383,15 +383,16 @@ def anchor_identity(anchor: str) -> tuple[str, os.stat_result | None]:
 def _generation(path: str) -> int | None:
     try:
         import fcntl
-        from array import array
 
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NONBLOCK)
     except (ImportError, OSError):
         return None
     try:
-        buf = array("l", [0])
+        # A C long, as the ioctl writes it (a bytearray, not array("l"): one extension
+        # module less to load on the per-prompt hook's path).
+        buf = bytearray(8 if sys.maxsize > 2**32 else 4)
         fcntl.ioctl(fd, _GETVERSION, buf, True)  # type: ignore[arg-type]
-        return int(buf[0])
+        return int.from_bytes(buf, sys.byteorder, signed=True)
     except OSError:
         return None  # the file system does not keep generations
     finally:
