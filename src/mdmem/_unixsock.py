@@ -166,6 +166,8 @@ def bind(directory: str, name: str) -> tuple[socket.socket, int, str, int] | Non
         except BlockingIOError:
             os.close(lock)
             return None
+        os.ftruncate(lock, 0)  # the server's pid, for a person (or a test) to find it
+        os.write(lock, f"{os.getpid()}\n".encode())
         path = os.path.join(directory, name + ".sock")
         try:
             owner = os.lstat(path).st_uid
