@@ -157,9 +157,15 @@ class Store:
         # Watched (a long-lived process): from this stat pass on, the watch names what
         # changes, so catalog_current need not make another (store/watch.py).
         self._watch_point = watch.since(self._root, None)[0] if watch.active(self._root) else None
+        index_path = os.path.join(self._root, INDEX_NAME)
+        if self._watch_point is None and self._engine.catalog_current(0, vouched=True):
+            # The user's watcher named every change since the last stat pass, and the
+            # rows (so MEMORY.md) are in step with them: no listing (store/watcher.py).
+            text = files.read_text(index_path, MAX_INDEX_BYTES)
+            if text is not None:
+                return text
         scan = _catalog.Scan(self._root)
         fp = _catalog.read_fingerprint(self.state)
-        index_path = os.path.join(self._root, INDEX_NAME)
         if fp is not None and scan.fingerprint() == fp.full:
             text = files.read_text(index_path, MAX_INDEX_BYTES)
             if text is not None or scan.index_stat is None:

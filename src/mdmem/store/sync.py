@@ -531,14 +531,17 @@ class Coherence:
             row = self.cat().get(name)
         return None if row is None or row.line is None else row.st
 
-    def catalog_current(self, max_age: float, *, ask: bool = True) -> int | None:
+    def catalog_current(
+        self, max_age: float, *, ask: bool = True, vouched: bool = False
+    ) -> int | None:
         """MEMORY.md's line count when the rows may be read without a stat pass
         (``Store.catalog_current``); None otherwise.
 
         With ``ask``, the user's watcher (``store/watcher.py``) is asked what changed
         since the last stat pass's listing: its names are compared with their rows
         (one ``lstat`` each) and those that differ are brought up to date alone
-        (:meth:`refresh_named`), whatever the stat pass's age.
+        (:meth:`refresh_named`), whatever the stat pass's age. With ``vouched``, None
+        unless the watcher answered.
         """
         if not self.here():
             return None
@@ -555,6 +558,8 @@ class Coherence:
                 now_key = _catalog.store_key(self.root)
                 chained = cat.changes_after(position, settled[3], now_key) is not None
                 told = self._told(cat, " ".join(settled), at) if ask else None
+                if vouched and told is None:
+                    return None
                 if told is not None and (told.kind == _watcher.COMPLETE or chained):
                     return self._vouched(cat, told, " ".join(settled))
                 if not chained or not 0 <= time.time() - at < max_age:
