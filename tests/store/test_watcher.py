@@ -217,7 +217,7 @@ def test_a_write_that_returned_before_the_question_is_always_in_the_answer(
 
 
 def test_the_next_block_shows_an_in_place_edit_and_a_rename_without_a_stat_pass(
-    workspace: Path, env: dict[str, str]
+    workspace: Path, env: dict[str, str], listings: list[str]
 ) -> None:
     # 450 notes: the block is ranked from the catalog. A reference note the block does not
     # show becomes a correction in place; a shown note is renamed by hand.
@@ -255,6 +255,12 @@ def test_the_next_block_shows_an_in_place_edit_and_a_rename_without_a_stat_pass(
         (watched,) = db.execute("SELECT value FROM meta WHERE key = 'watched'").fetchone()
         (settled,) = db.execute("SELECT value FROM meta WHERE key = 'settled'").fetchone()
     assert watched.split(" ", 1)[1] == settled  # steps from the same stat pass
+    # MEMORY.md as SessionStart reads it: no listing either, and up to date.
+    _in_place(path, b"Wombt step", b"Koala step")
+    listings.clear()
+    text = Store(root, Level.PROJECT).load_index()
+    assert listings == []
+    assert f"Koala step {hidden:03d}" in text and f"aaa-renamed-{shown:03d}.md)" in text
 
 
 def test_a_watcher_killed_leaves_readers_correct_and_is_started_again(
