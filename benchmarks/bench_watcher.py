@@ -105,6 +105,14 @@ def bench_size(size: int, args: argparse.Namespace) -> dict[str, object]:
     time.sleep(2.1)
     _run([*mdmem, "search", "deploy cache"], env, ws)  # in step with the watcher
     _run([*mdmem, "index"], env, ws)
+    first = {
+        "session_id": "bench-settled",
+        "transcript_path": os.path.join(work, "t.jsonl"),
+        "cwd": ws,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "what do we know about the deploy?",
+    }
+    _run([*mdmem, "hook", "user-prompt-submit"], env, ws, json.dumps(first))
     names = sorted(n for n in os.listdir(root) if n.startswith("project_knowledge_n"))
     refs = sorted(n for n in os.listdir(root) if n.startswith("reference_material_"))
     state = {"k": 0}
@@ -161,7 +169,7 @@ def bench_size(size: int, args: argparse.Namespace) -> dict[str, object]:
         if kind == "hook":
             word = word_edit()
             payload = {
-                "session_id": f"bench-{state['k']}",
+                "session_id": "bench-settled",  # a session SessionStart-less only once
                 "transcript_path": os.path.join(work, "t.jsonl"),
                 "cwd": ws,
                 "hook_event_name": "UserPromptSubmit",
