@@ -367,3 +367,15 @@ def test_after_an_overflow_the_watcher_vouches_only_by_its_new_stat_pass(
     # Not COMPLETE (events were lost): the stat pass made again names the dropped edit.
     assert answer[0].kind == watcher.IN_PLACE
     assert "c.md" in answer[0].names
+
+
+def test_session_start_starts_the_watcher(workspace: Path, env: dict[str, str]) -> None:
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 6)
+    user = Path(env["MDMEM_USER_DIR"])
+    user.mkdir(parents=True)
+    payload = {"session_id": "s-1", "cwd": str(workspace), "hook_event_name": "SessionStart"}
+    assert _pid() is None
+    _cli(env, "hook", "session-start", stdin=json.dumps(payload))
+    assert _ready(root).kind != watcher.UNKNOWN
+    assert _ready(user).kind != watcher.UNKNOWN
