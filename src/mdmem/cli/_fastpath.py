@@ -2,7 +2,7 @@
 
 ``try_fast`` recognises the plain forms of ``mdmem index``, ``mdmem hook
 session-start``, ``mdmem hook user-prompt-submit``, ``mdmem search``,
-``mdmem recall`` and ``mdmem add --title T TEXT`` and answers them with nothing
+``mdmem recall``, ``mdmem add --title T TEXT`` and ``mdmem rm NAME`` and answers them with nothing
 but the store (and, for search and recall, the recall) modules imported; any
 other command line (``--help``, a typo, another command, ``add`` without a
 text, which opens an editor) returns None and goes to the typer CLI, which
@@ -258,6 +258,45 @@ def _add_command(args: list[str], opts: dict[str, str | None]) -> int | None:
     return 0
 
 
+def _rm_command(args: list[str], opts: dict[str, str | None]) -> int | None:
+    """``rm [--level L] NAME``: a note to the trash without typer's import (most of such a
+    process's time); None for any other form, and for a name no store holds (the full CLI
+    says where it looked)."""
+    parsed = _parsed(args, {"--level": "level"})
+    if parsed is None:
+        return None
+    values, _, name = parsed
+    level = values.get("level", "all")
+    if name is None or level not in ("all", "project", "user"):
+        return None
+    if opts["workspace"] and not os.path.isdir(os.path.expanduser(opts["workspace"])):
+        return None
+    from mdmem.errors import InvalidNote, MdmemError
+    from mdmem.store.workspace import resolve
+
+    try:
+        _, project, user = resolve(opts["workspace"], opts["user_dir"])
+        stores = [s for s in (project, user) if level in ("all", s.level.value)]
+        # Project, then user, as the full CLI looks (cli/_base.find_note).
+        found = [s for s in stores if s.unavailable is None and s.exists(name)][:1]
+    except Exception:
+        return None  # an invalid name, a store that cannot be read: the full CLI says it
+    if not found or any(s.unavailable is not None for s in stores):
+        return None
+    store = found[0]
+    op = {"action": "delete", "level": store.level.value, "filename": name}
+    try:
+        result = store.apply([op], source="cli")
+        if result.rejected:
+            raise InvalidNote(name, result.rejected[0].reason)
+    except (MdmemError, OSError) as exc:  # as the full CLI says it: one line, status 1
+        sys.stderr.write(f"mdmem: error: {exc}\n")
+        return 1
+    if not opts.get("quiet"):
+        sys.stdout.write(f"moved {name} to the trash; `mdmem restore {name}` brings it back\n")
+    return 0
+
+
 def _disabled() -> bool:
     from mdmem.integrations.session_control import disabled_by_env
 
@@ -316,6 +355,10 @@ def try_fast(argv: list[str]) -> int | None:
             if opts.get("verbose"):
                 return None  # -v: the full CLI, which shows a traceback on an error
             return _add_command(args, opts)
+        elif not command_seen and arg == "rm":
+            if opts.get("verbose"):
+                return None  # -v: the full CLI, which shows a traceback on an error
+            return _rm_command(args, opts)
         elif not command_seen and arg in ("search", "recall"):
             return _recall_command(arg, args, opts)
         elif not command_seen and arg == "hook" and args == ["user-prompt-submit"]:

@@ -24,10 +24,25 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-__all__ = ["PATCH_LIMIT", "IndexRecord", "chunks", "digest", "join", "name_of", "patch", "splice"]
+__all__ = [
+    "PATCH_LIMIT",
+    "RELEASE_BYTES",
+    "IndexRecord",
+    "chunks",
+    "digest",
+    "join",
+    "name_of",
+    "patch",
+    "splice",
+]
 
 #: Past this many changed lines, rebuilding from the catalog is as cheap as patching.
 PATCH_LIMIT = 1_000
+
+#: From this size on (about 20,000 notes), the old MEMORY.md a splice swapped out is closed
+#: on a thread of its own (:func:`_release`): below it, starting the thread costs more
+#: than the kernel takes to free the file's pages.
+RELEASE_BYTES = 4 * 1024 * 1024
 
 
 def name_of(line: bytes) -> bytes:
@@ -171,6 +186,7 @@ def splice(
     from mdmem.store import files
 
     fd = os.open(path, files.READ_FLAGS)
+    rewrote = False
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -203,8 +219,29 @@ def splice(
             return 0, False
         parts.append((pos, size))
         files.atomic_write_parts(path, fd, parts, private=private)
+        rewrote = True
         return delta, True
     finally:
+        if rewrote and size >= RELEASE_BYTES:
+            _release(fd)
+        else:
+            os.close(fd)
+
+
+def _release(fd: int) -> None:
+    """Close ``fd``, the old MEMORY.md that a splice just swapped out, off the write path.
+
+    Its name is gone, so this close is its last reference: the kernel frees its
+    pages then (1.5-3 ms for the 18 MB of 100,000 notes, a quarter of a create),
+    and nothing the write promises waits for that. A thread of its own does it;
+    ``_thread``, not ``threading``, which costs milliseconds to import on the
+    ``mdmem add`` path. Where no thread can be started, it is closed here.
+    """
+    try:
+        import _thread
+
+        _thread.start_new_thread(os.close, (fd,))
+    except (ImportError, RuntimeError):
         os.close(fd)
 
 

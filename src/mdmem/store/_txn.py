@@ -27,9 +27,11 @@ from mdmem.store.paths import check_name
 from mdmem.store.state import StateDir
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mdmem.store.note import Note
 
-__all__ = ["TRASH_DIR", "Plan", "commit", "recover"]
+__all__ = ["TRASH_DIR", "Durable", "Plan", "commit", "recover", "syncing"]
 
 TXN = layout.TXN
 TRASH_DIR = layout.TRASH
@@ -142,13 +144,72 @@ def _remember(state: StateDir, plan: Plan) -> dict[str, bytes]:
     return before
 
 
-def commit(where: str | StateDir, plan: Plan, *, private: bool, source: str = "api") -> list[str]:
+class Durable:
+    """The last directory syncs of an unjournaled commit, on a thread of their own.
+
+    A single create or delete ends with an ``fsync`` of the store's folder (and of the
+    trash first, for a delete): that makes the note's new name durable, and nothing
+    the caller does next (history, the catalog's rows, MEMORY.md, all rebuildable from
+    the notes) needs it done first. So it runs while the caller records the write,
+    and the caller waits for it (:meth:`wait`) before it lets the lock go and returns:
+    a write is as durable when ``apply`` returns as before, and at 100,000 notes the
+    sync overlaps MEMORY.md's rewrite instead of adding to it.
+    """
+
+    __slots__ = ("_done", "_folders")
+
+    def __init__(self, folders: list[str]) -> None:
+        import _thread
+
+        self._folders = folders
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        try:
+            _thread.start_new_thread(self._run, ())
+        except RuntimeError:  # no thread to be had: synced here
+            self._run()
+
+    def _run(self) -> None:
+        try:
+            for folder in self._folders:  # in order: the trash before the store
+                files.fsync_dir(folder)
+        finally:
+            self._done.release()
+
+    def wait(self) -> None:
+        """Return once every folder is synced."""
+        self._done.acquire()
+        self._done.release()
+
+
+@contextlib.contextmanager
+def syncing() -> Iterator[list[Durable]]:
+    """A list for :func:`commit`'s ``pending``, every sync in it waited for on the way out
+    (an error included: no sync is left running once the caller lets the lock go)."""
+    pending: list[Durable] = []
+    try:
+        yield pending
+    finally:
+        for durable in pending:
+            durable.wait()
+
+
+def commit(
+    where: str | StateDir,
+    plan: Plan,
+    *,
+    private: bool,
+    source: str = "api",
+    pending: list[Durable] | None = None,
+) -> list[str]:
     """Carry out a plan, recording every version in history; the caller holds the store's lock.
 
     ``source`` says who asked (``worker``, ``cli``, ``memory-tool``, ``mcp`` ...).
     Returns the creates that were dropped because a file of that name
     appeared after the plan was made (that file is left as it is). ``where``
-    is the store's state (``store.state``) or its root.
+    is the store's state (``store.state``) or its root. With ``pending``, an
+    unjournaled commit leaves its last folder syncs running (a :class:`Durable`
+    appended to it) for the caller to wait on before it returns.
     """
     from mdmem.store import history
 
@@ -193,13 +254,17 @@ def commit(where: str | StateDir, plan: Plan, *, private: bool, source: str = "a
             plan.notes[other] = note.with_changes(filename=other)
     for name, trash_name in plan.deletes.items():
         _trash(state, name, trash_name)
-    if plan.deletes:
-        # A deleted note must be in the trash before it is durably gone from the store.
-        files.fsync_dir(state.trash)
-    if together:
-        files.sync_all([os.path.join(root, name) for name in plan.writes])
-    # One fsync of the directory makes every rename of the batch durable.
-    files.fsync_dir(root)
+    # A deleted note must be in the trash before it is durably gone from the store; then
+    # one fsync of the directory makes every rename of the batch durable.
+    folders = [state.trash, root] if plan.deletes else [root]
+    if pending is not None and not journaled:
+        # No journal waits on them: they run while the caller records the write.
+        pending.append(Durable(folders))
+    else:
+        if together:
+            files.sync_all([os.path.join(root, name) for name in plan.writes])
+        for folder in folders:
+            files.fsync_dir(folder)
     if journaled:
         with contextlib.suppress(FileNotFoundError):  # the state folder was removed meanwhile
             os.unlink(journal)

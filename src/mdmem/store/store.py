@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
+    from mdmem.store._planner import Planner
     from mdmem.store.history import Version
     from mdmem.store.note import IndexEntry, Note
     from mdmem.store.operations import Operation, ValidOperation
@@ -508,7 +509,6 @@ class Store:
         """
         from datetime import datetime, timezone
 
-        from mdmem.store import _txn
         from mdmem.store._planner import Planner
         from mdmem.store.results import ApplyResult
 
@@ -522,20 +522,7 @@ class Store:
             for op in ops:
                 planner.add(op)
             if planner.plan:
-                # The file-system time before the notes are written: their rows are
-                # not trusted until a read finds them older than a later "now".
-                at = _catalog.fs_now(self.state, private=self.private)
-                complete = self._engine.dir_known()
-                before = _catalog.store_key(self._root)  # for the change log
-                lost = _txn.commit(self.state, planner.plan, private=self.private, source=source)
-                for name in lost:
-                    planner.lost_race(name)
-                for name, other in planner.plan.renamed.items():
-                    planner.renamed(name, other)
-                if lost or planner.plan.renamed:
-                    self._engine.sync(_catalog.Scan(self._root), locked=True)
-                else:
-                    self._engine.record(planner.plan, at, complete, before)
+                _carry_out(self, planner, source)
             elif os.path.isdir(self._root) and not os.path.exists(
                 os.path.join(self._root, INDEX_NAME)
             ):
@@ -810,3 +797,28 @@ def _index_entry(name: str, row: _catalog.CatalogRow, superseded: Mapping[str, s
         expires=row.expires,
         superseded_by=superseded.get(name),
     )
+
+
+def _carry_out(store: Store, planner: Planner, source: str) -> None:
+    """Write what ``planner`` planned and record it (``Store.apply``, under the lock)."""
+    from mdmem.store import _txn
+
+    engine = store._engine
+    # The file-system time before the notes are written: their rows are not trusted
+    # until a read finds them older than a later "now".
+    at = _catalog.fs_now(store.state, private=store.private)
+    complete = engine.dir_known()
+    before = _catalog.store_key(store.path)  # for the change log
+    # A single write's last folder sync runs while it is recorded, and is waited for
+    # before the lock goes and apply returns (_txn.Durable).
+    with _txn.syncing() as pending:
+        plan = planner.plan
+        lost = _txn.commit(store.state, plan, private=store.private, source=source, pending=pending)
+        for name in lost:
+            planner.lost_race(name)
+        for name, other in plan.renamed.items():
+            planner.renamed(name, other)
+        if lost or plan.renamed:
+            engine.sync(_catalog.Scan(store.path), locked=True)
+        else:
+            engine.record(plan, at, complete, before)
