@@ -596,7 +596,10 @@ class Coherence:
                     return None  # MEMORY.md edited by hand: a full pass puts it right
                 continue
             row = cat.get(name)
-            if (None if row is None else row.st) != _followed(os.path.join(self.root, name)):
+            st = _followed(os.path.join(self.root, name))
+            # The pass's rule: the recorded stat, older than the row, proves the bytes.
+            proven = row is not None and row.st == st and (st is None or max(st[0], st[3]) < row.at)
+            if not proven and (row is not None or st is not None):
                 differ.append(name)
         if not differ:
             if told.kind == _watcher.IN_PLACE:
