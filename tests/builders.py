@@ -48,6 +48,7 @@ __all__ = [
     "new_store",
     "note_names",
     "notes",
+    "on_a_terminal",
     "pending_turns",
     "project_store",
     "text_of",
@@ -446,3 +447,35 @@ def notes(draw: st.DrawFn) -> Note:
         else created + timedelta(seconds=draw(st.integers(0, 10**8))),
         extra={k: draw(extra_values) for k in extra_keys},
     )
+
+
+def on_a_terminal(ws: Path, *args: str, timeout: float = 60) -> tuple[int, str]:
+    """Run ``mdmem --workspace ws ARGS`` with stderr on a pseudo-terminal and stdout on a
+    pipe: (its status, what the terminal showed)."""
+    import os
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "mdmem", "--workspace", str(ws), *args],
+        env=python_env(MDMEM_SEMANTIC="off", COLUMNS="100"),
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    seen = b""
+    # poll, not select: a long suite's process may hold descriptors past select's 1,024.
+    poller = select.poll()
+    poller.register(master, select.POLLIN)
+    while poller.poll(int(timeout * 1000)):
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return proc.wait(timeout=timeout), seen.decode("utf-8", "replace")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from builders import on_a_terminal
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
 from mdmem.manager.bulk import Item, import_items, read_source
@@ -63,6 +65,33 @@ def test_json_lines_are_imported_and_bad_lines_named(ws: Path, tmp_path: Path) -
     user = Store(Path(os.environ["MDMEM_USER_DIR"]), Level.USER)
     (key,) = user.notes()
     assert secret not in key.body and "REDACTED" in key.body
+
+
+def test_a_bar_on_a_terminal_for_worded_titles(ws: Path, tmp_path: Path) -> None:
+    # Titles of a few everyday words and no numbers (one dedupe group): imported with
+    # a bar on a terminal, a repeat found, the rest created.
+    words = ["cache", "deploy", "worker", "queue", "retry", "build", "lint", "server"]
+    rng = random.Random(3)
+
+    def spelled() -> str:  # a word of its own, no digit in it
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7))
+
+    lines = [
+        json.dumps(
+            {
+                "title": f"{words[i % 8]} {words[i // 8 % 8]} {words[i // 64 % 8]}",
+                "content": " ".join(spelled() for _ in range(12)) + ".",
+            }
+        )
+        for i in range(300)
+    ]
+    source = tmp_path / "notes.jsonl"
+    source.write_text("\n".join([*lines, lines[17]]) + "\n", encoding="utf-8")
+    code, terminal = on_a_terminal(ws, "import", "notes", str(source))
+    assert code == 0, terminal
+    assert "importing" in terminal and "100%" in terminal
+    project = Store(ws / ".PseudoClaude" / "memory", Level.PROJECT)
+    assert len(project.entries()) == 300
 
 
 def test_stdin_and_a_folder_of_markdown(ws: Path, tmp_path: Path) -> None:

@@ -1,27 +1,23 @@
-"""The catalog's dedupe keys find the candidates the full scan finds, and the same duplicate.
+"""The catalog's dedupe keys: kept by every write as a build from the rows makes them.
 
-The old path built ``dedupe.Index`` from every catalog entry on each create;
-the keys answer from SQLite. On random stores (titles from a small vocabulary,
-so that many are near each other, Chinese included) both must give the same
-near notes and the same :class:`~mdmem.store.dedupe.Duplicate`.
+The keys (``store/_dedupe_keys.py``) are derived state: after any mix of
+creates, retitles and removals they must be what :func:`_dedupe_keys.build`
+makes from the rows, a hand edit changes them, and a create's lookup reads a
+bounded number of postings however long its title. What they find, against
+the full comparison, is ``test_dedupe_bounded.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mdmem import Level, Store
 from mdmem.store import _catalog, _dedupe_keys
-from mdmem.store._planner import Planner
-from mdmem.store.dedupe import Index, candidate
+from mdmem.store.dedupe import number_key
 
 WORDS = ["cache", "build", "test", "the", "a", "MSRV", "1.74", "1.80", "v2", "构建", "测试", "部署"]
 TITLE = st.lists(
@@ -30,65 +26,45 @@ TITLE = st.lists(
     max_size=7,
 ).map(" ".join)
 ROWS = st.dictionaries(
-    st.integers(0, 40).map(lambda i: f"project_knowledge_n{i}.md"), TITLE, max_size=30
+    st.integers(0, 40).map(lambda i: f"project_knowledge_n{i}.md"),
+    st.tuples(TITLE, TITLE),
+    max_size=30,
 )
 
 
-def _catalog_with(rows: dict[str, str]) -> _catalog.Catalog:
+def _row(title: str, summary: str) -> _catalog.CatalogRow:
+    return _catalog.CatalogRow(
+        line=f"- {title}", title=title, summary=summary, nums=number_key(title, summary, "")
+    )
+
+
+def _catalog_with(rows: dict[str, tuple[str, str]]) -> _catalog.Catalog:
     cat = _catalog.Catalog("/nonexistent-store", private=True, memory=True)
     cat.begin(0)
-    for name, title in rows.items():
-        cat.put(name, _catalog.CatalogRow(line=f"- {title} ({name})", title=title, summary="s"))
+    for name, (title, summary) in rows.items():
+        cat.put(name, _row(title, summary))
     cat.commit()
     return cat
 
 
-@contextlib.contextmanager
-def _exact(always: bool) -> Iterator[None]:
-    """``near`` counting every posting always, or never."""
-    before = _dedupe_keys._by_count
-    _dedupe_keys._by_count = lambda df, lookups: always  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        _dedupe_keys._by_count = before
-
-
-def _full(rows: dict[str, str], title: str) -> list[str]:
-    index = Index()
-    for name, t in rows.items():
-        index.add(candidate(name, t, "s"))
-    return [c.filename for c in index.near(title)]
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    rows=ROWS, changes=ROWS, gone=st.sets(st.integers(0, 40)), queries=st.lists(TITLE, max_size=5)
-)
-def test_the_keys_find_what_the_full_index_finds(
-    rows: dict[str, str], changes: dict[str, str], gone: set[int], queries: list[str]
+@settings(max_examples=100, deadline=None)
+@given(rows=ROWS, changes=ROWS, gone=st.sets(st.integers(0, 40)))
+def test_the_keys_a_write_keeps_are_a_rebuild(
+    rows: dict[str, tuple[str, str]], changes: dict[str, tuple[str, str]], gone: set[int]
 ) -> None:
     cat = _catalog_with(rows)
     con = cat._open()
-    assert cat.near("anything", 0) is not None  # built now, from the rows
-    # Kept by the note afterwards: retitled, added and removed notes.
+    assert cat.near("anything", "", "", 0) is not None  # built now, from the rows
+    # Kept by the note afterwards: retitled, added and removed notes, and one that is no note.
     cat.begin(0)
-    for name, title in changes.items():
-        cat.put(name, _catalog.CatalogRow(line=f"- {title} ({name})", title=title, summary="s"))
-    removed = [f"project_knowledge_n{i}.md" for i in gone]
-    cat.remove(removed)
+    for name, (title, summary) in changes.items():
+        cat.put(name, _row(title, summary))
+    cat.remove([f"project_knowledge_n{i}.md" for i in gone])
     cat.put("project_knowledge_broken.md", _catalog.CatalogRow(error="not a note"))
     cat.commit()
-    final = {n: t for n, t in {**rows, **changes}.items() if n not in removed}
-    for title in [*queries, *final.values()]:
-        # Both ways of finding them: the pruned lookups, and counting every posting.
-        for exact in (False, True):
-            with _exact(exact):
-                found = cat.near(title, 0)
-            assert found is not None
-            assert [name for name, _, _ in found] == _full(final, title), (title, exact)
-    # And the keys are what a build from the rows gives.
     kept = _dedupe_keys.dump(con)
+    final = {n: r for n, r in {**rows, **changes}.items() if int(n[19:-3]) not in gone}
+    assert [name for name, _ in kept[0]] == sorted(final)
     cat.begin(0)
     _dedupe_keys.build(con)
     assert _dedupe_keys.dump(con) == kept
@@ -96,64 +72,14 @@ def test_the_keys_find_what_the_full_index_finds(
     cat.close()
 
 
-NOTE = st.fixed_dictionaries(
-    {"title": TITLE, "summary": TITLE, "body": st.lists(st.sampled_from(WORDS), max_size=40)}
-)
-
-
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(notes=st.lists(NOTE, max_size=12), query=NOTE, again=st.integers(0, 11))
-def test_a_create_finds_the_same_duplicate_as_the_full_scan(
-    tmp_path_factory: pytest.TempPathFactory,
-    notes: list[dict[str, object]],
-    query: dict[str, object],
-    again: int,
-) -> None:
-    store = Store(tmp_path_factory.mktemp("keys") / "mem", Level.PROJECT)
-    for i, note in enumerate(notes):
-        store.apply(
-            [
-                {
-                    "action": "create",
-                    "level": "project",
-                    "type": "project_knowledge",
-                    "filename": f"project_knowledge_n{i}.md",
-                    "title": note["title"] or "untitled",
-                    "summary": note["summary"],
-                    "content": " ".join(note["body"]) or "x",  # type: ignore[arg-type]
-                }
-            ]
-        )
-    queries = [query]
-    if notes:  # a repeat of a note in the store, near or exact
-        queries.append(notes[again % len(notes)])
-    now = datetime.now(timezone.utc)
-    for q in queries:
-        args = (
-            str(q["title"]) or "untitled",
-            str(q["summary"]),
-            " ".join(q["body"]) or "x",  # type: ignore[arg-type]
-        )
-        with store.lock():
-            by_keys = Planner(store, now, None)._duplicate(*args)
-            full = Planner(store, now, None)
-            full.store = _FullScan(store)  # type: ignore[assignment]
-            by_scan = full._duplicate(*args)
-        assert by_keys == by_scan
-
-
-class _FullScan:
-    """The store without its dedupe keys: the planner falls back to every entry."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> object:
-        if name == "_near_titles":
-            return lambda title, numbers=None: None
-        return getattr(self._store, name)
+@given(title=TITLE, summary=TITLE)
+def test_a_note_is_found_by_its_own_title_and_summary(title: str, summary: str) -> None:
+    cat = _catalog_with({"project_knowledge_x.md": (title, summary)})
+    try:
+        found = cat.near(title, summary, number_key(title, summary, ""), 0)
+        assert [name for name, _, _ in found or []] == ["project_knowledge_x.md"]
+    finally:
+        cat.close()
 
 
 def test_a_hand_retitled_note_changes_its_keys(tmp_path: Path) -> None:
@@ -162,44 +88,58 @@ def test_a_hand_retitled_note_changes_its_keys(tmp_path: Path) -> None:
     store.apply([{**create, "title": "Deploy on Fridays", "content": "never deploy on fridays"}])
     path = next(p for p in store.root.glob("*.md") if p.name != "MEMORY.md")
     text = path.read_text(encoding="utf-8").replace("Deploy on Fridays", "Tabs or spaces")
+    text = text.replace("never deploy on fridays", "tabs only")
     path.write_text(text, encoding="utf-8")
     store.entries()  # the hand edit is noticed; the keys follow it
     with store.lock():
-        assert store._near_titles("Deploy on Fridays") == []
-        assert [r[0] for r in store._near_titles("Tabs or spaces") or []] == [path.name]
+        assert store._near_titles("Deploy on Fridays", "Never deploy on fridays.", "") == []
+        found = store._near_titles("Tabs or spaces", "", "") or []
+        assert [r[0] for r in found] == [path.name]
 
 
-@given(title=TITLE | st.text(max_size=30))
-def test_gram_ids_are_the_trigrams_index_uses(title: str) -> None:
-    from mdmem.store.dedupe import _trigrams
-
-    grams = {gram.ljust(3, "\0") for gram in _trigrams(title)}
-    assert _dedupe_keys.gram_ids(title) == sorted(
-        (ord(g[0]) << 42) | (ord(g[1]) << 21) | ord(g[2]) for g in grams
-    )
-
-
-def test_long_titles_are_found_past_the_chunked_lookups() -> None:
-    # Thousands of distinct trigrams: the lookups go over several statements (and the
-    # count of every posting is not tried), and must still find exactly the near notes.
+def test_a_long_title_makes_a_bounded_number_of_keys() -> None:
+    # Thousands of words, Chinese and Latin: the keys (and so the postings a create
+    # reads, at most CAP a key) stay bounded, and the note is still found by them.
     rng = random.Random(7)
     alphabet = [chr(0x4E00 + i) for i in range(3000)]
     base = "".join(rng.choice(alphabet) for _ in range(2600))
-    rows = {
-        "project_knowledge_same.md": base,
-        "project_knowledge_most.md": base[:1500] + "".join(rng.sample(alphabet, 400)),
-        "project_knowledge_part.md": base[:900] + "".join(rng.sample(alphabet, 2000)),
-        "project_knowledge_short.md": base[100:400],
-        "project_knowledge_other.md": "".join(rng.choice(alphabet) for _ in range(2600)),
-        "project_knowledge_tiny.md": "cache",
-    }
-    assert len(_dedupe_keys.gram_ids(base)) > 2_000
-    cat = _catalog_with(rows)
+    words = " ".join(f"w{rng.randrange(10**6)}x" for _ in range(2000))
+    for title in (base, words):
+        assert len(_dedupe_keys.keys(title, title[:240], None)) <= 3 + 3 * 40
+    cat = _catalog_with(
+        {"project_knowledge_cjk.md": (base, ""), "project_knowledge_w.md": (words, "")}
+    )
     try:
-        for title in [base, rows["project_knowledge_most.md"], rows["project_knowledge_short.md"]]:
-            found = cat.near(title, 0)
-            assert found is not None
-            assert [name for name, _, _ in found] == _full(rows, title)
-        assert "project_knowledge_same.md" in [n for n, _, _ in cat.near(base, 0) or []]
+        assert [n for n, _, _ in cat.near(base, "", number_key(base, "", ""), 0) or []] == [
+            "project_knowledge_cjk.md"
+        ]
     finally:
+        cat.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=ROWS, gone=st.sets(st.integers(0, 40)), query=st.tuples(TITLE, TITLE))
+def test_a_batch_finds_its_notes_as_the_catalog_finds_them(
+    rows: dict[str, tuple[str, str]], gone: set[int], query: tuple[str, str]
+) -> None:
+    # The same notes in a batch (in memory) and in the catalog, with CAP small enough
+    # to leave keys out: the same notes share a key that is looked up.
+    cat = _catalog_with(rows)
+    batch = _dedupe_keys.Batch()
+    for name, (title, summary) in rows.items():
+        batch.put(name, title, summary, number_key(title, summary, ""))
+    cat.begin(0)
+    cat.remove([f"project_knowledge_n{i}.md" for i in gone])
+    cat.commit()
+    for i in gone:
+        batch.put(f"project_knowledge_n{i}.md", None)
+    before = _dedupe_keys.CAP, _dedupe_keys.LIMIT
+    _dedupe_keys.CAP, _dedupe_keys.LIMIT = 2, 100
+    try:
+        title, summary = query
+        numbers = number_key(title, summary, "")
+        found = cat.near(title, summary, numbers, 0)
+        assert sorted(batch.near(title, summary, numbers)) == [n for n, _, _ in found or []]
+    finally:
+        _dedupe_keys.CAP, _dedupe_keys.LIMIT = before
         cat.close()

@@ -26,6 +26,7 @@ from conftest import state
 from mdmem import Level, Store
 from mdmem.recall import fts as recall_index
 from mdmem.store import _catalog, _dedupe_keys, _scan
+from mdmem.store.dedupe import number_key
 
 NOTE = "---\ntype: {type}\ntitle: {title}\nsummary: s\n---\n{body}\n"
 TITLES = st.sampled_from(["Alpha", "Beta", "构建 测试", "Gamma ray", "Δelta", "Zed"])
@@ -186,17 +187,21 @@ class DerivedState(RuleBasedStateMachine):
         assert self.store.load_index() == expected
 
     def _dedupe_keys_are_a_rebuild(self, names: list[str]) -> None:
-        """The catalog's dedupe keys, once built, are those of the notes' titles on disk."""
+        """The catalog's dedupe keys, once built, are those of the notes on disk."""
         con = sqlite3.connect(state(self.root) / "catalog.sqlite")
         try:
             if not _dedupe_keys.is_built(con):
                 return
-            notes, df = _dedupe_keys.dump(con)
+            notes, counts = _dedupe_keys.dump(con)
         finally:
             con.close()
-        grams = {name: _dedupe_keys.gram_ids(self.store.read(name).title) for name in names}
-        assert notes == [(n, len(g), array("q", g).tobytes()) for n, g in sorted(grams.items())]
-        assert df == sorted(Counter(x for g in grams.values() for x in g).items())
+        held = {}
+        for name in names:
+            note = self.store.read(name)
+            numbers = number_key(note.title, note.summary, note.body)
+            held[name] = _dedupe_keys.keys(note.title, note.summary, numbers)
+        assert notes == [(n, array("q", k).tobytes()) for n, k in sorted(held.items())]
+        assert counts == sorted(Counter(x for k in held.values() for x in k).items())
 
     def teardown(self) -> None:
         self.index.close()

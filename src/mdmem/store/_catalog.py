@@ -438,7 +438,8 @@ class Catalog:
             con.executescript(
                 "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS meta;"
                 "DROP TABLE IF EXISTS dedupe_notes; DROP TABLE IF EXISTS dedupe_grams;"
-                "DROP TABLE IF EXISTS dedupe_df; DROP TABLE IF EXISTS changes;"
+                "DROP TABLE IF EXISTS dedupe_df; DROP TABLE IF EXISTS dedupe_keys;"
+                "DROP TABLE IF EXISTS dedupe_count; DROP TABLE IF EXISTS changes;"
             )
             con.executescript(_SCHEMA + _dedupe_keys.SCHEMA)
             # Which catalog this is: a reader's place in the log means nothing in another.
@@ -641,7 +642,7 @@ class Catalog:
 
             for name, entry in items:
                 title = entry.title if entry.line is not None else None
-                _dedupe_keys.put(self._open(), name, title, entry.nums)
+                _dedupe_keys.put(self._open(), name, title, entry.summary or "", entry.nums)
 
     def marked(self) -> dict[str, CatalogRow]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
@@ -754,10 +755,11 @@ class Catalog:
         return self._keys
 
     def near(
-        self, title: str, timeout: float, numbers: str | None = None
+        self, title: str, summary: str, numbers: str | None, timeout: float
     ) -> list[tuple[str, str, str]] | None:
-        """(name, title, summary) of the valid notes of number key ``numbers`` (None: any)
-        whose title may be near ``title``.
+        """(name, title, summary) of the few valid notes of number key ``numbers`` that
+        share the most with ``title`` and ``summary`` (``_dedupe_keys.near``: at most
+        ``LIMIT``, whatever the store holds).
 
         Builds the keys first if they are not there (once; later writes keep
         them); None when they cannot be built now (another process holds the
@@ -776,7 +778,7 @@ class Catalog:
             except BaseException:
                 self.rollback()
                 raise
-        return _dedupe_keys.near(con, title, numbers)
+        return _dedupe_keys.near(con, title, summary, numbers)
 
     def set_meta(self, key: str, value: str | None) -> None:
         con = self._open()

@@ -1,43 +1,47 @@
-"""Dedupe keys in the catalog: the notes whose title is close to a new one's, asked of SQLite.
+"""Dedupe keys in the catalog: a bounded handful of notes a create is compared with.
 
-A create looks for a duplicate among the notes that name the same numbers
-(:func:`mdmem.store.dedupe.number_key`: a duplicate always does) and whose title
-shares at least :data:`~mdmem.store.dedupe.TITLE_CONTAINMENT` of the shorter
-title's character trigrams (:meth:`mdmem.store.dedupe.Index.near`). Building
-that index from every catalog row on each create costs what the store holds;
-these tables keep it in ``catalog.sqlite`` instead, changed by the note with
-the catalog's rows (:meth:`~mdmem.store._catalog.Catalog.put`), so a create
-reads only postings that can matter:
+A create is compared with the notes that share its rarest *keys* (:func:`keys`):
+its whole title and summary, its title, its title's words in any order, each
+word of its title and summary and each pair of adjacent title words (a run of
+Chinese or Japanese, which has no spaces, gives its pairs of characters as
+words), each within its number group (:func:`mdmem.store.dedupe.number_key`: a
+duplicate names what the note names, so "Note number 7" is never compared with
+"Note number 8"). These tables keep them in ``catalog.sqlite``, changed with the
+note's row (:meth:`~mdmem.store._catalog.Catalog.put`):
 
-- ``dedupe_notes``: a note's id, name, group (its number key, hashed), how many
-  title trigrams it has, and those trigrams (a blob of int64, to drop its
-  postings and count overlaps);
-- ``dedupe_grams``: postings (group, trigram, title size, note id);
-- ``dedupe_df``: how many titles of a group hold each trigram.
+- ``dedupe_notes``: a note's id, name, and its keys (a blob of int64, to drop
+  its postings);
+- ``dedupe_keys``: postings (key, note id);
+- ``dedupe_count``: how many notes hold each key.
 
-Everything below is within one group. Without it, a store of numbered titles
-("Note number 1" ... "Note number 100000", "ADR 17", "Migration 0042") made
-every title near every other: each create compared itself with all of them.
+Bounded at any size, whatever the titles: a key held by more than :data:`CAP`
+notes says little (a store's everyday words: "the", "cache", "tests") and is
+not looked up, so a create reads at most ``CAP`` postings a key; the notes are
+ranked by the keys they share, each weighing ``1 / (the notes holding it)``,
+and the best :data:`LIMIT` are returned. The planner then makes the same test
+as ever (a near title, then ``find_duplicate``), so nothing is merged that the
+full comparison would not merge.
 
-Exact, never a guess: a title ``B`` of ``s`` trigrams shares at least
-``k = ceil(T * min(a, s))`` of the ``a`` trigrams of the new title ``A`` only
-if it holds one of *any* ``a - k + 1`` of them (pigeonhole). So ``A``'s
-trigrams are taken rarest first: the ``j``-th rarest is looked up only for
-the title sizes whose ``k`` is at most ``a - j``, and common trigrams are
-read only for short titles. Going ``E - 1`` trigrams further (:data:`_EXTRA`)
-means a near title is hit at least ``min(E, k)`` times among those looked up,
-a count SQLite checks (``HAVING``) before any id reaches Python. The ids left
-are a superset of the near notes; their blobs give the exact overlap, and
-``Index.near`` then decides as before.
+What it may miss, and only this (``tests/store/test_dedupe_bounded.py`` holds
+it against the full comparison): a duplicate that (a) shares with the create no
+key held by at most ``CAP`` notes, that is, its title differs (in its words, in
+any order), its title and summary differ, and every word and title word pair
+they have in common is in more than ``CAP`` notes of the group; or (b) is
+outranked by ``LIMIT`` other notes. A duplicate is a near repeat of the text,
+so it shares its whole title, or its rarer words, nearly always; and a missed
+merge costs a line of the index where a false merge would lose a fact.
 
 Derived like the rest of the catalog: built on first use (a first load or a
-rebuild does not pay for it), dropped with the rows, rebuilt from them.
+rebuild does not pay for it), dropped with the rows, rebuilt from them; every
+posting is kept (a key's count is exact), so the tables are always what a
+build from the rows gives.
 """
 
 from __future__ import annotations
 
 import functools
-import math
+import heapq
+import itertools
 from array import array
 from typing import TYPE_CHECKING
 
@@ -46,21 +50,23 @@ try:  # hashlib costs milliseconds to import (OpenSSL): blake2 alone is enough h
 except ImportError:  # pragma: no cover - interpreters without the _blake2 module
     from hashlib import blake2b
 
-from mdmem.store.dedupe import TITLE_CONTAINMENT, normalise
+from mdmem.store.dedupe import normalise
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterable
 
 __all__ = [
+    "CAP",
+    "LIMIT",
     "SCHEMA",
     "WILD",
+    "Batch",
     "build",
     "clear",
     "dump",
-    "gram_ids",
-    "group",
     "is_built",
+    "keys",
     "near",
     "put",
     "remove",
@@ -68,55 +74,70 @@ __all__ = [
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS dedupe_notes (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, grp INTEGER NOT NULL,
-    size INTEGER NOT NULL, grams BLOB NOT NULL
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, keys BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS dedupe_grams (
-    grp INTEGER NOT NULL, gram INTEGER NOT NULL, size INTEGER NOT NULL, id INTEGER NOT NULL,
-    PRIMARY KEY (grp, gram, size, id)
+CREATE TABLE IF NOT EXISTS dedupe_keys (
+    key INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (key, id)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS dedupe_df (
-    grp INTEGER NOT NULL, gram INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (grp, gram)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dedupe_count (key INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 """
 #: The group of notes whose numbers the catalog does not know: every create looks at it.
-WILD = 1
+WILD = "\0wild"
 #: The ``meta`` key present while the tables hold every valid note of the catalog.
 BUILT = "dedupe"
-_CHUNK = 500
-_MAX_SIZE = 1 << 62
-_EXTRA = 5  # measured: fewer scans too many ids, more reads too many postings
-# Count every posting when the titles left to check, times this, pass the postings that
-# saves (measured: a title left to check costs about twenty postings' worth, a fifth of
-# the bound is left).
-_EXACT = 4
+#: A key held by more notes than this is not looked up: it says little (an everyday word).
+CAP = 32
+#: The most notes :func:`near` returns (the best ranked).
+LIMIT = 16
+# At most this many words of a title, and of a summary, make keys (a summary is at most
+# 240 characters; a title is a line): a create's lookups stay bounded however long.
+_WORDS = 40
 
 
-def gram_ids(title: str) -> list[int]:
-    """A title's trigrams (``dedupe._trigrams``) as sorted integers: 21 bits a character."""
-    padded = f" {normalise(title)} "
-    if len(padded) < 3:  # an empty title's one "gram"; "\0" never survives normalise: no clash
-        return [(ord(padded[0]) << 42) | (ord(padded[1]) << 21)]
-    c = list(map(ord, padded))
-    return sorted({(c[i] << 42) | (c[i + 1] << 21) | c[i + 2] for i in range(len(c) - 2)})
+def _tokens(text: str) -> list[str]:
+    """The words of a normal form; a run of CJK (no spaces) gives its character pairs."""
+    out: list[str] = []
+    for word in text.split():
+        if any(ord(ch) >= 0x2E80 for ch in word) and len(word) > 2:
+            out += [word[i : i + 2] for i in range(len(word) - 1)]
+        elif len(word) > 1 or ord(word) >= 0x2E80:
+            out.append(word)
+    return out[:_WORDS]
 
 
-def group(key: str | None) -> int:
-    """The group of notes of number key ``key`` (None: unknown, :data:`WILD`)."""
-    if key is None:
-        return WILD
-    value = int.from_bytes(blake2b(key.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
-    return value if value != WILD else WILD + 1
+def _hash(text: str) -> int:
+    return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
-def _need(m: int) -> int:
-    """The fewest common trigrams that make titles of ``m`` (the smaller size) near."""
-    k = math.ceil(TITLE_CONTAINMENT * m)
-    while k > 0 and k - 1 >= TITLE_CONTAINMENT * m:
-        k -= 1
-    while k < TITLE_CONTAINMENT * m:
-        k += 1
-    return k
+@functools.lru_cache(maxsize=4096)
+def _parts(title: str, summary: str) -> tuple[int, ...]:
+    """The hashes of what makes a note's keys, whatever its group (a create asks for them
+    several times: its lookups, then its batch's and the catalog's records)."""
+    t, s = normalise(title), normalise(summary)
+    parts = [f"h\0{t}\0{s}", f"t\0{t}"]
+    words = _tokens(t)
+    parts.append(f"s\0{' '.join(sorted(set(words)))}")  # the title's words in any order
+    parts += [f"w\0{w}" for w in words]
+    parts += [f"p\0{a} {b}" for a, b in itertools.pairwise(words)]
+    parts += [f"w\0{w}" for w in _tokens(s)]
+    return tuple({_hash(p) for p in parts})
+
+
+@functools.lru_cache(maxsize=1024)
+def _group(numbers: str) -> int:
+    return _hash(f"g\0{numbers}")
+
+
+def keys(title: str, summary: str, numbers: str | None) -> list[int]:
+    """The keys of a note (sorted, distinct) in number group ``numbers`` (None: :data:`WILD`).
+
+    Its normalised title and summary together, its title, its title's words in any
+    order, each word of both, and each pair of adjacent title words: what a repeat of
+    the note shares with it; each mixed with its group's hash (XOR keeps a group's
+    keys distinct).
+    """
+    group = _group(WILD if numbers is None else numbers)
+    return sorted(p ^ group for p in _parts(title, summary))
 
 
 def is_built(con: sqlite3.Connection) -> bool:
@@ -125,64 +146,58 @@ def is_built(con: sqlite3.Connection) -> bool:
 
 
 def _json(ids: Iterable[int]) -> str:
-    """Trigram ids as a JSON array: one statement expands them (``json_each``), not one a gram."""
+    """Keys as a JSON array: one statement expands them (``json_each``), not one a key."""
     return "[" + ",".join(map(str, ids)) + "]"
 
 
-def _insert(con: sqlite3.Connection, name: str, grp: int, ids: list[int]) -> None:
+def _insert(con: sqlite3.Connection, name: str, ids: list[int]) -> None:
     cur = con.execute(
-        "INSERT INTO dedupe_notes (name, grp, size, grams) VALUES (?, ?, ?, ?)",
-        (name, grp, len(ids), array("q", ids).tobytes()),
+        "INSERT INTO dedupe_notes (name, keys) VALUES (?, ?)", (name, array("q", ids).tobytes())
     )
     # Postings one row a statement: a statement of many rows costs SQLite a statement
     # journal (to undo half of it), which costs more than it saves here.
-    size = len(ids)
     con.executemany(
-        "INSERT INTO dedupe_grams (grp, gram, size, id) VALUES (?, ?, ?, ?)",
-        [(grp, g, size, cur.lastrowid) for g in ids],
+        "INSERT INTO dedupe_keys (key, id) VALUES (?, ?)", [(k, cur.lastrowid) for k in ids]
     )
     con.execute(
-        "INSERT INTO dedupe_df (grp, gram, n) SELECT ?, value, 1 FROM json_each(?) WHERE 1"
-        " ON CONFLICT (grp, gram) DO UPDATE SET n = n + 1",
-        (grp, _json(ids)),
+        "INSERT INTO dedupe_count (key, n) SELECT value, 1 FROM json_each(?) WHERE 1"
+        " ON CONFLICT (key) DO UPDATE SET n = n + 1",
+        (_json(ids),),
     )
 
 
-def _drop(con: sqlite3.Connection, note: int, grp: int, size: int, blob: bytes) -> None:
+def _drop(con: sqlite3.Connection, note: int, blob: bytes) -> None:
     ids = array("q")
     ids.frombytes(blob)
-    grams = _json(ids)
+    held = _json(ids)
     con.execute("DELETE FROM dedupe_notes WHERE id = ?", (note,))
+    con.executemany("DELETE FROM dedupe_keys WHERE key = ? AND id = ?", [(k, note) for k in ids])
     con.execute(
-        "DELETE FROM dedupe_grams WHERE grp = ? AND size = ? AND id = ?"
-        " AND gram IN (SELECT value FROM json_each(?))",
-        (grp, size, note, grams),
+        "UPDATE dedupe_count SET n = n - 1 WHERE key IN (SELECT value FROM json_each(?))", (held,)
     )
     con.execute(
-        "UPDATE dedupe_df SET n = n - 1 WHERE grp = ? AND gram IN (SELECT value FROM json_each(?))",
-        (grp, grams),
-    )
-    con.execute(
-        "DELETE FROM dedupe_df WHERE grp = ? AND n <= 0"
-        " AND gram IN (SELECT value FROM json_each(?))",
-        (grp, grams),
+        "DELETE FROM dedupe_count WHERE n <= 0 AND key IN (SELECT value FROM json_each(?))",
+        (held,),
     )
 
 
-def put(con: sqlite3.Connection, name: str, title: str | None, numbers: str | None = None) -> None:
-    """Record the title and number key of note ``name`` (title None: it is not a valid note,
-    forget it; numbers None: not known, the note is in :data:`WILD`)."""
-    row = con.execute(
-        "SELECT id, grp, size, grams FROM dedupe_notes WHERE name = ?", (name,)
-    ).fetchone()
-    ids = gram_ids(title) if title is not None else None
-    grp = group(numbers)
+def put(
+    con: sqlite3.Connection,
+    name: str,
+    title: str | None,
+    summary: str = "",
+    numbers: str | None = None,
+) -> None:
+    """Record the keys of note ``name`` (title None: it is not a valid note, forget it;
+    numbers None: not known, the note is in :data:`WILD`)."""
+    row = con.execute("SELECT id, keys FROM dedupe_notes WHERE name = ?", (name,)).fetchone()
+    ids = keys(title, summary, numbers) if title is not None else None
     if row is not None:
-        if ids is not None and row[1] == grp and array("q", ids).tobytes() == row[3]:
-            return  # neither the title's trigrams nor the numbers changed (a body's words)
+        if ids is not None and array("q", ids).tobytes() == row[1]:
+            return  # neither the title, the summary nor the numbers changed (a body's words)
         _drop(con, *row)
     if ids is not None:
-        _insert(con, name, grp, ids)
+        _insert(con, name, ids)
 
 
 def remove(con: sqlite3.Connection, names: Iterable[str]) -> None:
@@ -193,7 +208,7 @@ def remove(con: sqlite3.Connection, names: Iterable[str]) -> None:
 
 def clear(con: sqlite3.Connection) -> None:
     """Drop every key (they are rebuilt on first use)."""
-    for table in ("dedupe_notes", "dedupe_grams", "dedupe_df"):
+    for table in ("dedupe_notes", "dedupe_keys", "dedupe_count"):
         con.execute(f"DELETE FROM {table}")
     con.execute("DELETE FROM meta WHERE key = ?", (BUILT,))
 
@@ -201,221 +216,128 @@ def clear(con: sqlite3.Connection) -> None:
 def build(con: sqlite3.Connection) -> None:
     """Make the keys of every valid note from the catalog's rows (inside a transaction).
 
-    Python computes each title's trigrams once; SQLite expands them into
-    postings (``json_each``), sorts them and counts them, so a large store
-    costs one row per note on the Python side, not one per posting.
+    Python computes each note's keys once; SQLite expands them into postings
+    (``json_each``), sorts them and counts them, so a large store costs one row
+    per note on the Python side, not one per posting.
     """
     clear(con)
-    con.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS dedupe_new (id INTEGER, grp INTEGER, size INTEGER,"
-        " ids TEXT)"
-    )
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS dedupe_new (id INTEGER, ids TEXT)")
     con.execute("DELETE FROM temp.dedupe_new")
-    rows = con.execute("SELECT name, title, nums FROM notes WHERE line IS NOT NULL").fetchall()
+    rows = con.execute(
+        "SELECT name, title, summary, nums FROM notes WHERE line IS NOT NULL"
+    ).fetchall()
     for start in range(0, len(rows), 5_000):
-        notes, new = [], []
-        for name, title, numbers in rows[start : start + 5_000]:
-            ids = gram_ids(str(title))
-            grp = group(None if numbers is None else str(numbers))
-            notes.append((str(name), grp, len(ids), array("q", ids).tobytes()))
+        notes, held = [], []
+        for name, title, summary, numbers in rows[start : start + 5_000]:
+            ids = keys(str(title), str(summary or ""), None if numbers is None else str(numbers))
+            notes.append((str(name), array("q", ids).tobytes()))
+            held.append(_json(ids))
         first = con.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM dedupe_notes").fetchone()[0]
+        con.executemany("INSERT INTO dedupe_notes (name, keys) VALUES (?, ?)", notes)
         con.executemany(
-            "INSERT INTO dedupe_notes (name, grp, size, grams) VALUES (?, ?, ?, ?)", notes
+            "INSERT INTO temp.dedupe_new (id, ids) VALUES (?, ?)",
+            [(first + offset, ids) for offset, ids in enumerate(held)],
         )
-        for offset, (_, grp, size, blob) in enumerate(notes):
-            grams = array("q")
-            grams.frombytes(blob)
-            new.append((first + offset, grp, size, "[" + ",".join(map(str, grams)) + "]"))
-        con.executemany("INSERT INTO temp.dedupe_new (id, grp, size, ids) VALUES (?, ?, ?, ?)", new)
     con.execute(
-        "INSERT INTO dedupe_grams (grp, gram, size, id) SELECT d.grp, j.value, d.size, d.id"
-        " FROM temp.dedupe_new d, json_each(d.ids) j ORDER BY 1, 2, 3, 4"
+        "INSERT INTO dedupe_keys (key, id) SELECT j.value, d.id"
+        " FROM temp.dedupe_new d, json_each(d.ids) j ORDER BY 1, 2"
     )
     con.execute(
-        "INSERT INTO dedupe_df (grp, gram, n)"
-        " SELECT grp, gram, COUNT(*) FROM dedupe_grams GROUP BY grp, gram"
+        "INSERT INTO dedupe_count (key, n) SELECT key, COUNT(*) FROM dedupe_keys GROUP BY key"
     )
     con.execute("DELETE FROM temp.dedupe_new")
     con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
 
 
-@functools.lru_cache(maxsize=512)
-def _needs(a: int) -> tuple[int, ...]:
-    """:func:`_need` of every size up to ``a``."""
-    return tuple(_need(m) for m in range(a + 1))
-
-
 def near(
-    con: sqlite3.Connection, title: str, numbers: str | None = None
+    con: sqlite3.Connection, title: str, summary: str, numbers: str | None
 ) -> list[tuple[str, str, str]]:
-    """(name, title, summary) of every valid note of number key ``numbers`` (and of
-    :data:`WILD`) whose title is near ``title``.
+    """(name, title, summary) of the at most :data:`LIMIT` valid notes of number group
+    ``numbers`` (and of :data:`WILD`) that share the most keys with this title and summary,
+    by name.
 
-    Exactly the notes ``Index.near`` keeps among them: every note whose title
-    holds enough of ``title``'s trigrams (checked on its stored trigrams), none
-    other. ``numbers`` None: every group (a caller that cannot say).
+    Only keys held by at most :data:`CAP` notes are looked up, so this reads a bounded
+    number of postings whatever the store holds; a key weighs one over the notes holding
+    it, ties go to the newer note (the larger id).
     """
-    if numbers is None:
-        groups = [g for (g,) in con.execute("SELECT DISTINCT grp FROM dedupe_df")]
-    else:
-        groups = sorted({group(numbers), WILD})
-    close: list[int] = []
-    for grp in groups:
-        close += _close(con, title, grp)
-    return _rows(con, close)
-
-
-def _close(con: sqlite3.Connection, title: str, grp: int) -> list[int]:
-    """The ids of the notes of group ``grp`` whose title is near ``title``."""
-    wanted = gram_ids(title)
-    a = len(wanted)
-    df: dict[int, int] = {}
-    for start in range(0, a, _CHUNK):
-        part = wanted[start : start + _CHUNK]
-        marks = ",".join("?" * len(part))
-        df.update(
-            con.execute(
-                f"SELECT gram, n FROM dedupe_df WHERE grp = ? AND gram IN ({marks})", [grp, *part]
-            )
-        )
-    if not df:
-        return []  # no title of the group shares a trigram with this one
-    order = sorted(wanted, key=lambda g: (df.get(g, 0), g))
-    need = _needs(a)
-    # Each size's lookups go EXTRA - 1 trigrams past the pigeonhole's minimum, so a near
-    # title is hit at least min(EXTRA, its _need) times there: the count prunes in SQL.
-    lookups: list[tuple[int, int]] = []  # (trigram, largest title size it is needed for)
-    for j, gram in enumerate(order):
-        if not df.get(gram):
-            continue  # in no title: it cannot be the one a near title holds
-        rest = a - j + _EXTRA - 1
-        if need[a] <= rest:
-            lookups.append((gram, _MAX_SIZE))
-            continue
-        # Only titles smaller than A need this one: the sizes whose _need is at most rest.
-        top = a - 1
-        while top > 0 and need[top] > rest:
-            top -= 1
-        if top == 0:
-            break  # and no size needs the commoner ones that follow
-        lookups.append((gram, top))
-    if not lookups:
+    wanted = sorted({*keys(title, summary, numbers), *keys(title, summary, None)})
+    score: dict[int, float] = {}
+    for note, n in con.execute(
+        "SELECT p.id, c.n FROM dedupe_count c JOIN dedupe_keys p ON p.key = c.key"
+        " WHERE c.key IN (SELECT value FROM json_each(?)) AND c.n <= ?",
+        (_json(wanted), CAP),
+    ):
+        score[note] = score.get(note, 0.0) + 1.0 / n
+    best = _best(score)
+    if not best:
         return []
-    if a <= _CHUNK and _by_count(df, lookups):
-        return _near_by_count(con, wanted, grp)
-    # Every near title is hit at least ``least`` times, but those below size ``small``.
-    least = min(_EXTRA, need[a])
-    small = next(m for m in range(1, a + 1) if need[m] >= least)
-    wanted_set = set(wanted)
-    grams = array("q")
-    close: list[int] = []
-
-    def keep(note: int, size: int, count: int, blob: bytes) -> None:
-        k = need[min(a, size)]
-        if count < min(_EXTRA, k):
-            return
-        del grams[:]
-        grams.frombytes(blob)
-        if len(wanted_set.intersection(grams)) >= k:
-            close.append(note)
-
-    step = 2_000
-    if len(lookups) <= step:
-        # One statement: the hits, pruned by their count, with each one's trigrams.
-        values = ",".join(["(?, ?)"] * len(lookups))
-        params = [x for pair in lookups for x in pair]
-        for note, size, count, blob in con.execute(
-            f"WITH q (gram, top) AS (VALUES {values}),"
-            " h (id, size, hits) AS (SELECT g.id, g.size, COUNT(*)"
-            " FROM q JOIN dedupe_grams g ON g.grp = ? AND g.gram = q.gram AND g.size <= q.top"
-            " GROUP BY g.id HAVING COUNT(*) >= ? OR g.size < ?)"
-            " SELECT h.id, h.size, h.hits, d.grams FROM h JOIN dedupe_notes d ON d.id = h.id",
-            [*params, grp, least, small],
-        ):
-            keep(note, size, count, blob)
-    else:
-        # A very long title: its hits are counted over several statements, then kept.
-        hits: dict[int, list[int]] = {}  # id -> [size, hits]
-        for first in range(0, len(lookups), step):
-            chunk = lookups[first : first + step]
-            values = ",".join(["(?, ?)"] * len(chunk))
-            params = [x for pair in chunk for x in pair]
-            for note, size, count in con.execute(
-                f"WITH q (gram, top) AS (VALUES {values}) SELECT g.id, g.size, COUNT(*)"
-                " FROM q JOIN dedupe_grams g ON g.grp = ? AND g.gram = q.gram AND g.size <= q.top"
-                " GROUP BY g.id",
-                [*params, grp],
-            ):
-                seen = hits.setdefault(note, [size, 0])
-                seen[1] += count
-        found = sorted(
-            n for n, (size, count) in hits.items() if count >= min(_EXTRA, need[min(a, size)])
-        )
-        for start in range(0, len(found), _CHUNK):
-            part = found[start : start + _CHUNK]
-            marks = ",".join("?" * len(part))
-            for note, size, blob in con.execute(
-                f"SELECT id, size, grams FROM dedupe_notes WHERE id IN ({marks})", part
-            ):
-                keep(note, size, hits[note][1], blob)
-    return close
-
-
-def _rows(con: sqlite3.Connection, ids: list[int]) -> list[tuple[str, str, str]]:
-    """(name, title, summary) of the valid notes of these key ids, sorted."""
-    out: list[tuple[str, str, str]] = []
-    for start in range(0, len(ids), _CHUNK):
-        part = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(part))
-        out += con.execute(
+    return sorted(
+        con.execute(
             "SELECT n.name, n.title, n.summary FROM dedupe_notes d JOIN notes n ON n.name = d.name"
-            f" WHERE d.id IN ({marks}) AND n.line IS NOT NULL",
-            part,
+            f" WHERE d.id IN ({','.join('?' * len(best))}) AND n.line IS NOT NULL",
+            best,
         ).fetchall()
-    return sorted(out)
+    )
 
 
-def _by_count(df: dict[int, int], lookups: list[tuple[int, int]]) -> bool:
-    """Whether counting every posting of the title's trigrams is the cheaper way.
-
-    It gives each title's exact overlap in one pass, and pays when the pruned
-    lookups would leave many titles to check one by one. A title left to check
-    holds ``_EXTRA`` looked-up trigrams, so one of all but the commonest
-    ``_EXTRA - 1`` of them: their postings bound how many are left.
-    """
-    every = sorted(df[g] for g, top in lookups if top == _MAX_SIZE)
-    left = sum(every[: max(0, len(every) - _EXTRA + 1)])
-    return _EXACT * left > sum(df.values()) - sum(every)
+def _best(score: dict[int, float]) -> list[int]:
+    """The :data:`LIMIT` best scored notes; ties go to the newer note (the larger id)."""
+    return heapq.nsmallest(LIMIT, score, key=lambda n: (-score[n], -n))
 
 
-def _near_by_count(con: sqlite3.Connection, wanted: list[int], grp: int) -> list[int]:
-    """:func:`_close` by the overlap of every title of the group, counted on all of
-    ``wanted``'s postings. The count is ``Index.near``'s, and so is the test (the same
-    product of floats)."""
-    marks = ",".join("?" * len(wanted))
-    rows = con.execute(
-        f"SELECT id FROM dedupe_grams WHERE grp = ? AND gram IN ({marks})"
-        " GROUP BY id HAVING COUNT(*) >= ? * MIN(?, size)",
-        [grp, *wanted, TITLE_CONTAINMENT, len(wanted)],
-    ).fetchall()
-    return [note for (note,) in rows]
+class Batch:
+    """The same keys for the notes one batch writes, in memory (they reach the catalog
+    when the batch commits): a create is compared with at most :data:`LIMIT` of them too."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._names: dict[int, str] = {}
+        self._held: dict[int, list[int]] = {}
+        self._postings: dict[int, set[int]] = {}
+        self._next = 1  # a later note has a larger id, as in the catalog
+
+    def put(
+        self, name: str, title: str | None, summary: str = "", numbers: str | None = ""
+    ) -> None:
+        """Record (title None: forget) note ``name`` as the batch wrote it."""
+        old = self._ids.pop(name, None)
+        if old is not None:
+            for key in self._held.pop(old):
+                self._postings[key].discard(old)
+            del self._names[old]
+        if title is None:
+            return
+        note, self._next = self._next, self._next + 1
+        self._ids[name], self._names[note] = note, name
+        self._held[note] = keys(title, summary, numbers)
+        for key in self._held[note]:
+            self._postings.setdefault(key, set()).add(note)
+
+    def near(self, title: str, summary: str, numbers: str) -> list[str]:
+        """The names of at most :data:`LIMIT` notes of the batch, ranked as :func:`near`
+        ranks the catalog's."""
+        score: dict[int, float] = {}
+        for key in keys(title, summary, numbers):
+            held = self._postings.get(key)
+            if held and len(held) <= CAP:
+                weight = 1.0 / len(held)
+                for note in held:
+                    score[note] = score.get(note, 0.0) + weight
+        return [self._names[note] for note in _best(score)]
 
 
-def dump(
-    con: sqlite3.Connection,
-) -> tuple[list[tuple[str, int, int, bytes]], list[tuple[int, int, int]]]:
+def dump(con: sqlite3.Connection) -> tuple[list[tuple[str, bytes]], list[tuple[int, int]]]:
     """The keys as plain data, ids left out (for tests: they must equal a rebuild's)."""
-    notes = con.execute("SELECT name, grp, size, grams FROM dedupe_notes ORDER BY name").fetchall()
-    df = con.execute("SELECT grp, gram, n FROM dedupe_df ORDER BY grp, gram").fetchall()
+    notes = con.execute("SELECT name, keys FROM dedupe_notes ORDER BY name").fetchall()
+    counts = con.execute("SELECT key, n FROM dedupe_count ORDER BY key").fetchall()
     postings = con.execute(
-        "SELECT n.name, g.grp, g.gram, g.size FROM dedupe_grams g"
-        " JOIN dedupe_notes n ON n.id = g.id"
+        "SELECT n.name, p.key FROM dedupe_keys p JOIN dedupe_notes n ON n.id = p.id"
     ).fetchall()
-    expected: set[tuple[str, int, int, int]] = set()
-    for name, grp, size, blob in notes:
-        grams = array("q")
-        grams.frombytes(blob)
-        expected.update((name, grp, g, size) for g in grams)
+    expected: set[tuple[str, int]] = set()
+    for name, blob in notes:
+        held = array("q")
+        held.frombytes(blob)
+        expected.update((name, k) for k in held)
     if set(postings) != expected or len(postings) != len(expected):
-        raise AssertionError("dedupe postings do not match the notes' trigrams")
-    return notes, df
+        raise AssertionError("dedupe postings do not match the notes' keys")
+    return notes, counts

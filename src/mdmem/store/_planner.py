@@ -11,14 +11,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
-from mdmem.store import _txn
+from mdmem.store import _dedupe_keys, _txn
 from mdmem.store.dedupe import (
     Candidate,
     Duplicate,
     Index,
     candidate,
     find_duplicate,
-    near_among,
+    near_rows,
     number_key,
 )
 from mdmem.store.note import MAX_SUMMARY_CHARS, Note, clean_inline, first_sentence, render
@@ -57,9 +57,10 @@ class StoreView(Protocol):
         """Whether a note of that name, or of a name that differs only in case, exists."""
         ...
 
-    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
-        """Dedupe's candidates from the catalog's keys; None when it has none (see
-        ``Coherence.near``). Private to ``store/``, which the planner is part of."""
+    def _near_titles(self, title: str, summary: str, numbers: str) -> list[Near] | None:
+        """Dedupe's candidates from the catalog's keys (at most ``_dedupe_keys.LIMIT``);
+        None when it has none (see ``Coherence.near``). Private to ``store/``, which the
+        planner is part of."""
         ...
 
     def iter_entries(self, *, settle: bool = True) -> Iterator[IndexEntry]:
@@ -96,6 +97,7 @@ class Planner:
         self._redact = _remembering(redact)
         self._notes: dict[str, Note] = {}
         self._keys: dict[str, tuple[Note, str]] = {}  # a batch note's number key
+        self._batch = _dedupe_keys.Batch()  # this batch's notes, for dedupe
         # Names this batch wrote, case-folded, because a name that differs only in
         # case is the same file on macOS and Windows, where teammates check the
         # store out. Others are asked of the store one by one: listing a large
@@ -206,6 +208,7 @@ class Planner:
         elif note.filename not in self.plan.before:
             self.plan.before[note.filename] = _hash_or_none(path)
         self._notes[note.filename] = note
+        self._batch.put(note.filename, note.title, note.summary, self._numbers_of(note))
         if self._known is not None:
             self._known.add(candidate(note.filename, note.title, note.summary))
         self.plan.writes[note.filename] = render(note).encode("utf-8")
@@ -255,12 +258,13 @@ class Planner:
             out["expires"] = expires
         return out
 
-    def _near(self, title: str, numbers: str) -> list[Candidate]:
-        """The notes whose title is close to ``title`` and that name ``numbers``
-        (``dedupe.number_key``: a duplicate names what the note names): the store's, as the
-        catalog recorded them (without a stat pass: a candidate is read from its file before
-        it counts), and this batch's own writes."""
-        rows = self.store._near_titles(title, numbers)
+    def _near(self, title: str, summary: str, numbers: str) -> list[Candidate]:
+        """The few notes that share the most with ``title`` and ``summary`` among those
+        that name ``numbers`` (``dedupe.number_key``: a duplicate names what the note names)
+        and whose title is near ``title``: the store's, as the catalog recorded them
+        (without a stat pass: a candidate is read from its file before it counts), and this
+        batch's own writes; at most ``_dedupe_keys.LIMIT`` of each (see there)."""
+        rows = self.store._near_titles(title, summary, numbers)
         if rows is None:  # every entry, as before the catalog kept dedupe keys
             if self._known is None:
                 self._known = Index()
@@ -270,16 +274,14 @@ class Planner:
                 for note in self._notes.values():
                     self._known.add(candidate(note.filename, note.title, note.summary))
             return self._known.near(title)
-        # The catalog's keys give the near titles; the test is made again here, as
+        # The catalog's keys give the candidates; the title test is made here, as
         # Index.near makes it. A note this batch wrote is taken as written, not as the
         # catalog still has it.
-        found = [candidate(name, t, s) for name, t, s in rows if name not in self._notes]
-        found += [
-            candidate(n.filename, n.title, n.summary)
-            for n in self._notes.values()
-            if self._numbers_of(n) == numbers
-        ]
-        return near_among(title, found)
+        found = [row for row in rows if row[0] not in self._notes]
+        for name in self._batch.near(title, summary, numbers):
+            note = self._notes[name]
+            found.append((name, note.title, note.summary))
+        return near_rows(title, found)
 
     def _numbers_of(self, note: Note) -> str:
         """A note of this batch's number key (``dedupe.number_key``), worked out once."""
@@ -289,7 +291,9 @@ class Planner:
             self._keys[note.filename] = key
         return key[1]
 
-    def _duplicate(self, title: str, summary: str, body: str) -> Duplicate | None:
+    def _duplicate(
+        self, title: str, summary: str, body: str, numbers: str | None = None
+    ) -> Duplicate | None:
         """An existing note of this store that says what a create says (see ``dedupe``)."""
 
         def read(name: str) -> tuple[str, str, str] | None:
@@ -301,15 +305,19 @@ class Planner:
 
         # Whether each candidate still exists is asked by ``read`` (None when it is gone, or
         # deleted by this batch), for the few the cheap tests leave: not an lstat each.
-        near = self._near(title, number_key(title, summary, body))
+        if numbers is None:
+            numbers = number_key(title, summary, body)
+        near = self._near(title, summary, numbers)
         return find_duplicate(title, summary, body, near, read)
 
     def _create(self, op: Create) -> tuple[str, str]:
         title = clean_inline(self._redact(op.title))
         body = self._redact(op.content).strip()
         summary = clean_inline(self._redact(op.summary)) or first_sentence(body, MAX_SUMMARY_CHARS)
+        numbers: str | None = None  # its number key, when dedupe worked it out
         if op.filename is None and not op.supersedes:
-            dup = self._duplicate(title, summary, body)
+            numbers = number_key(title, summary, body)
+            dup = self._duplicate(title, summary, body, numbers)
             if dup is not None and dup.exact:
                 self._detail = f"the same note as {dup.filename}"
                 return "unchanged", dup.filename
@@ -361,6 +369,8 @@ class Planner:
             updated=self.now,
             extra={**self._truth_keys({}, op.supersedes, op.expires, name), **self._extra},
         )
+        if numbers is not None:
+            self._keys[name] = (note, numbers)  # the same text: the same key, not made again
         # A name the caller gave is theirs: taken at the last moment, the create is
         # rejected. A name mdmem chose becomes the next free one instead.
         self._write(note, new=True, renamable=op.filename is None)
@@ -411,6 +421,7 @@ class Planner:
             self.plan.before.setdefault(op.filename, _hash_or_none(path))
             self.plan.deletes[op.filename] = self._trash_name(op.filename)
         self._notes.pop(op.filename, None)
+        self._batch.put(op.filename, None)
         self._deleted.add(op.filename)
         return "delete", op.filename
 

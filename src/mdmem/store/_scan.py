@@ -60,8 +60,9 @@ __all__ = [
 ]
 
 # 6: the dedupe keys (store/_dedupe_keys.py), the index of marked rows; 7: changes;
-# 8: each note's number key (``nums``), the dedupe keys grouped by it; 9: notes_type
-_VERSION = 9
+# 8: each note's number key (``nums``), the dedupe keys grouped by it; 9: notes_type;
+# 10: the dedupe keys are words and whole titles, capped a key (not title trigrams)
+_VERSION = 10
 #: The most note names the fingerprint lists for the block's quick check.
 HEAD_NAMES = 2_000
 

@@ -19,6 +19,7 @@ apart: a missed merge costs a line of the index; a false merge loses a fact.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = [
     "Duplicate",
     "find_duplicate",
     "near_among",
+    "near_rows",
     "normalise",
     "number_key",
     "similarity",
@@ -172,6 +174,23 @@ def near_among(title: str, candidates: Iterable[Candidate]) -> list[Candidate]:
         for c in candidates
         if len(grams & c.title_grams) >= TITLE_CONTAINMENT * min(len(grams), len(c.title_grams))
     ]
+    return sorted(out, key=lambda c: c.filename)
+
+
+@functools.lru_cache(maxsize=8192)
+def _title_grams(title: str) -> frozenset[str]:
+    return _trigrams(title)
+
+
+def near_rows(title: str, rows: Iterable[tuple[str, str, str]]) -> list[Candidate]:
+    """:func:`near_among` of the candidates of ``rows`` (name, title, summary), each made
+    only when its title is near: making one costs more than the title test."""
+    grams = _trigrams(title)
+    out = []
+    for name, other, summary in rows:
+        theirs = _title_grams(other)
+        if len(grams & theirs) >= TITLE_CONTAINMENT * min(len(grams), len(theirs)):
+            out.append(candidate(name, other, summary))
     return sorted(out, key=lambda c: c.filename)
 
 

@@ -304,9 +304,9 @@ class Store:
                 self._engine.cat().rollback()
         return keys
 
-    def _near_titles(self, title: str, numbers: str | None = None) -> list[Near] | None:
+    def _near_titles(self, title: str, summary: str, numbers: str) -> list[Near] | None:
         """Dedupe's candidates (see ``Coherence.near``): the planner asks for them."""
-        return self._engine.near(title, numbers)
+        return self._engine.near(title, summary, numbers)
 
     def entry_versions(self, *, scan: _catalog.Scan | None = None) -> dict[str, str]:
         """Every note's content hash by file name, from the catalog brought up to date.

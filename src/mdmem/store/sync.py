@@ -715,18 +715,18 @@ class Coherence:
                 self._listing = (here, {n.casefold() for n in os.listdir(self.root)})
             return folded in self._listing[1]
 
-    def near(self, title: str, numbers: str | None = None) -> list[tuple[str, str, str]] | None:
-        """Dedupe's candidates: (name, title, summary) of the notes, not superseded, that
-        name ``numbers`` (``dedupe.number_key``; None: any) and whose title may be near
-        ``title``, as the catalog last recorded them (no stat pass). None when the catalog
-        cannot say; then every entry is read."""
+    def near(self, title: str, summary: str, numbers: str) -> list[tuple[str, str, str]] | None:
+        """Dedupe's candidates: (name, title, summary) of the few notes, not superseded,
+        that name ``numbers`` (``dedupe.number_key``) and share the most with ``title`` and
+        ``summary`` (``_dedupe_keys.near``), as the catalog last recorded them (no stat
+        pass). None when the catalog cannot say; then every entry is read."""
         if not self.here():
             return []
         with self.guard:
             try:
                 with _RollBack(self):
                     cat = self.cat()
-                    found = cat.near(title, self.lock_timeout, numbers)
+                    found = cat.near(title, summary, numbers, self.lock_timeout)
                     if found is None:
                         return None
                     hidden = rows.superseded(cat)
