@@ -5,13 +5,14 @@ the next; the number of instructions it executes (user space, as
 ``valgrind --tool=callgrind`` counts them) does not. This runs, for each store
 size and each checkout, the prompt hook as Claude Code does at a session's first
 prompt (``hook session-start`` first, not counted, then ``hook
-user-prompt-submit`` with the hook's JSON on stdin) under callgrind, once per
+user-prompt-submit`` with the hook's JSON on stdin, through the console script
+its settings name) under callgrind, once per
 prompt of ``bench_paths.PROMPTS``, beside the floors counted the same way
 (``python -c pass``; a raw FTS5 query of the recall index in a fresh process),
 and checks that both checkouts print the same bytes.
 
     python benchmarks/bench_hook_ir.py                         # 1,000 and 10,000 notes
-    python benchmarks/bench_hook_ir.py --sizes 1000,10000,100000 --before <main>/src
+    python benchmarks/bench_hook_ir.py --sizes 1000,10000,100000 --before <main>/src --label ir
 
 Instructions leave out the kernel (system calls, page faults) and the process's
 start: a ratio of instructions is higher than the ratio of wall times it stands
@@ -66,12 +67,18 @@ def main() -> None:
         default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
         help="where generated stores are kept between runs (shared with bench_paths.py)",
     )
+    parser.add_argument(
+        "--label", default="ir", help="names the state folders (<label>-<checkout>)"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("bench_hook_ir.py needs valgrind")
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     checkouts = {"after": here, **({"before": args.before} if args.before else {})}
     py = sys.executable
+    from mdmem._spawn import console_script
+
+    script = console_script()
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base["MDMEM_SEMANTIC"] = "off"
     rows = []
@@ -91,9 +98,12 @@ def main() -> None:
                 "PYTHONPATH": src,
                 "MDMEM_WORKSPACE": ws,
                 "MDMEM_USER_DIR": user,
-                "MDMEM_STATE_DIR": os.path.join(args.cache, f"state-ir-{name}"),
+                "MDMEM_STATE_DIR": os.path.join(args.cache, f"state-{args.label}-{name}"),
             }
             mdmem = [py, "-m", "mdmem"]
+            # The hook as Claude Code runs it: the console script its settings name
+            # (mdmem._spawn.hook_command), without -E so that PYTHONPATH picks the checkout.
+            hook = [py, script] if script else mdmem
             for _ in range(2):  # settled: the index built, its key trusted, bytecode written
                 subprocess.run(
                     [*mdmem, "search", "deploy cache"],
@@ -130,7 +140,7 @@ def main() -> None:
                     "prompt": prompt,
                 }
                 n, out = instructions(
-                    [*mdmem, "hook", "user-prompt-submit"], env, json.dumps(payload)
+                    [*hook, "hook", "user-prompt-submit"], env, json.dumps(payload)
                 )
                 if k >= 0:
                     counts.setdefault(name, []).append(n)

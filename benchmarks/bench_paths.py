@@ -9,7 +9,9 @@ the recall index in a fresh process):
 - ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
   session's first prompt as Claude Code runs it (``hook session-start`` first, not
   timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
-  also as ``python -m mdmem`` and without a SessionStart record;
+  also as ``python -m mdmem``, without a SessionStart record, and after a turn wrote a
+  note (a create and its ledger line, untimed, 0.3 s before); every other case sees a
+  settled store (each write is followed, untimed, by a ``search`` and an ``index``);
 - ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
   as processes;
 - in process: a single-op create and delete, and a Manager turn that writes 3
@@ -25,6 +27,8 @@ the recall index in a fresh process):
     python benchmarks/bench_paths.py --quick         # fewer rounds
     python benchmarks/bench_paths.py --large         # 100,000 notes (long)
     python benchmarks/bench_paths.py --sizes 1000,10000,100000 --repeat 7   # all three
+    python benchmarks/bench_paths.py --sizes 100000 --hooks-only --repeat 7  # the hook alone
+    python benchmarks/bench_paths.py --hooks-only --before <main>/src   # and main's, interleaved
 
 Each command's peak resident set (``wait4``'s ``ru_maxrss``) is reported too.
 
@@ -48,6 +52,7 @@ from bench_scale import generate
 
 from mdmem import Manager, Store
 from mdmem._kinds import Level
+from mdmem.store import ledger
 
 PROMPTS = [
     "how do we deploy the release branch?",
@@ -70,6 +75,14 @@ TURN = [
     },
 ]
 
+
+#: The note a turn's worker writes before the next prompt (``hook-after-write``).
+TURN_NOTE = {
+    "action": "create",
+    "level": "project",
+    "type": "project_knowledge",
+    "content": "The worker clears the deploy cache nightly; the release branch keeps it.",
+}
 
 #: The same turn without a correction: the user only adds a fact.
 PLAIN_TURN = [
@@ -266,7 +279,25 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     script = console_script()
     installed = [py, script] if script else mdmem
 
-    def hook(started: bool = True, command: list[str] = installed) -> float:
+    # --before: that checkout's hook in the same rounds, with a state folder of its own.
+    before = args.before_env
+    if before is not None:
+        before = {**before, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
+
+    def settle() -> None:
+        # After a write (untimed): the next reader catches up with it (the search index by
+        # the change log, the block cache), so only a case meant to see a write pays for one
+        # whatever the order of a round (before, the case after `mdmem add` paid for it).
+        for where in (env, before) if before is not None else (env,):
+            run.run([*mdmem, "search", "deploy cache"], where)
+            run.run([*mdmem, "index"], where)
+
+    def hook(
+        started: bool = True,
+        command: list[str] = installed,
+        wrote: bool = False,
+        other: bool = False,
+    ) -> float:
         payload = json.loads(hook_json)
         payload["prompt"] = prompt()
         payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
@@ -275,14 +306,33 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             # (untimed), which records what its block listed.
             start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
             del start["prompt"]
-            run.run([*mdmem, "hook", "session-start"], env, json.dumps(start))
+            run.run([*mdmem, "hook", "session-start"], before if other else env, json.dumps(start))
+        if other:
+            assert before is not None
+            name = "hook-before" if started else "hook-unstarted-before"
+            argv = [*command, "hook", "user-prompt-submit"]
+            return run.run(argv, before, json.dumps(payload), name=name)[0]
+        written = None
+        if wrote:
+            # A turn's worker wrote a note (and the ledger line it records) since the last
+            # prompt: what the next prompt finds after most turns. A moment later, as a
+            # person types (a process started right after an fsync waits for the journal).
+            done = store.apply([{**TURN_NOTE, "title": f"Bench turn note {rounds['pass']}"}])
+            written = done.applied[0].filename
+            ledger.record(root, "write", n=[written], via="worker")
+            time.sleep(0.3)
         argv = [*command, "hook", "user-prompt-submit"]
         name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
-        return proc(argv, json.dumps(payload), name=name)
+        took = proc(argv, json.dumps(payload), name="hook-after-write" if wrote else name)
+        if written is not None:
+            store.apply([{"action": "delete", "level": "project", "filename": written}])
+            settle()
+        return took
 
     def add() -> float:
         took = proc([*mdmem, "add", "--title", f"Added {rounds['pass']}", "Added by the bench."])
         rounds["pass"] += 1
+        settle()
         return took
 
     def op(kind: str) -> float:
@@ -313,7 +363,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     # own small writes wait for the commit), which would charge whichever case came next.
     writes = (
         {}
-        if args.edits_only
+        if args.edits_only or args.hooks_only
         else interleaved(
             {
                 "durable": lambda: durable_write(floor_dir, data),
@@ -324,22 +374,40 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             label=f"{size} writes",
         )
     )
+    settle()  # after the writes above
+    hooks_only = {"pass", "fts", "hook", "hook-m", "hook-after-write", "hook-unstarted"}
+    if before is not None:
+        settle()
+        hooks_only |= {"hook-before", "hook-unstarted-before"}
     samples = (
         {}
         if args.edits_only
         else interleaved(
             {
-                "pass": lambda: proc([py, "-c", "pass"]),
-                "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
-                "hook": hook,
-                "hook-m": lambda: hook(command=mdmem),
-                "hook-unstarted": lambda: hook(started=False),
-                "index": lambda: proc([*mdmem, "index"]),
-                "search": lambda: proc([*mdmem, "search", prompt()]),
-                "recall": lambda: proc([*mdmem, "recall", prompt()]),
-                "add": add,
-                "stats": lambda: proc([*mdmem, "stats"]),
-                "doctor": lambda: proc([*mdmem, "doctor"]),
+                name: case
+                for name, case in {
+                    "pass": lambda: proc([py, "-c", "pass"]),
+                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                    "hook": hook,
+                    "hook-m": lambda: hook(command=mdmem),
+                    "hook-after-write": lambda: hook(wrote=True),
+                    "hook-unstarted": lambda: hook(started=False),
+                    **(
+                        {
+                            "hook-before": lambda: hook(other=True),
+                            "hook-unstarted-before": lambda: hook(started=False, other=True),
+                        }
+                        if before is not None
+                        else {}
+                    ),
+                    "index": lambda: proc([*mdmem, "index"]),
+                    "search": lambda: proc([*mdmem, "search", prompt()]),
+                    "recall": lambda: proc([*mdmem, "recall", prompt()]),
+                    "add": add,
+                    "stats": lambda: proc([*mdmem, "stats"]),
+                    "doctor": lambda: proc([*mdmem, "doctor"]),
+                }.items()
+                if name in hooks_only or not args.hooks_only
             },
             repeat,
             rounds={"doctor": max(2, repeat // 3), "stats": max(2, repeat // 3)},
@@ -351,6 +419,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     if added:
         store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
 
+    if args.hooks_only:
+        shutil.rmtree(floor_dir, ignore_errors=True)
+        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}}
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
     turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
     plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
@@ -442,6 +513,12 @@ def main() -> None:
     parser.add_argument(
         "--edits-only", action="store_true", help="only whether in-place hand edits are seen"
     )
+    parser.add_argument(
+        "--hooks-only", action="store_true", help="only the prompt hook's cases and their floors"
+    )
+    parser.add_argument(
+        "--before", help="another checkout's src folder: its prompt hook in the same rounds"
+    )
     args = parser.parse_args()
     if args.large:
         args.sizes = "100000"
@@ -456,6 +533,11 @@ def main() -> None:
     import mdmem
 
     compileall.compile_dir(os.path.dirname(mdmem.__file__), quiet=1)
+    args.before_env = None
+    if args.before:
+        compileall.compile_dir(args.before, quiet=1)
+        state = os.path.join(args.cache, f"state-paths-{args.label}-before")
+        args.before_env = {**env, "PYTHONPATH": args.before, "MDMEM_STATE_DIR": state}
     run = Launcher()
     results = {size: bench_size(size, args, env, run) for size in sizes}
 
@@ -473,6 +555,7 @@ def main() -> None:
         ("hook user-prompt-submit", "hook", "fts"),
         ("hook user-prompt-submit, as `python -m mdmem`", "hook-m", "pass"),
         ("hook user-prompt-submit, no SessionStart record", "hook-unstarted", "pass"),
+        ("hook user-prompt-submit, after a turn wrote a note", "hook-after-write", "pass"),
         ("mdmem index", "index", "pass"),
         ("mdmem search", "search", "pass"),
         ("mdmem recall", "recall", "pass"),
@@ -486,6 +569,15 @@ def main() -> None:
         ("search after an in-place hand edit", "edit", "pass"),
     ]
     floors = {"pass": "`python -c pass`", "fts": "raw FTS5 query", "durable": "one durable write"}
+    if args.before:
+        at = [p[1] for p in paths].index("hook-m")
+        paths[at:at] = [
+            ("hook user-prompt-submit, the --before checkout", "hook-before", "pass"),
+            ("hook user-prompt-submit, the --before checkout", "hook-before", "fts"),
+            ("… no SessionStart record, the --before checkout", "hook-unstarted-before", "pass"),
+        ]
+    if args.hooks_only:
+        paths = [p for p in paths if p[1].startswith("hook")]
     for label, key, floor in paths:
         row = [label, floors[floor]]
         for size in sizes:
@@ -493,21 +585,22 @@ def main() -> None:
             t, f = med(r[key]), med(r[floor])
             row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
         rows.append(row)
-    rows.append(
-        [
-            "in-place hand edit found by the next search",
-            "every one",
-            *[f"{results[s]['seen'][0]} of {results[s]['seen'][1]}" for s in sizes],
-        ]
-    )
-    for name in ("pass", "fts", "durable"):
+    if not args.hooks_only:
+        rows.append(
+            [
+                "in-place hand edit found by the next search",
+                "every one",
+                *[f"{results[s]['seen'][0]} of {results[s]['seen'][1]}" for s in sizes],
+            ]
+        )
+    for name in ("pass", "fts") if args.hooks_only else ("pass", "fts", "durable"):
         rows.append(
             [f"floor: {floors[name]}", "", *[f"{fmt_ms(med(results[s][name]))} ms" for s in sizes]]
         )
     print("### The paths a user walks (median, and its ratio to the floor)\n")
     print(table(["path", "floor", *[f"{s:,} notes" for s in sizes]], rows))
     sync_rows = []
-    for name in results[sizes[0]]["syncs"]:
+    for name in results[sizes[0]].get("syncs", {}):
         sync_rows.append([name, *["{} / {}".format(*results[s]["syncs"][name]) for s in sizes]])
     if sync_rows:
         print("\n### fsync + fdatasync per read (strace -f -c): right after a write / settled\n")

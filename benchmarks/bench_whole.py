@@ -17,9 +17,12 @@ titles (``--import-notes`` to change the count) as one process, timed whole.
 
     python benchmarks/bench_whole.py --cache DIR            # 1k and 10k
     python benchmarks/bench_whole.py --cache DIR --large    # and 100k
+    python benchmarks/bench_whole.py --cache DIR --large --only-stats-add --before <main>/src
 
 Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
-``--label`` for a before/after.
+``--label`` for a before/after, or give ``--before <checkout>/src``: ``stats`` and
+``add`` of that checkout then run in the same rounds, beside this one's (compile
+it first: ``python -m compileall -q <checkout>/src``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from _util import Summary, fmt_ms, fmt_ratio, interleaved, machine_rows, table
 from bench_paths import Launcher, durable_write
@@ -62,7 +66,8 @@ def bench_size(size: int, args: argparse.Namespace, run: Launcher) -> dict[str, 
     py = sys.executable
     mdmem = [py, "-m", "mdmem"]
     print(f"  [{size}] settling", file=sys.stderr, flush=True)
-    for argv in (["index"], ["search", "deploy cache"], ["stats"], ["doctor"]):
+    settle = (["index"], ["search", "deploy cache"], ["stats"], ["doctor"])
+    for argv in settle[:3] if args.only_stats_add else settle:
         run.run([*mdmem, *argv], env, check=False)  # doctor's first run fills its caches
     time.sleep(1.1)
     run.run([*mdmem, "index"], env)
@@ -72,12 +77,18 @@ def bench_size(size: int, args: argparse.Namespace, run: Launcher) -> dict[str, 
     counter = {"n": 0}
     added: list[str] = []
 
-    def add() -> float:
+    def add(env: dict[str, str] = env) -> float:
         counter["n"] += 1
         title = f"Added {counter['n']}"
         took, out = run.run([*mdmem, "add", "--title", title, "By the bench."], env)
         added.extend(out.split())
         return took
+
+    before: dict[str, Callable[[], float]] = {}
+    if args.before:  # the other checkout's stats and add, in the same rounds
+        old = {**env, "PYTHONPATH": os.path.abspath(args.before)}
+        before["stats-before"] = lambda: run.run([*mdmem, "stats"], old)[0]
+        before["add-before"] = lambda: add(old)
 
     def create() -> float:
         # Titles past the generated ones' numbers: each is new, each names its own number.
@@ -91,19 +102,19 @@ def bench_size(size: int, args: argparse.Namespace, run: Launcher) -> dict[str, 
         return took
 
     print(f"  [{size}] rounds", file=sys.stderr, flush=True)
-    samples = interleaved(
-        {
-            "pass": lambda: run.run([py, "-c", "pass"], env)[0],
-            "durable": lambda: durable_write(floor_dir, b"x" * 1200),
-            "doctor": lambda: run.run([*mdmem, "doctor"], env, check=False)[0],
-            "stats": lambda: run.run([*mdmem, "stats"], env)[0],
-            "add": add,
-            "create": create,
-        },
-        args.repeat,
-        label=f"{size}",
-    )
-    compared = _compared(store, rng, size)
+    cases: dict[str, Callable[[], float]] = {
+        "pass": lambda: run.run([py, "-c", "pass"], env)[0],
+        "durable": lambda: durable_write(floor_dir, b"x" * 1200),
+        "doctor": lambda: run.run([*mdmem, "doctor"], env, check=False)[0],
+        "stats": lambda: run.run([*mdmem, "stats"], env)[0],
+        "add": add,
+        "create": create,
+        **before,
+    }
+    if args.only_stats_add:
+        del cases["doctor"], cases["create"], cases["durable"]
+    samples = interleaved(cases, args.repeat, label=f"{size}")
+    compared = 0 if args.only_stats_add else _compared(store, rng, size)
     if added:
         store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
     shutil.rmtree(floor_dir, ignore_errors=True)
@@ -203,6 +214,10 @@ def main() -> None:
         help="where generated stores are kept between runs (shared with bench_scale.py)",
     )
     parser.add_argument("--label", default="current", help="names this code version's state")
+    parser.add_argument("--before", help="another checkout's src: its stats and add beside")
+    parser.add_argument(
+        "--only-stats-add", action="store_true", help="no doctor, create or import rounds"
+    )
     args = parser.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
     if args.large and 100_000 not in sizes:
@@ -211,7 +226,11 @@ def main() -> None:
     os.environ["MDMEM_STATE_DIR"] = os.path.join(args.cache, f"state-whole-{args.label}")
     run = Launcher()
     results = {size: bench_size(size, args, run) for size in sizes}
-    imported = bench_import(args.import_notes, args, run) if args.import_notes else None
+    imported = (
+        bench_import(args.import_notes, args, run)
+        if args.import_notes and not args.only_stats_add
+        else None
+    )
 
     def med(xs: list[float]) -> float:
         return Summary.of(xs).median
@@ -220,15 +239,21 @@ def main() -> None:
     for label, key, floor in (
         ("mdmem doctor", "doctor", "pass"),
         ("mdmem stats", "stats", "pass"),
+        ("mdmem stats, `--before` checkout", "stats-before", "pass"),
         ("mdmem add (a process)", "add", "pass"),
+        ("mdmem add, `--before` checkout", "add-before", "pass"),
         ("single-op create, numbered title (in process)", "create", "durable"),
     ):
+        if key not in results[sizes[0]] or floor not in results[sizes[0]]:
+            continue
         row = [label, {"pass": "`python -c pass`", "durable": "one durable write"}[floor]]
         for size in sizes:
             t, f = med(results[size][key]), med(results[size][floor])
             row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
         rows.append(row)
     for name, label in (("pass", "`python -c pass`"), ("durable", "one durable write")):
+        if name not in results[sizes[0]]:
+            continue
         cells = [f"{fmt_ms(med(results[s][name]))} ms" for s in sizes]
         rows.append([f"floor: {label}", "", *cells])
     print("### Whole-store commands and plain writes (median, ratio to the floor)\n")

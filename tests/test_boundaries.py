@@ -56,6 +56,7 @@ FLOORS = {
     "mdmem._lines": 0,
     "mdmem.privacy": 0,  # redaction: store and extract both use it, and it imports nothing
     "mdmem._install": 0,
+    "mdmem._sqlite": 0,
     "mdmem.extract": 1,
     "mdmem.store": 2,
     "mdmem.recall": 3,
@@ -624,8 +625,9 @@ TRICKS_ELSEWHERE = {
 def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     """``TYPE_CHECKING = False`` (typing costs ~6 ms) only where the fast path goes.
 
-    The fast path is what ``mdmem index`` (run here through ``cli/_fastpath.py`` on a
-    workspace with a note), ``search`` / ``recall`` and the hooks load; elsewhere a
+    The fast path is what ``mdmem index`` and ``mdmem add`` (run here through
+    ``cli/_fastpath.py`` on a workspace with a note), ``search`` / ``recall`` and the
+    hooks load; elsewhere a
     module imports typing.
     """
     ws = tmp_path / "ws"
@@ -644,15 +646,17 @@ def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     # What the hooks import lazily too: the ledger (session start's budget line), the
     # self-spawn helper (the handover hooks start the worker), the session records
     # and the write lock's queue (the handover hooks write under the lock), the
-    # activity log (every hook appends to it), the prompt hook and the dictionary's
-    # file (session start builds it in the background when it is missing).
+    # activity log (every hook appends to it), the prompt hook, the dictionary's
+    # file (session start builds it in the background when it is missing) and the
+    # plain note reader (the prompt hook re-indexes the notes a turn wrote).
     probe = (
         "import sys\n"
         "from mdmem.cli._fastpath import try_fast\n"
         "try_fast(['--workspace', sys.argv[1], 'index'])\n"
+        "try_fast(['--workspace', sys.argv[1], 'add', '--title', 'Probe', 'By the probe.'])\n"
         "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
         "import mdmem.store.ledger, mdmem._spawn, mdmem.store.sessions, mdmem.store._queue\n"
-        "import mdmem.store.activity, mdmem.store.cedict\n"
+        "import mdmem.store.activity, mdmem.store.cedict, mdmem.store.quicknote\n"
         "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"
     )
     out = subprocess.run(

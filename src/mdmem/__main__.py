@@ -8,8 +8,8 @@ import sys
 __all__ = ["main"]
 
 
-def _is_hook(args: list[str]) -> bool:
-    """Whether the command is ``mdmem [globals] hook ...``."""
+def _command(args: list[str]) -> str | None:
+    """The command of ``mdmem [globals] COMMAND ...`` (``hook``, ``add``...), if any."""
     i = 0
     while i < len(args):
         if args[i] in ("--workspace", "--user-dir"):
@@ -17,17 +17,23 @@ def _is_hook(args: list[str]) -> bool:
         elif args[i].startswith("-"):
             i += 1
         else:
-            return args[i] == "hook"
-    return False
+            return args[i]
+    return None
+
+
+def _is_hook(args: list[str]) -> bool:
+    """Whether the command is ``mdmem [globals] hook ...``."""
+    return _command(args) == "hook"
 
 
 def _end_quickly(status: int) -> None:
     """End this process, once it exits, without tearing the interpreter down.
 
     The per-prompt hook runs at every prompt; freeing its ~100 modules and their
-    objects at exit costs a tenth of its run. By then its files are written and
-    closed (an open SQLite connection to a derived index keeps its WAL, which the
-    next one reads); only the standard streams are left to flush. Registered last,
+    objects at exit costs a tenth of its run (of ``mdmem add``'s too). By then its
+    files are written and closed (an open SQLite connection to a derived index keeps
+    its WAL, which the next one reads; a note is durable before ``apply`` returns);
+    only the standard streams are left to flush. Registered last,
     the handler runs first at exit; only for the process's own command line (never
     when ``main`` is called in-process, as tests do).
     """
@@ -47,10 +53,13 @@ def _end_quickly(status: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the mdmem command line; return its exit status."""
     args = sys.argv[1:] if argv is None else list(argv)
-    prompt_hook = argv is None and args[-2:] == ["hook", "user-prompt-submit"]
-    if prompt_hook:
-        # A process that lives ~50 ms and allocates little: the cyclic collector's passes
-        # over the objects imports create are a tenth of its time, and find nothing.
+    # The prompt hook (every prompt) and `mdmem add` (a script's or a person's note):
+    # processes that live ~50 ms and allocate little, the cyclic collector's passes over
+    # the objects imports create are a tenth of their time, and find nothing.
+    quick = argv is None and (
+        args[-2:] == ["hook", "user-prompt-submit"] or _command(args) == "add"
+    )
+    if quick:
         import gc
 
         gc.disable()
@@ -63,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
 
     status = try_fast(args)
     if status is not None:
-        if prompt_hook:
+        if quick:
             _end_quickly(status)
         return status
-    if prompt_hook:  # the full CLI handles it (an error): an ordinary process again
+    if quick:  # the full CLI handles it (an error): an ordinary process again
         import gc
 
         gc.enable()

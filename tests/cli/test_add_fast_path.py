@@ -19,6 +19,9 @@ CASES = [
     ["add", "--level", "user", "--type", "correction_feedback", "--title", "Tabs", "Use tabs."],
     ["add", "--title", "From stdin", "-"],
     ["add", "--title", "A key", f"The key is {SECRET} for now."],
+    ["add", "--title", f"Key {SECRET} in the title", "The title holds it."],
+    ["add", "--title", "Key in the summary", "--summary", f"Uses {SECRET}.", "Body."],
+    ["add", "--title", "Private", "Before <private>a secret 4111 1111 1111 1111</private> after."],
     ["add", "--title", "", "An empty title is refused."],
     ["add", "--title", "Dash dash", "--", "--not-an-option"],
 ]
@@ -65,9 +68,16 @@ def test_add_fast_path_and_typer_do_the_same(tmp_path: Path, args: list[str]) ->
         slow.stderr.replace(str(slow_ws), str(fast_ws)),
     )
     assert _notes(fast_ws, fast_user) == _notes(slow_ws, slow_user)
-    if "A key" in args:
-        assert SECRET not in str(_notes(fast_ws, fast_user))
+    if any(SECRET in a or "<private>" in a for a in args):
         assert "redacted from your text" in fast.stderr
+    # Nothing private reached a file, anywhere: the notes, MEMORY.md, the catalog, the
+    # ledger, the history (the state folder is inside tmp_path too).
+    for path in tmp_path.rglob("*"):
+        name = str(path.relative_to(tmp_path))
+        assert SECRET not in name and "4111" not in name
+        if path.is_file():
+            data = path.read_bytes()
+            assert SECRET.encode() not in data and b"4111 1111" not in data, path
 
 
 def test_add_imports_no_typer(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ ALLOWED = {
     "mdmem._json",
     "mdmem._kinds",
     "mdmem._lines",
+    "mdmem._sqlite",
     "mdmem.errors",
     "mdmem.privacy",
     "mdmem.cli",
@@ -41,12 +42,14 @@ ALLOWED = {
     "mdmem.recall.glossary",
     "mdmem.recall.fts",
     "mdmem.recall.text",
+    "mdmem.recall.usage",
     "mdmem.store",
     "mdmem.store.activity",
     "mdmem.store.cedict",
     "mdmem.store.files",
     "mdmem.store.hit",
     "mdmem.store.paths",
+    "mdmem.store.quicknote",
     "mdmem.store.state",
     "mdmem.store.watch",
     "mdmem.store.watcher",
@@ -75,6 +78,8 @@ NEVER = {
     "dataclasses",
     "pathlib",
     "watchfiles",
+    # The sqlite3 package (its dbapi2 imports datetime): the C module is enough.
+    "sqlite3",
 }
 
 _PROBE = """
@@ -203,3 +208,53 @@ def test_a_chinese_prompt_compiles_the_cjk_ranges_and_answers_as_in_process(
     assert "cache.toml" in out
     again = user_prompt_submit({**payload, "session_id": "s-zh-2"}, str(workspace), str(user))
     assert json.loads(out) == json.loads(again)
+
+
+def test_a_session_without_a_start_record_takes_the_last_cached_block_after_a_write(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # A resumed or older session whose SessionStart left no record: after a write (which
+    # makes the cached block stale) its first prompt takes the listing of the block last
+    # cached, without the block's code or a ranking of every note; with no cache at all,
+    # the block made now, as before.
+    from mdmem.integrations._session import names_in, read_seen, seen_path
+    from mdmem.integrations.claude_code import session_block
+    from mdmem.store import blockcache
+
+    store = _store(workspace)
+    user = tmp_path / "user"
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_USER_DIR=str(user),
+        MDMEM_SEMANTIC="off",
+        HOME=os.environ["HOME"],
+    )
+    start = {"session_id": "s-started", "cwd": str(workspace), "source": "startup"}
+    _run("session-start", start, env)
+    cached = blockcache.latest("session-start-", store.state, Store(user, Level.USER).state)
+    assert cached is not None and names_in(cached)
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "Release freeze",
+                "content": "No deploys on Fridays.",
+            }
+        ]
+    )
+    asked = {"session_id": "s-resumed", "cwd": str(workspace), "prompt": "how do we deploy?"}
+    _, report = _run("user-prompt-submit", asked, env)
+    assert "mdmem.store.block" not in report["modules"]
+    assert "mdmem.integrations.claude_code" not in report["modules"]
+    known = read_seen(seen_path(store.path, "s-resumed"))
+    assert known is not None and known[0] == names_in(cached)
+    # No cached block at all: the block made now.
+    for name in os.listdir(store.state.path):
+        if name.startswith("block-"):
+            os.unlink(os.path.join(store.state.path, name))
+    _run("user-prompt-submit", {**asked, "session_id": "s-fresh"}, env)
+    known = read_seen(seen_path(store.path, "s-fresh"))
+    made = names_in(session_block(asked, str(workspace), str(user)))
+    assert known is not None and known[0] == made and "project_knowledge_release-freeze.md" in made

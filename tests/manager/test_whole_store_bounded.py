@@ -2,7 +2,8 @@
 
 Counters, not timings: doctor on a settled store parses no note (the catalog's
 rows prove them) and a hand edit is parsed, and found, alone; doctor on a
-healthy store changes no file under the store or mdmem's state; stats takes no
+healthy store and stats on a settled one change no file under the store or
+mdmem's state; stats takes no
 listing of a store its catalog may be read for; both draw a progress bar on a
 terminal's stderr and nothing on a pipe.
 """
@@ -143,6 +144,24 @@ def test_doctor_on_a_healthy_store_changes_no_file(ws: Path, tmp_path: Path) -> 
     for _ in range(2):
         done = _mdmem(ws, "doctor", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
+        assert _snapshot(*roots) == before
+
+
+def test_stats_on_a_settled_store_changes_no_file(ws: Path, tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    env = python_env(MDMEM_SEMANTIC="off", MDMEM_USER_DIR=str(user))
+    for i in range(3):
+        done = _mdmem(ws, "add", "--title", f"Deploy note {i}", f"See `src/app.py` ({i}).", env=env)
+        assert done.returncode == 0
+    assert _mdmem(ws, "add", "--level", "user", "--title", "Tabs", "Tabs.", env=env).returncode == 0
+    for args in (("index",), ("search", "deploy"), ("stats",)):  # a session; stats once
+        assert _mdmem(ws, *args, env=env).returncode == 0
+    roots = (ws, user, state(ws / ".PseudoClaude" / "memory").parent)
+    before = _snapshot(*roots)
+    for args in (("stats",), ("stats", "--json"), ("stats",)):
+        done = _mdmem(ws, *args, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Not used in 30 days: 0 notes" in done.stdout or args[-1] == "--json"
         assert _snapshot(*roots) == before
 
 

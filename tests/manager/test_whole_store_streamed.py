@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -97,6 +97,75 @@ def test_stats_streamed_is_what_holding_every_row_gave(
     ]
     unused = lean["unused"]
     assert isinstance(unused, dict) and len(unused["notes"]) == len(ref["unused"])
+
+
+def _unused_by_reading(store: Store, now: float, unused_days: int) -> list[dict[str, str]]:
+    """The unused notes as the pass over the listing found them: each note's ``updated`` as
+    the note says it, else its file's mtime; its last use from the ledger."""
+    recorded = ledger.load(store.path)["notes"]
+    assert isinstance(recorded, dict)
+    since = now - unused_days * 86_400
+    out = []
+    for entry in sorted(store.entries(), key=lambda e: e.filename):
+        e = recorded.get(entry.filename) or {}
+        last = max(float(e.get("last_inject", 0)), float(e.get("last_read", 0)))
+        if entry.updated is not None:
+            written = datetime.fromisoformat(entry.updated.replace("Z", "+00:00")).timestamp()
+        else:
+            written = os.lstat(os.path.join(store.path, entry.filename)).st_mtime
+        if last < since and written < since:
+            out.append({"level": store.level.value, "filename": entry.filename})
+    return out
+
+
+def test_stats_unused_from_the_catalog_is_what_reading_every_note_gave(tmp_path: Path) -> None:
+    root = tmp_path / "ws" / ".PseudoClaude" / "memory"
+    root.mkdir(parents=True)
+    user_root = tmp_path / "user"
+    fill(user_root, 6)
+    now = T0 + 40 * 86_400
+    since = now - 30 * 86_400
+    moments = {  # every way a note's time is written, on both sides of ``since`` and on it
+        "utc-before": datetime.fromtimestamp(since - 1, timezone.utc).isoformat(),
+        "utc-on": datetime.fromtimestamp(since, timezone.utc).isoformat(),
+        "utc-after": datetime.fromtimestamp(since + 1, timezone.utc).isoformat(),
+        "z-before": datetime.fromtimestamp(since - 60, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "india-before": datetime.fromtimestamp(since - 1, IST).isoformat(),
+        "india-after": datetime.fromtimestamp(since + 1, IST).isoformat(),
+        "pacific-before": datetime.fromtimestamp(since - 3600, PST).isoformat(),
+        "seconds-offset-before": datetime.fromtimestamp(since - 5, ODD).isoformat(),
+        "seconds-offset-after": datetime.fromtimestamp(since + 5, ODD).isoformat(),
+        "date-only": "2025-06-01",
+        "used-recently": datetime.fromtimestamp(since - 100, timezone.utc).isoformat(),
+        "used-long-ago": datetime.fromtimestamp(since - 100, timezone.utc).isoformat(),
+    }
+    for slug, moment in moments.items():
+        (root / f"project_knowledge_{slug}.md").write_text(
+            f"---\ntype: project_knowledge\ntitle: {slug}\nupdated: {moment}\n---\n\nBody.\n"
+        )
+    for slug, mtime in (("no-time-old", since - 10), ("no-time-new", since + 10)):
+        path = root / f"project_knowledge_{slug}.md"
+        path.write_text(f"---\ntype: project_knowledge\ntitle: {slug}\n---\n\nBody.\n")
+        os.utime(path, (mtime, mtime))
+    project, user = Store(root, Level.PROJECT), Store(user_root, Level.USER)
+    project.reindex()
+    user.reindex()
+    ledger.record(str(root), "read", since + 50, n=["project_knowledge_used-recently.md"])
+    ledger.record(str(root), "inject", since - 50, n=["project_knowledge_used-long-ago.md"])
+    ledger.record(str(user_root), "read", since + 50, n=[user.entries()[0].filename])
+    expected = _unused_by_reading(project, now, 30) + _unused_by_reading(user, now, 30)
+    assert {"filename": "project_knowledge_utc-on.md", "level": "project"} not in expected
+    assert len(expected) == 8 + 5  # 8 project notes, the 5 user notes not read since
+    for stream in (False, True):
+        for per_note in (False, True):
+            unused = collect(project, user, now=now, stream=stream, per_note=per_note)["unused"]
+            assert isinstance(unused, dict)
+            assert list(unused["notes"]) == expected and len(unused["notes"]) == len(expected)
+
+
+IST = timezone(timedelta(hours=5, minutes=30))
+PST = timezone(-timedelta(hours=8))
+ODD = timezone(timedelta(hours=5, minutes=30, seconds=15))  # SQLite cannot read this one
 
 
 def _figures(block: str) -> dict[str, int]:

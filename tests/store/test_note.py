@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,76 @@ def test_injection_through_title_stays_on_its_line() -> None:
     assert "\n" not in line and "\u2028" not in line and "\x1b" not in line
     assert line.endswith("(x.md)")
     assert parse_index_line(line).filename == "x.md"  # type: ignore[union-attr]
+
+
+# -- the front matter written without YAML (mdmem add's path, issue 23) -----------------
+
+_PLAIN_ALPHABET = "AZaz09 .,()/+'_-:#[]{}?&*!|>\"%@`\t\n~=<é—中\x85\u2028"
+
+
+def _yaml_header(meta: dict[str, object]) -> str:
+    import yaml
+
+    from mdmem.store.note import _dumper
+
+    return str(
+        yaml.dump(
+            meta,
+            Dumper=_dumper(),
+            allow_unicode=True,
+            sort_keys=False,
+            default_flow_style=False,
+            width=1_000_000,
+        )
+    )
+
+
+_WORDS = st.sampled_from(
+    ["yes", "No", "TRUE", "off", "On", "null", "Null", "y", "n", "~", "Yes please", "x: y"]
+)
+_TEXTS = (
+    st.text(alphabet=_PLAIN_ALPHABET, min_size=0, max_size=30)
+    | st.from_regex(r"[A-Za-z][A-Za-z0-9 .,()/+'_-]{0,40}", fullmatch=True)
+    | _WORDS
+    | st.text(max_size=20)
+    | st.lists(  # words and what YAML reads specially among and after them
+        st.sampled_from(["a", "B1", "x.y", " ", ":", ": ", "#", " #", "-", "- ", "'", ",", "?"]),
+        min_size=1,
+        max_size=6,
+    ).map("".join)
+)
+
+
+@given(_TEXTS, _TEXTS, st.datetimes(timezones=st.just(timezone.utc)) | st.none())
+def test_the_header_written_without_yaml_is_what_yaml_writes(
+    title: str, summary: str, moment: datetime | None
+) -> None:
+    from mdmem.store.note import _plain_header
+
+    meta: dict[str, object] = {"type": "project_knowledge", "title": title}
+    if summary:
+        meta["summary"] = summary
+    if moment is not None:
+        meta["created"] = meta["updated"] = moment
+    plain = _plain_header(meta)
+    if plain is not None:  # written without YAML: exactly YAML's bytes, read back the same
+        assert plain == _yaml_header(meta)
+        note = parse(f"---\n{plain}---\nBody.\n", "project_knowledge_x.md")
+        assert (note.title, note.summary) == (title, summary)
+
+
+def test_the_header_without_yaml_is_used_for_plain_text_only() -> None:
+    from mdmem.store.note import _plain_header
+
+    moment = datetime(2026, 11, 29, 10, 12, tzinfo=timezone.utc)
+    meta: dict[str, object] = {
+        "type": "project_knowledge",
+        "title": "Run make test",
+        "updated": moment,
+    }
+    assert _plain_header(meta) == (
+        "type: project_knowledge\ntitle: Run make test\nupdated: 2026-11-29T10:12:00+00:00\n"
+    )
+    for title in ("yes", "Key: value", "#tag", "构建", " lead", "trail ", "2026-01-01", "", "a\nb"):
+        assert _plain_header({**meta, "title": title}) is None, title
+    assert _plain_header({**meta, "supersedes": ["a.md"]}) is None  # a key of a person's

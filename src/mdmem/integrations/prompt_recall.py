@@ -109,12 +109,22 @@ def output(block: str) -> str:
 
 
 def _in_session_start(
-    payload: dict[str, object], workspace: str | None, user_dir: str | None
+    payload: dict[str, object],
+    workspace: str | None,
+    user_dir: str | None,
+    stores: tuple[ReadingStore, ReadingStore],
 ) -> list[str]:
-    """The notes the SessionStart block lists, when its hook did not record them (its cache)."""
-    from mdmem.integrations.claude_code import session_block
+    """The notes the SessionStart block lists, when its hook did not record them: those of
+    the block it last cached for these stores (what a session begun earlier was shown,
+    however the stores changed since: one read, at any size), else the block made now."""
+    from mdmem.store import blockcache
 
     try:
+        block = blockcache.latest("session-start-", stores[0].state, stores[1].state)
+        if block is not None:
+            return names_in(block)
+        from mdmem.integrations.claude_code import session_block
+
         return names_in(session_block(payload, workspace, user_dir))
     except Exception:  # a hook never fails for this: worst case, a note is shown twice
         return []
@@ -160,7 +170,7 @@ def user_prompt_submit(
     known = read_seen(path)
     seen: list[str]
     if known is None:
-        start, seen = _in_session_start(payload, workspace, user_dir), []
+        start, seen = _in_session_start(payload, workspace, user_dir, (project, user)), []
     else:
         start, seen = known
     past = past_sessions(project.path, prompt, payload.get("session_id"))

@@ -9,11 +9,13 @@ A large store costs no more memory than a few notes when asked to stream
 (``collect(..., stream=True)``, what the CLI does), and no pass over its notes
 beyond what is asked: counts by type are one query of the catalog, the most
 used notes come from the ledger, the prompt block from its cache (what ``mdmem
-index`` prints); the per-note rows are :class:`Rows`, computed again from the
-catalog's listing each time they are iterated; :func:`json_chunks` writes them
-out as they come. The catalog is brought up to date first unless it may be read
-as the notes are (``Store.catalog_current``), so that 100,000 notes cost a few
-queries, not a stat pass.
+index`` prints), the notes unused for ``unused_days`` from one query of the
+catalog (and counted there: ``len()`` of their rows makes none); the per-note
+rows are :class:`Rows`, computed again from the catalog each time they are
+iterated; :func:`json_chunks` writes them out as they come. The catalog is
+brought up to date first unless it may be read as the notes are
+(``Store.catalog_current``), so that 100,000 notes cost a few queries, not a
+stat pass.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mdmem.extract.turn import estimate_tokens
@@ -50,17 +53,24 @@ def _iso(t: object) -> str | None:
 class Rows:
     """A sequence of rows made by a pass over the stores, again each time it is iterated.
 
-    ``len()`` is one more pass. Nothing is held between passes: a store of
-    100,000 notes costs a page of the catalog, not a row per note.
+    ``len()`` is ``count()`` where one is given, else one more pass. Nothing is held
+    between passes: a store of 100,000 notes costs a page of the catalog, not a row per note.
     """
 
-    def __init__(self, make: Callable[[], Iterator[dict[str, object]]]) -> None:
+    def __init__(
+        self,
+        make: Callable[[], Iterator[dict[str, object]]],
+        count: Callable[[], int] | None = None,
+    ) -> None:
         self._make = make
+        self._count = count
 
     def __iter__(self) -> Iterator[dict[str, object]]:
         return self._make()
 
     def __len__(self) -> int:
+        if self._count is not None:  # counted where the rows are (one query), not made
+            return self._count()
         return sum(1 for _ in self._make())
 
     def __eq__(self, other: object) -> bool:
@@ -143,15 +153,45 @@ def _written(store: Store, name: str, updated: str | None) -> float:
         return 0.0
 
 
+# Unused *for that long*: not used since ``since`` (by the ledger), and written before it
+# (a note written within the window has not had the time). The notes written before it
+# come from the catalog, compared in SQLite (``survey.iter_written_before``): at 100,000
+# notes a pass in Python over the listing cost 0.3-0.6 s; the few used since are left out.
+
+
+def _used_since(recorded: Mapping[str, Mapping[str, Any]], since: float) -> set[str]:
+    return {name for name, entry in recorded.items() if _last_use(entry) >= since}
+
+
 def _unused_rows(
     stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float
 ) -> Iterator[dict[str, object]]:
+    from mdmem.store.survey import iter_written_before
+
     for store, recorded in stores:
-        for name, updated in _names(store):
-            entry = recorded.get(name) or {}
-            # Unused *for that long*: a note written within the window has not had the time.
-            if _last_use(entry) < since and _written(store, name, updated) < since:
+        if not _has(store):
+            continue
+        used = _used_since(recorded, since)
+        written = partial(_written, store)
+        for name in iter_written_before(store.state, since, written):
+            if name not in used:
                 yield {"level": store.level.value, "filename": name}
+
+
+def _unused_count(stores: list[tuple[Store, Mapping[str, Mapping[str, Any]]]], since: float) -> int:
+    """``len(list(_unused_rows(stores, since)))``, in a query or two per store."""
+    from mdmem.store.survey import count_written_before
+
+    total = 0
+    for store, recorded in stores:
+        if not _has(store):
+            continue
+        written = partial(_written, store)
+        total += count_written_before(store.state, since, written)
+        used = _used_since(recorded, since)
+        if used:
+            total -= count_written_before(store.state, since, written, used)
+    return total
 
 
 def collect(
@@ -204,7 +244,9 @@ def collect(
     if top <= 0:
         deque(used(), maxlen=0)
     usage: Iterable[dict[str, object]] = Rows(lambda: _usage_rows(stores, per_note))
-    unused: Iterable[dict[str, object]] = Rows(lambda: _unused_rows(stores, since))
+    unused: Iterable[dict[str, object]] = Rows(
+        lambda: _unused_rows(stores, since), lambda: _unused_count(stores, since)
+    )
     if not stream:
         usage, unused = list(usage), list(unused)
     block = cached_block(project, user)  # the block `mdmem index` prints, through its cache

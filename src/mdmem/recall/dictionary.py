@@ -32,8 +32,8 @@ import contextlib
 import functools
 import os
 import re
-import sqlite3
 
+from mdmem._sqlite import sqlite3
 from mdmem.recall import glossary
 from mdmem.recall.text import terms
 from mdmem.store import cedict
@@ -285,13 +285,22 @@ def lookup(query: str, query_terms: list[str]) -> dict[str, list[str]] | None:
     db = _connection()
     if db is None:
         return None
+    # The ranges compiled only for a text with a character in them (from U+3400): an
+    # English prompt's hook need not pay their compile (a few milliseconds).
+    han = _pattern(_HAN_RANGES) if query and max(query) >= "\u3400" else None
     words = {
         run[i : i + n]
-        for run in _pattern(_HAN_RANGES).findall(query)
+        for run in (han.findall(query) if han is not None else ())
         for n in range(2, _LONGEST + 1)
         for i in range(len(run) - n + 1)
     }
-    english = sorted({t for t in query_terms if not _pattern(_HAN_RANGES).search(t)})
+    english = sorted(
+        {
+            t
+            for t in query_terms
+            if max(t, default="") < "\u3400" or not _pattern(_HAN_RANGES).search(t)
+        }
+    )
     out: dict[str, list[str]] = {}
     try:
         if english:

@@ -39,12 +39,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import time
 
+from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
-from mdmem.store import files
+from mdmem.store import files, quicknote
 from mdmem.store import watcher as _watcher
 from mdmem.store.paths import INDEX_NAME
 from mdmem.store.state import FINGERPRINT, StateDir
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
     from mdmem.recall.view import StoreView as Store
     from mdmem.store import catalog
-    from mdmem.store.note import Note
+    from mdmem.store.quicknote import NoteFields
 
 __all__ = [
     "FILE",
@@ -213,6 +213,8 @@ def _count_terms(db: sqlite3.Connection, words: list[str], step: int) -> None:
 
 
 def _timestamp(value: object, key: str, name: str) -> float | None:
+    if value is None:
+        return None  # the usual case: note.py's import (YAML's, dataclasses') not needed
     from mdmem.store.note import parse_time
 
     try:
@@ -335,15 +337,15 @@ class Index:
 
     # -- upkeep --------------------------------------------------------------------
 
-    def derived(self, name: str, key: str) -> str | None:
-        """What :meth:`keep` recorded under ``name``, if it was derived at ``key`` (the stat
-        of what it was derived from); None otherwise. For facts a fresh process would
-        otherwise work out at each query (the ledger's read counts). Never raises."""
+    def derived(self, name: str, key: str | None = None) -> str | None:
+        """What :meth:`keep` recorded under ``name``, if derived at ``key`` (the stat of its
+        source; None: any, for a caller that brings it up to date); None otherwise. For
+        facts a fresh process would work out at each query (read counts). Never raises."""
         with contextlib.suppress(sqlite3.Error):
             recorded = self._meta(f"derived {name}")
             if recorded is not None:
                 stamp, _, value = recorded.partition("\n")
-                if stamp == key:
+                if key is None or stamp == key:
                     return value
         return None
 
@@ -451,7 +453,8 @@ class Index:
         notes = []
         for done, name in enumerate(sorted(changed), 1):
             try:
-                notes.append((self.store.read(name), changed[name]))
+                text = self.store.read_text(name)
+                notes.append((quicknote.parse(text, name), changed[name]))
             except (NoteNotFound, InvalidNote, InvalidPath):
                 gone.append(name)  # changed under our feet; the next sync sees it
             if progress is not None:
@@ -628,7 +631,7 @@ class Index:
             marks = ",".join("?" * len(chunk))
             query = f"SELECT name, sha FROM notes WHERE name IN ({marks})"
             indexed.update(db.execute(query, chunk).fetchall())
-        puts: list[tuple[Note, str]] = []
+        puts: list[tuple[NoteFields, str]] = []
         gone: list[str] = []
         for name in wanted:
             sha = current.get(name)
@@ -636,7 +639,7 @@ class Index:
                 continue
             if sha is not None:
                 try:
-                    puts.append((self.store.read(name), sha))
+                    puts.append((quicknote.parse(self.store.read_text(name), name), sha))
                     continue
                 except (NoteNotFound, InvalidNote, InvalidPath):
                     pass  # changed under our feet: gone for now, a later sync sees it
@@ -661,7 +664,7 @@ class Index:
         self,
         db: sqlite3.Connection,
         gone: Iterable[str],
-        puts: Iterable[tuple[Note, str]],
+        puts: Iterable[tuple[NoteFields, str]],
         then: Callable[[], object] | None = None,
     ) -> object:
         """Drop ``gone``, (re-)index ``puts``, then run ``then``: one transaction, whose
@@ -746,9 +749,7 @@ class Index:
         return self._reindex(db, suspects)
 
     def _reindex(self, db: sqlite3.Connection, suspects: list[tuple[str, str, str | None]]) -> bool:
-        from mdmem.store.note import parse
-
-        puts: list[tuple[Note, str]] = []
+        puts: list[tuple[NoteFields, str]] = []
         gone: list[str] = []
         # The stats to record for notes read (their content is then known at that stat),
         # so that the next query (and the in-place sweep) does not read them again.
@@ -763,7 +764,7 @@ class Index:
                     stats.append((name, seen))
                 if sha == indexed_sha:
                     continue
-                puts.append((parse(text, name), sha))
+                puts.append((quicknote.parse(text, name), sha))
             except (NoteNotFound, InvalidNote, InvalidPath):
                 if indexed_sha:
                     gone.append(name)
@@ -828,7 +829,7 @@ class Index:
                     if name in indexed:
                         self._remove(db, name, counts=False)
                     try:
-                        note = self.store.read(name)
+                        note = quicknote.parse(self.store.read_text(name), name)
                     except (NoteNotFound, InvalidNote, InvalidPath):
                         continue  # changed under our feet; the next sync sees it
                     row, fields = self._row(note, sha)
@@ -876,7 +877,7 @@ class Index:
                 _count_terms(db, str(row[1]).split(), -1)
 
     @staticmethod
-    def _row(note: Note, sha: str) -> tuple[tuple[object, ...], tuple[str, str, str, str]]:
+    def _row(note: NoteFields, sha: str) -> tuple[tuple[object, ...], tuple[str, str, str, str]]:
         """A note's row of ``notes`` (without its id), and its four FTS fields."""
         kind = note.type.value
         fields = (
@@ -899,7 +900,7 @@ class Index:
         )
         return row, fields
 
-    def _put(self, db: sqlite3.Connection, note: Note, sha: str) -> None:
+    def _put(self, db: sqlite3.Connection, note: NoteFields, sha: str) -> None:
         self._remove(db, note.filename)
         row, fields = self._row(note, sha)
         _count_terms(db, str(row[-1]).split(), 1)

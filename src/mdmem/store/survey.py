@@ -11,6 +11,10 @@ catalog's rows beside it through a read-only connection, and parses only the
 notes whose row is missing or unproven. Nothing is written: no row, no
 fingerprint, no MEMORY.md, no version in history (a refresh would do those;
 doctor reports the drift instead).
+
+``mdmem stats``' notes not used for a while start from those written before a
+moment: :func:`iter_written_before` and :func:`count_written_before` compare
+times in SQLite, in one query, and hand no row to Python for it.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from mdmem.store.state import CATALOG, StateDir
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Collection, Iterator
 
     from mdmem.store.store import Store
 
-__all__ = ["Survey"]
+__all__ = ["Survey", "bind_written", "count_written_before", "iter_written_before"]
 
 _PAGE = 2_000
 
@@ -163,3 +167,94 @@ def _read_only(root: str) -> sqlite3.Connection | None:
         con.close()
         return None  # another mdmem's layout: its rows prove nothing here
     return con
+
+
+#: Whether a row's note was last written before ``:iso`` / ``:moment``. An ``updated`` that
+#: ``note.format_time`` wrote in UTC (``2026-11-29T10:12:00+00:00``, the one spelling mdmem
+#: writes) is compared as text, in SQLite; any other row (another offset, no ``updated``)
+#: asks ``mdmem_written(name, updated)``, the caller's own reading of it.
+_WRITTEN_BEFORE = (
+    "line IS NOT NULL AND CASE WHEN length(updated) = 25 AND substr(updated, 20) = '+00:00'"
+    " THEN updated < :iso ELSE mdmem_written(name, updated) < :moment END"
+)
+
+
+def bind_written(
+    con: sqlite3.Connection, moment: float, written: Callable[[str, str | None], float]
+) -> dict[str, object]:
+    """The parameters of :data:`_WRITTEN_BEFORE` for ``moment``, its function made on ``con``."""
+    import math
+    from datetime import datetime, timezone
+
+    def asked(name: str, updated: str | None) -> float:
+        try:
+            return float(written(str(name), None if updated is None else str(updated)))
+        except (OverflowError, ValueError, OSError):
+            return 0.0
+
+    con.create_function("mdmem_written", 2, asked)
+    # mdmem writes whole seconds: such a time is before ``moment`` exactly when it is
+    # before the next whole second, and its text compares as the times do.
+    iso = datetime.fromtimestamp(math.ceil(moment), timezone.utc).isoformat()
+    return {"iso": iso, "moment": moment}
+
+
+def iter_written_before(
+    root: StateDir, moment: float, written: Callable[[str, str | None], float]
+) -> Iterator[str]:
+    """The valid notes last written before ``moment`` (a Unix time), sorted by name, from the
+    query's cursor. ``written(name, updated)`` says when a note was written where its row's
+    ``updated`` is missing or not in UTC (a few rows, if any): the rest is compared in SQLite,
+    without a row handed to Python."""
+    cat = _catalog._reader(root)
+    try:
+        con = cat._open()
+        params = bind_written(con, moment, written)
+        rows = con.execute(f"SELECT name FROM notes WHERE {_WRITTEN_BEFORE} ORDER BY name", params)
+        for (name,) in rows:
+            yield str(name)
+    except Exception as exc:
+        if _catalog.is_damage(exc):
+            return
+        raise
+    finally:
+        cat.close()
+
+
+def count_written_before(
+    root: StateDir,
+    moment: float,
+    written: Callable[[str, str | None], float],
+    names: Collection[str] | None = None,
+) -> int:
+    """How many notes :func:`iter_written_before` yields (among ``names`` only, if given):
+    one query, counted in SQLite."""
+    if names is not None and not names:
+        return 0
+    cat = _catalog._reader(root)
+    try:
+        con = cat._open()
+        params = bind_written(con, moment, written)
+        if names is None:
+            return int(
+                con.execute(
+                    f"SELECT COUNT(*) FROM notes WHERE {_WRITTEN_BEFORE}", params
+                ).fetchone()[0]
+            )
+        wanted, total = sorted(set(names)), 0
+        for start in range(0, len(wanted), 500):  # one statement for a block's names
+            chunk = {f"n{i}": name for i, name in enumerate(wanted[start : start + 500])}
+            marks = ",".join(f":{key}" for key in chunk)
+            total += int(
+                con.execute(
+                    f"SELECT COUNT(*) FROM notes WHERE name IN ({marks}) AND {_WRITTEN_BEFORE}",
+                    {**params, **chunk},
+                ).fetchone()[0]
+            )
+        return total
+    except Exception as exc:
+        if _catalog.is_damage(exc):
+            return 0
+        raise
+    finally:
+        cat.close()
