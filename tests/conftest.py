@@ -80,6 +80,9 @@ def _isolated(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     # The model loads in the process that asks, not in a resident embedder per test (each
     # would hold the model for minutes): only the resident embedder's own tests start one.
     monkeypatch.setenv("MDMEM_EMBEDDER", "in-process")
+    # No watcher per test either (each would outlive its test by an hour): only the
+    # watcher's own tests start one (store/watcher.py).
+    monkeypatch.setenv("MDMEM_WATCHER", "off")
     # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
     # glossary here; the dictionary's tests name a small file of their own.
     monkeypatch.setenv("MDMEM_DICTIONARY", "off")

@@ -52,6 +52,7 @@ def test_the_hooks_run_without_mdmem_on_the_path(workspace: Path, tmp_path: Path
     env = {
         "PATH": str(empty),  # no mdmem, no python: only what the command names itself
         "HOME": os.environ["HOME"],
+        "MDMEM_WATCHER": "off",  # no watcher outliving the test
         "PYTHONPATH": str(SRC),
         "CLAUDE_PROJECT_DIR": str(workspace),
     }
@@ -303,7 +304,7 @@ def test_project_scope_hooks_say_clearly_when_mdmem_is_missing(workspace: Path) 
             input="{}",
             capture_output=True,
             text=True,
-            env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"]},
+            env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "MDMEM_WATCHER": "off"},
             timeout=30,
         )
         assert run.returncode == 0 and run.stdout == ""
@@ -362,7 +363,7 @@ def test_a_shared_settings_file_says_how_to_install_mdmem(workspace: Path) -> No
         input="{}",
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"]},
+        env={"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "MDMEM_WATCHER": "off"},
         timeout=30,
     )
     assert proc.returncode == 0 and proc.stdout == ""

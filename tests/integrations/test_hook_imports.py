@@ -52,6 +52,8 @@ ALLOWED = {
     "mdmem.store.quicknote",
     "mdmem.store.state",
     "mdmem.store.watch",
+    "mdmem.store.watcher",
+    "mdmem._unixsock",
     "mdmem.store.workspace",
 }
 #: Never on that path: the store class and its catalog, the block's code, heavy libraries.

@@ -636,6 +636,11 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     from mdmem.store.workspace import resolve
 
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
+    from mdmem.store import watcher
+
+    # The user's watcher, told of both stores now: its stat pass of a large store is
+    # done by the first prompt, which then asks it what changed (store/watcher.py).
+    watcher.ensure([project.path, user.path] if project.unavailable is None else [user.path])
     footer = extraction_line(user.path)
     block, waiting = _session_block(ws, project, user, reserve=len(footer) + 1)
     ledger.record_block(project.path, user.path, block, "session-start")

@@ -25,8 +25,10 @@ re-indexing any whose stat and content changed, and the query runs again. So
 * a note edited in place is seen by the next query in a store of up to
   :data:`SWEEP_MAX` notes: a trusted key is followed by a sweep of the notes'
   ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read); in a larger one at
-  the next full check. A returned note is checked by its stat either way (its
-  content is never stale).
+  the next full check, unless the user's watcher runs (``store/watcher.py``): it
+  names the notes changed since the time the index was last in step with it
+  (meta ``checked``), and only those are checked, at any size. A returned note
+  is checked by its stat either way (its content is never stale).
 
 Derived and rebuilt from the notes, the file is in WAL mode with
 ``synchronous=OFF``: no query, even one that re-indexes, makes an fsync.
@@ -43,6 +45,7 @@ from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
 from mdmem.store import files, quicknote
+from mdmem.store import watcher as _watcher
 from mdmem.store.paths import INDEX_NAME
 from mdmem.store.state import FINGERPRINT, StateDir
 
@@ -253,6 +256,7 @@ class Index:
         self._ident: tuple[int, int] | None = None  # of the file the connection has open
         # Where this index stands in the store's watch (mdmem.store.watch), when watched.
         self._point: tuple[int, int] | None = None
+        self._absent = False  # this sync found no watcher to ask
 
     @property
     def path(self) -> str:
@@ -363,8 +367,18 @@ class Index:
 
         Without ``full``, a settled store whose key (:func:`freshness_key`) is as
         recorded, within :data:`MAX_AGE`, is not listed at all: the notes a query
-        returns are checked instead (:meth:`refresh`).
+        returns are checked instead (:meth:`refresh`). A store too large to sweep
+        whose reader found no watcher to ask starts one (``store/watcher.py``).
         """
+        self._absent = False
+        found = self._sync(progress, full)
+        if self._absent and self.count() > sweep_max():
+            # Too large to sweep, and no watcher to ask: start one for the next query.
+            self._absent = False
+            _watcher.start([self.store.path])
+        return found
+
+    def _sync(self, progress: Callable[[int, int], None] | None, full: bool) -> int:
         self._reopen_if_gone()
         db = self._connect()
         root = self.store.path
@@ -374,7 +388,7 @@ class Index:
                 db.execute("DELETE FROM notes")
                 db.execute("DELETE FROM stats")
                 db.execute("DELETE FROM df")
-                db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
+                db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log', 'checked')")
             return 0
         # A watch of the store (a long-lived process, mdmem.store.watch) names every note
         # file changed since this index's point, after a barrier: taken before any check.
@@ -386,13 +400,25 @@ class Index:
                 self._restamp(db, key)
                 self._point = point
                 return int(self.refresh(named))
+            # No watch in this process: the user's watcher (store/watcher.py) may say.
+            told = self._told() if point is None else None
+            recorded = (self._meta("key") or "\n").partition("\n")[2]
+            if told is not None and self._meta("key") and told.vouches(recorded == key):
+                found = int(self.refresh(told.names))
+                self._restamp(db, key, told.now)  # in step only once they are indexed
+                return found
             if self._trusted(key):
                 found = self._sweep()
                 self._point = point
                 return found
             caught = self._catch_up(db, key)
             if caught is not None:
-                found = caught + self._sweep()
+                if told is not None and told.kind != _watcher.UNKNOWN:
+                    # The log named mdmem's own writes, the watcher the hand edits.
+                    found = caught + int(self.refresh(told.names))
+                    self._restamp(db, key, told.now)
+                else:
+                    found = caught + self._sweep()
                 self._point = point
                 return found
         self._point = point  # the listing below starts after the point was taken
@@ -453,7 +479,7 @@ class Index:
             "INSERT OR REPLACE INTO meta VALUES ('fingerprint', ?)",
             (fingerprint if settled else "",),
         )
-        db.execute("DELETE FROM meta WHERE key IN ('key', 'log')")
+        db.execute("DELETE FROM meta WHERE key IN ('key', 'log', 'checked')")
         if settled:
             self._record_stats(db, scan)
         return settled
@@ -485,14 +511,24 @@ class Index:
             return point, None
         return point, {n for n in names if watch.is_note_name(n)}
 
-    def _restamp(self, db: sqlite3.Connection, key: str) -> None:
+    def _restamp(self, db: sqlite3.Connection, key: str, checked: int | None = None) -> None:
         """Record ``key`` as the store's, keeping the time of the last full check (the
-        watch explained the change; the full check still comes within MAX_AGE)."""
+        watch explained the change; without the watcher the full check still comes within
+        MAX_AGE); and ``checked``, the watcher's time the index is now in step with."""
         recorded = self._meta("key") or ""
         when, _, value = recorded.partition("\n")
-        if value != key:
-            with contextlib.suppress(sqlite3.Error):  # busy: the next query records it
+        with contextlib.suppress(sqlite3.Error):  # busy: the next query records it
+            if value != key:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{when}\n{key}",))
+            if checked is not None:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('checked', ?)", (str(checked),))
+
+    def _told(self) -> _watcher.Answer | None:
+        """The watcher's answer since this index was last in step with it (``checked``)."""
+        since = self._meta("checked") or "-1"
+        told = _watcher.notes_since(self.store.path, int(since) if since.isdigit() else -1)
+        self._absent = told == "absent"
+        return None if isinstance(told, str) else told
 
     def _sweep(self) -> int:
         """Re-index the notes edited in place since the last full check: 1 or 0.
@@ -555,6 +591,8 @@ class Index:
         now = time.time()
         with contextlib.suppress(sqlite3.Error):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('key', ?)", (f"{now!r}\n{key}",))
+            # In step with every note as of the clock before the listing (store/watcher.py).
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('checked', ?)", (str(before),))
             if position is not None and position[0]:
                 from mdmem.store import catalog
 
@@ -753,7 +791,7 @@ class Index:
             db.execute("DELETE FROM notes")
             db.execute("DELETE FROM stats")
             db.execute("DELETE FROM df")
-            db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log')")
+            db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'key', 'log', 'checked')")
         return self.sync(progress, full=True)
 
     def _bulk(

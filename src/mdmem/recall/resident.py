@@ -48,13 +48,11 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import stat
 import struct
-import sys
 import time
 from typing import TYPE_CHECKING
 
-from mdmem import _spawn
+from mdmem import _spawn, _unixsock
 from mdmem.store.paths import state_base
 
 if TYPE_CHECKING:
@@ -144,75 +142,16 @@ def idle_seconds() -> float:
     return value if value > 0 else IDLE_SECONDS
 
 
-def _private_folder(path: str, *, create: bool) -> int:
-    """An open descriptor of ``path``, a directory of ours that nobody else may write.
-
-    Raises:
-        OSError: it is missing (and not ``create``), not a directory, a symlink,
-            someone else's, or open to others in a way that cannot be narrowed.
-    """
-    if create:
-        base = os.path.dirname(path)
-        if not os.path.isdir(base):
-            os.makedirs(base, mode=0o700, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if info.st_uid != os.geteuid():
-            raise PermissionError(f"{path} belongs to uid {info.st_uid}, not to this user")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.fchmod(fd, 0o700)  # ours: narrowed, as the state folders are
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def problem(path: str) -> str | None:
-    """Why the socket at ``path`` must not be used, or None.
-
-    None also when there is no socket yet. A socket that is not a socket, is
-    someone else's, or may be written by others is refused (and never removed).
-    """
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path}: {exc.strerror}"
-    if not stat.S_ISSOCK(info.st_mode):
-        return f"{path} is not a socket"
-    if info.st_uid != os.geteuid():
-        return f"{path} belongs to uid {info.st_uid}, not to this user"
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        return f"{path} may be used by other users (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
-
-
-def _address(dir_fd: int, directory: str, name: str) -> str:
-    """A path to bind or connect to: the real one, or through ``/proc`` when it is too long."""
-    path = os.path.join(directory, name)
-    if len(os.fsencode(path)) < 100:
-        return path
-    if sys.platform.startswith("linux"):
-        return f"/proc/self/fd/{dir_fd}/{name}"  # the folder already opened and checked
-    raise OSError(f"{path} is too long for a Unix socket")
+_private_folder = _unixsock.private_folder
+#: Why a socket must not be used (:func:`mdmem._unixsock.problem`, shared with the watcher).
+problem = _unixsock.problem
+_address = _unixsock.socket_address
 
 
 # -- the client --------------------------------------------------------------------------
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise ConnectionError("the embedder closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+_recv_exact = _unixsock.recv_exact
 
 
 def _request(op: bytes, items: Sequence[bytes]) -> bytes:
@@ -264,12 +203,7 @@ def _ask(ask: _Ask, timeout: float) -> bytes | None:
 
 
 def _check_peer(sock: socket.socket) -> None:
-    peer = getattr(socket, "SO_PEERCRED", None)
-    if peer is None:
-        return  # macOS: the socket's owner and mode were checked
-    _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, peer, 12))
-    if uid != os.geteuid():
-        raise PermissionError(f"the embedder's socket is served by uid {uid}")
+    _unixsock.check_peer(sock, "the embedder's socket")
 
 
 def _reply(sock: socket.socket, ask: _Ask) -> bytes:
@@ -406,33 +340,14 @@ def serve(
     which :func:`start` starts). Exit status 0, or 1 when the socket's path is
     someone else's (left alone).
     """
-    import fcntl
-
-    dir_fd = _private_folder(directory, create=True)
-    lock = os.open(
-        os.path.join(directory, _name(model) + ".lock"),
-        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-        0o600,
-    )
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        bound = _unixsock.bind(directory, _name(model))
+    except PermissionError:
+        return 1  # someone else's: left alone (clients refuse it and load the model themselves)
+    if bound is None:
         return 0  # another one runs: the clients reach it
-    path = os.path.join(directory, _name(model) + ".sock")
-    with contextlib.suppress(FileNotFoundError):
-        if os.lstat(path).st_uid != os.geteuid():
-            return 1  # someone else's: left alone (clients refuse it and load the model themselves)
-        os.unlink(path)  # ours, a dead server's: we hold the lock, so no live server has it
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mask = os.umask(0o177)  # the socket is 0600 from its first moment
-    try:
-        server.bind(_address(dir_fd, directory, _name(model) + ".sock"))
-    finally:
-        os.umask(mask)
-    os.chmod(path, 0o600)
-    mine = os.lstat(path).st_ino
+    server, _lock, path, mine = bound
     # Bound before the model loads: the clients that start it wait in the backlog.
-    server.listen(64)
     try:
         vectors(["warm up"])
         _loop(server, path, mine, idle_seconds(), model, (vectors, similarities))
@@ -461,11 +376,8 @@ def _loop(
         try:
             conn, _ = server.accept()
         except TimeoutError:
-            try:
-                if os.lstat(path).st_ino != mine:
-                    return  # our socket file was removed or replaced: nobody can reach us
-            except OSError:
-                return
+            if not _unixsock.still_ours(path, mine):
+                return  # our socket file was removed or replaced: nobody can reach us
             continue
         with conn, contextlib.suppress(OSError, ValueError, struct.error, UnicodeError):
             _answer(conn, model, *work)
@@ -478,11 +390,9 @@ def _answer(
     vectors: Callable[[list[str]], bytes],
     similarities: Callable[[str, list[bytes]], bytes],
 ) -> None:
-    peer = getattr(socket, "SO_PEERCRED", None)
-    if peer is not None:
-        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, peer, 12))
-        if uid != os.geteuid():
-            return  # only its own user is served
+    uid = _unixsock.peer_uid(conn)
+    if uid is not None and uid != os.geteuid():
+        return  # only its own user is served
     conn.settimeout(READ_SECONDS)
     head = _recv_exact(conn, len(MAGIC) + 5)
     op = head[len(MAGIC) : len(MAGIC) + 1]

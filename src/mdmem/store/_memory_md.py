@@ -295,7 +295,10 @@ def _log_pass(
 
         epoch, seq = cat.position()
         key = _catalog.key_of(fingerprint.dir, fingerprint.index)
-        cat.set_meta("settled", f"{epoch} {seq} {time.time()!r} {key}")
+        # The time of the listing, not of now: what changed during it is after it
+        # (a reader asks the watcher what changed since then, store/watcher.py).
+        at = scan.started if scan is not None else time.time()
+        cat.set_meta("settled", f"{epoch} {seq} {at!r} {key}")
 
 
 def redo(done: Pass, cat: _catalog.Catalog) -> bool:

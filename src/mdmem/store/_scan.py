@@ -19,6 +19,7 @@ import contextlib
 import os
 import stat
 from array import array
+from time import time as _time
 
 try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough here
     from _blake2 import blake2b as _blake2b
@@ -118,10 +119,14 @@ class Scan:
         "_stats",
         "dir_stat",
         "index_stat",
+        "started",
     )
 
     def __init__(self, root: str) -> None:
         self._root = root
+        #: The wall clock before the listing: a reader asking the watcher what changed
+        #: since this listing names this time (``Coherence.catalog_current``).
+        self.started = _time()
         # Flat arrays, not a tuple per entry: at 100,000 notes this is the hot loop,
         # and what peak memory is made of.
         self._names: list[str] = []

@@ -13,8 +13,9 @@ and served again while the key holds:
 * every note the block shows is as it was (one ``lstat`` each, at most 200).
 
 A note edited in place that the block does not show is picked up at the next
-full load (at once in a process that watches the store: ``store/watch.py``),
-exactly as MEMORY.md itself is; any write changes the key (the
+full load (at once in a process that watches the store, ``store/watch.py``, or
+when the user's watcher runs, ``store/watcher.py``: a note it names as changed
+since the block was made is a miss), exactly as MEMORY.md itself is; any write changes the key (the
 block made again then follows the store's change log, see
 ``Store.catalog_current``), and ``mdmem reindex`` refreshes everything. The
 cache is derived state: a damaged or missing file is a miss, never an error.
@@ -114,7 +115,7 @@ def _home(states: tuple[StateDir | None, ...]) -> str | None:
     return None
 
 
-def _load(path: str, key: list[object], now: float) -> str | None:
+def _load(path: str, key: list[object], now: float, roots: tuple[str, str]) -> str | None:
     import json
 
     try:
@@ -139,7 +140,27 @@ def _load(path: str, key: list[object], now: float) -> str | None:
             return None
         if _stat(os.path.join(root, name)) != stat:
             return None
+    at = data.get("at")
+    if isinstance(at, int) and _edited_since([r for r in roots if r], at):
+        return None
     return block
+
+
+def _edited_since(roots: list[str], at: int) -> bool:
+    """Whether the user's watcher (``store/watcher.py``) names a note of ``roots`` changed
+    since ``at`` (ns): one edited in place, which no key above sees. False when no
+    watcher answers (the cache's contract without one, see the module docstring)."""
+    from mdmem.store import watcher
+
+    if not roots or not watcher.enabled():
+        return False
+    answers = watcher.ask([(root, at) for root in roots])
+    if isinstance(answers, str):
+        return False
+    for answer in answers:
+        if any(n.endswith(".md") and n != INDEX_NAME for n in answer.names):
+            return True
+    return False
 
 
 def cached(
@@ -166,9 +187,10 @@ def cached(
     path = os.path.join(home, f"block-{safe}.json") if home else None
     before = _key(purpose, states)
     if path is not None:
-        hit = _load(path, before, moment)
+        hit = _load(path, before, moment, roots)
         if hit is not None:
             return hit
+    at = time.time_ns()  # a note edited after this may not be in the block
     block = compute()
     after = _key(purpose, states)
     home = home or _home(states)  # a first load may have made the state folder
@@ -183,6 +205,7 @@ def cached(
     record = {
         "key": after,
         "until": _next_expiry(states, moment),
+        "at": at,
         "block": block,
         "notes": _shown(block, roots),
     }

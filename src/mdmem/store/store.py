@@ -24,7 +24,7 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, files, watch
+from mdmem.store import _catalog, files, rows, watch
 from mdmem.store.locks import Held, Locks
 from mdmem.store.paths import (
     INDEX_NAME,
@@ -158,9 +158,15 @@ class Store:
         # Watched (a long-lived process): from this stat pass on, the watch names what
         # changes, so catalog_current need not make another (store/watch.py).
         self._watch_point = watch.since(self._root, None)[0] if watch.active(self._root) else None
+        index_path = os.path.join(self._root, INDEX_NAME)
+        if self._watch_point is None and self._engine.catalog_current(0, vouched=True):
+            # The user's watcher named every change since the last stat pass, and the
+            # rows (so MEMORY.md) are in step with them: no listing (store/watcher.py).
+            text = files.read_text(index_path, MAX_INDEX_BYTES)
+            if text is not None:
+                return text
         scan = _catalog.Scan(self._root)
         fp = _catalog.read_fingerprint(self.state)
-        index_path = os.path.join(self._root, INDEX_NAME)
         if fp is not None and scan.fingerprint() == fp.full:
             text = files.read_text(index_path, MAX_INDEX_BYTES)
             if text is not None or scan.index_stat is None:
@@ -362,11 +368,7 @@ class Store:
         """
         from mdmem.store.note import parse
 
-        try:
-            path = note_path(self._root, filename, must_exist=True)
-        except FileNotFoundError:
-            raise NoteNotFound(filename, self._root) from None
-        return parse(self._decode(path, filename), filename)
+        return parse(rows.read_note_text(self._root, filename), filename)
 
     def read_text(self, filename: str) -> str:
         """The text of a note's file as it is on disk, valid note or not (for editors).
@@ -376,11 +378,7 @@ class Store:
             NoteNotFound: no such note.
             InvalidNote: too large, or not UTF-8.
         """
-        try:
-            path = note_path(self._root, filename, must_exist=True)
-        except FileNotFoundError:
-            raise NoteNotFound(filename, self._root) from None
-        return self._decode(path, filename)
+        return rows.read_note_text(self._root, filename)
 
     def notes(self) -> list[Note]:
         """Every readable note, sorted by file name (malformed ones are in :meth:`problems`)."""
@@ -427,20 +425,6 @@ class Store:
             return False
         return True
 
-    def _decode(self, path: str, filename: str) -> str:
-        try:
-            data = files.read_bytes(path, MAX_NOTE_BYTES)
-        except ValueError as exc:
-            raise InvalidNote(filename, f"too large: {exc}") from None
-        except FileNotFoundError:
-            raise NoteNotFound(filename, self._root) from None
-        except files.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
-            raise InvalidPath(filename, str(exc.strerror)) from None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
-
     def log_position(self) -> tuple[str, int] | None:
         """Where the store's change log stands (for a derived index to record), or None."""
         return self._engine.log_position()
@@ -477,14 +461,14 @@ class Store:
         block's contract, see ``blockcache``), unless this process watches the
         store (``store/watch.py``): then every note file changed since this
         object's last stat pass must still have the stat its row records, and
-        the stat pass's age does not matter.
+        the stat pass's age does not matter; else the watcher's (store/watcher.py).
         """
-        if watch.active(self._root):
+        if watched := watch.active(self._root):
             point = watch.unchanged(self._root, self._watch_point, self._engine.recorded_stat)
             if point is None:
                 return None
             self._watch_point, max_age = point, float("inf")
-        return self._engine.catalog_current(max_age)
+        return self._engine.catalog_current(max_age, ask=not watched)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild MEMORY.md and the catalog from the notes, parsing every one.

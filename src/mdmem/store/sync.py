@@ -26,6 +26,7 @@ from _thread import RLock
 
 from mdmem.errors import LockTimeout
 from mdmem.store import _catalog, _index_file, _memory_md, files, rows
+from mdmem.store import watcher as _watcher
 from mdmem.store.paths import INDEX_NAME
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
@@ -530,9 +531,18 @@ class Coherence:
             row = self.cat().get(name)
         return None if row is None or row.line is None else row.st
 
-    def catalog_current(self, max_age: float) -> int | None:
+    def catalog_current(
+        self, max_age: float, *, ask: bool = True, vouched: bool = False
+    ) -> int | None:
         """MEMORY.md's line count when the rows may be read without a stat pass
-        (``Store.catalog_current``); None otherwise."""
+        (``Store.catalog_current``); None otherwise.
+
+        With ``ask``, the user's watcher (``store/watcher.py``) is asked what changed
+        since the last stat pass's listing: its names are compared with their rows
+        (one ``lstat`` each) and those that differ are brought up to date alone
+        (:meth:`refresh_named`), whatever the stat pass's age. With ``vouched``, None
+        unless the watcher answered.
+        """
         if not self.here():
             return None
         import time
@@ -541,16 +551,124 @@ class Coherence:
             try:
                 cat = self.cat()
                 settled = (cat.meta("settled") or "").split(" ", 3)
-                if len(settled) != 4 or not 0 <= time.time() - float(settled[2]) < max_age:
+                if len(settled) != 4:
                     return None
+                at = float(settled[2])
                 position = (settled[0], int(settled[1]))
                 now_key = _catalog.store_key(self.root)
-                if cat.changes_after(position, settled[3], now_key) is None:
+                chained = cat.changes_after(position, settled[3], now_key) is not None
+                told = self._told(cat, " ".join(settled), at) if ask else None
+                if vouched and told is None:
+                    return None
+                if told is not None and (told.kind == _watcher.COMPLETE or chained):
+                    return self._vouched(cat, told, " ".join(settled))
+                if not chained or not 0 <= time.time() - at < max_age:
                     return None
                 recorded = _index_file.IndexRecord.parse(cat.meta("index"))
                 return None if recorded is None else recorded.lines
             except (_catalog.CatalogError, ValueError):
                 return None
+
+    def _told(self, cat: _catalog.Catalog, settled: str, at: float) -> _watcher.Answer | None:
+        """The watcher's answer since the last stat pass's listing (or since the last
+        :meth:`refresh_named` after it, ``meta watched``); None: no watcher, or UNKNOWN."""
+        if not _watcher.enabled():
+            return None
+        since = int(at * 1e9)
+        stepped = (cat.meta("watched") or "").split(" ", 1)
+        if len(stepped) == 2 and stepped[1] == settled and stepped[0].isdigit():
+            since = max(since, int(stepped[0]))
+        answers = _watcher.ask([(self.root, since)])
+        if isinstance(answers, str):
+            return None
+        return None if answers[0].kind == _watcher.UNKNOWN else answers[0]
+
+    def _vouched(self, cat: _catalog.Catalog, told: _watcher.Answer, settled: str) -> int | None:
+        """MEMORY.md's line count once every note the watcher named has the row its file
+        says (those that differ refreshed alone); None when that cannot be done."""
+        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+        if recorded is None:
+            return None
+        differ = []
+        for name in told.names:
+            if name == INDEX_NAME:
+                if _memory_md.index_stat(self.root) != recorded.stat:
+                    return None  # MEMORY.md edited by hand: a full pass puts it right
+                continue
+            row = cat.get(name)
+            st = _followed(os.path.join(self.root, name))
+            # The pass's rule: the recorded stat, older than the row, proves the bytes.
+            proven = row is not None and row.st == st and (st is None or max(st[0], st[3]) < row.at)
+            if not proven and (row is not None or st is not None):
+                differ.append(name)
+        if not differ:
+            if told.kind == _watcher.IN_PLACE:
+                # Step on from the stat pass, so that the next answer counts from after
+                # the watch began (COMPLETE: a rename then costs its names, not a pass).
+                self._step(cat, told.now, settled)
+            return recorded.lines
+        if not self.refresh_named(
+            differ, told.now, settled, complete=told.kind == _watcher.COMPLETE
+        ):
+            return None
+        recorded = _index_file.IndexRecord.parse(cat.meta("index"))
+        return None if recorded is None else recorded.lines
+
+    @staticmethod
+    def _step(cat: _catalog.Catalog, now: int, settled: str) -> None:
+        """Record that the rows are in step with the notes at the watcher's ``now``
+        (``meta watched``); a no-op when the catalog is busy. Derived state: no fsync."""
+        try:
+            if cat.begin(0):
+                try:
+                    cat.set_meta("watched", f"{now} {settled}")
+                    cat.commit()
+                except BaseException:
+                    cat.rollback()
+                    raise
+        except _catalog.CatalogError:
+            pass
+
+    def refresh_named(self, names: list[str], now: int, settled: str, *, complete: bool) -> bool:
+        """Bring the rows of ``names`` (and their MEMORY.md lines) up to date from their
+        files, and nothing else: what the watcher named as changed behind mdmem's back.
+        Under the write lock if it is free at once; whether it was done. ``now`` (the
+        watcher's time) is recorded, beside ``settled``, as the point the rows are in
+        step with (``meta watched``)."""
+        try:
+            with self._lock(0), self.guard, _RollBack(self):
+                cat = self.cat()
+                if cat.meta("index") is None or not cat.begin(0.5):
+                    return False
+                at = _catalog.fs_now(self.state, private=self.private)
+                before = _catalog.store_key(self.root)
+                changes: dict[str, str | None] = {}
+                gone = []
+                for name in sorted(names):
+                    prev = cat.get(name)
+                    plain = _plain_note(self.root, name)
+                    st = _catalog.stat_of(os.path.join(self.root, name)) if plain else None
+                    if plain is None:
+                        cat.rollback()
+                        return False
+                    if st is None:
+                        if prev is not None:
+                            gone.append(name)
+                            changes[name] = None
+                        continue
+                    row = rows.note_row(self.state, name, st, prev, {}).stamped(at)
+                    if row != prev:
+                        cat.put(name, row)
+                        changes[name] = row.line
+                cat.remove(gone)
+                cat.set_meta("watched", f"{now} {settled}")
+                done = _memory_md.Pass(
+                    changes, at, complete=complete, touched=set(changes), key_before=before
+                )
+                self.write_index(cat, None, done, locked=True)
+                return True
+        except (LockTimeout, OSError, _catalog.CatalogError):
+            return False
 
     # -- reading the rows ----------------------------------------------------------------
 
@@ -643,6 +761,31 @@ def _suppress() -> contextlib.AbstractContextManager[None]:
     import contextlib
 
     return contextlib.suppress(Exception)
+
+
+def _followed(path: str) -> _catalog.Stat | None:
+    """A note's stat as the listing records it (a link's target's); None when it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _plain_note(root: str, name: str) -> bool | None:
+    """True: a regular file with a plain note's name; False: no such file; None: something
+    else (a link, a name the full validator must judge): for a full pass to decide."""
+    import stat
+
+    from mdmem.store._scan import _plain_name
+
+    try:
+        mode = os.lstat(os.path.join(root, name)).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    return True if stat.S_ISREG(mode) and _plain_name(name) else None
 
 
 def _rescan(root: str, scan: _catalog.Scan | None, now: int) -> _catalog.Scan:

@@ -112,8 +112,11 @@ class ReadingStore:
         return self.store.read(filename)
 
     def read_text(self, filename: str) -> str:
-        """A note's text as on disk (:meth:`Store.read_text`)."""
-        return self.store.read_text(filename)
+        """A note's text as on disk (:meth:`Store.read_text`), without the store's code:
+        the prompt hook re-reads a note edited by hand with it."""
+        from mdmem.store.rows import read_note_text
+
+        return read_note_text(self._root, filename)
 
     def log_position(self) -> tuple[str, int] | None:
         """Where the change log stands (:meth:`Store.log_position`)."""
