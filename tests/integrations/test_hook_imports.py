@@ -80,20 +80,29 @@ NEVER = {
     "watchfiles",
     # The sqlite3 package (its dbapi2 imports datetime): the C module is enough.
     "sqlite3",
+    # The json package (its import compiles five patterns): mdmem._json calls the C
+    # module; nor the array module (the inode generation is read into a bytearray).
+    "json",
+    "json.decoder",
+    "json.encoder",
+    "json.scanner",
+    "array",
 }
 
 _PROBE = """
-import json, runpy, sys
+import runpy, sys
 sys.argv = ["mdmem", "hook", sys.argv[1]]
 try:
     runpy.run_module("mdmem", run_name="__main__")
 except SystemExit:
     pass
+loaded = set(sys.modules)  # before this probe's own json
+import json
 from mdmem import privacy
 from mdmem.recall import text
 print(json.dumps({
     "modules": sorted(m for m in sys.modules if m == "mdmem" or m.startswith("mdmem.")),
-    "never": sorted(m for m in %r if m in sys.modules),
+    "never": sorted(m for m in %r if m in loaded),
     "cjk_compiled": text._cjk_run.cache_info().currsize,
     "rules_compiled": sum(r._pattern is not None for r in privacy._compiled().rules),
 }), file=sys.stderr)

@@ -344,3 +344,27 @@ def test_a_failed_build_is_said_and_not_retried_by_session_starts_for_a_day(
     assert "UnicodeDecodeError" in failed[1]
     assert _built() == [] and not list(Path(dfile.folder()).glob("*.partial"))
     assert dfile.start_build() is None  # within a day: not again
+
+
+def test_the_glossarys_written_out_stems_are_the_stems_of_its_words() -> None:
+    # The glossary keeps its words' stems as a table (stemming them all at import cost
+    # the per-prompt hook); the table must say what stem() says, for every word.
+    from mdmem.recall import glossary
+    from mdmem.recall.text import stem
+
+    assert {w: stem(w) for w in glossary.PAIRS} == {
+        w: glossary._STEMS.get(w, w) for w in glossary.PAIRS
+    }
+    assert set(glossary._STEMS) <= set(glossary.PAIRS)
+
+
+@given(st.text(alphabet="aeiouywxybcdz\n\u00e9A", max_size=6) | st.text(max_size=5))
+def test_the_stemmers_letter_tests_are_the_patterns_they_replaced(word: str) -> None:
+    # mdmem.recall.text tests a stem's letters without compiling a pattern (the hook's
+    # start-up); the answers are the patterns', a final newline included.
+    import re
+
+    from mdmem.recall import text
+
+    assert text._has_vowel(word) == bool(re.search(r"[aeiouy]", word))
+    assert text._short_cvc(word) == bool(re.match(r"^[^aeiou][aeiouy][^aeiouwxy]$", word))

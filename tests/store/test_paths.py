@@ -307,3 +307,26 @@ def test_the_ceiling_hides_every_marker_above_it(tmp_path: Path) -> None:
 def test_the_remembered_plain_names_answer_as_the_check(names: list[str]) -> None:
     for name in names + names:  # the second time from the set
         assert _scan._plain_name(name) == is_plain_name(name)
+
+
+@given(
+    st.text(alphabet="aZ09_-\n.\u00e9\u0661 /", max_size=110)
+    | st.text(max_size=3)
+    | st.integers()
+    | st.none()
+)
+def test_a_session_id_is_what_the_pattern_it_replaced_accepts(session: object) -> None:
+    # is_session_id stands for re.match(r"^[A-Za-z0-9_-]{1,100}$", ...) (no pattern
+    # compiled on the hook's path): the same answer for anything, a final newline too.
+    from mdmem.store.paths import is_session_id
+
+    want = isinstance(session, str) and re.match(r"^[A-Za-z0-9_-]{1,100}$", session) is not None
+    assert is_session_id(session) == want
+
+
+@pytest.mark.parametrize("session", ["a" * 100, "a" * 100 + "\n", "a" * 101, "a\n\n", "", "\n"])
+def test_a_session_ids_edges(session: str) -> None:
+    from mdmem.store.paths import is_session_id
+
+    want = re.match(r"^[A-Za-z0-9_-]{1,100}$", session) is not None
+    assert is_session_id(session) == want

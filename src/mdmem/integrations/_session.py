@@ -10,11 +10,12 @@ so it imports only the standard library and the store's file helpers.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
+from mdmem import _json
 from mdmem.store import files
+from mdmem.store.paths import is_session_id
 from mdmem.store.state import StateDir
 
 __all__ = [
@@ -30,8 +31,8 @@ __all__ = [
 #: The most recalled note names a session's file keeps (the latest).
 MAX_SEEN = 1000
 _SEEN_DIR = os.path.join("claude-code", "recalled")
-_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-_NOTE_NAME = re.compile(r"\(([^()/\\\s;]+\.md)[;)]")
+# Compiled where a block is read (re keeps it): the hook mostly needs no block.
+_NOTE_NAME = r"\(([^()/\\\s;]+\.md)[;)]"
 
 
 def workspace_of(payload: dict[str, object]) -> str:
@@ -50,7 +51,7 @@ def workspace_of(payload: dict[str, object]) -> str:
 
 
 def seen_path(root: str, session: object) -> str | None:
-    if not isinstance(session, str) or not _SESSION.match(session):
+    if not is_session_id(session):
         return None
     return os.path.join(StateDir.of(root).path, _SEEN_DIR, f"{session}.json")
 
@@ -61,7 +62,7 @@ def read_seen(path: str | None) -> tuple[list[str], list[str]] | None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(1_000_000))
+            data = _json.loads(f.read(1_000_000))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -78,7 +79,9 @@ def write_seen(root: str, path: str | None, start: list[str], recalled: list[str
     try:
         StateDir.of(root).ensure()
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        payload = json.dumps({"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False)
+        payload = _json.dumps(
+            {"start": start, "recalled": recalled[-MAX_SEEN:]}, ensure_ascii=False
+        )
         files.atomic_write(path, payload.encode("utf-8"), private=True, durable=False)
     except OSError:
         pass  # remembering is a nicety; the next prompt may repeat a note, nothing worse
@@ -86,7 +89,7 @@ def write_seen(root: str, path: str | None, start: list[str], recalled: list[str
 
 def names_in(block: str) -> list[str]:
     """The note file names a block's lines name (``(name.md)`` or ``(name.md; level, date)``)."""
-    return list(dict.fromkeys(_NOTE_NAME.findall(block)))
+    return list(dict.fromkeys(re.findall(_NOTE_NAME, block)))
 
 
 def remember_session_start(project_root: str, payload: dict[str, object], context: str) -> None:

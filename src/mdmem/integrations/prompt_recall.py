@@ -38,7 +38,6 @@ imports only what the answer needs (no typer, no YAML on a settled store).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -102,7 +101,7 @@ def output(block: str) -> str:
         return ""
     context = f"# Recalled from long-term memory (mdmem), for this prompt\n{block}"
     context = context[: MAX_OUTPUT_CHARS - 200]
-    return json.dumps(
+    return _json.dumps(
         {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": context}},
         ensure_ascii=False,
     )

@@ -19,10 +19,9 @@ fast path uses it.
 from __future__ import annotations
 
 import os
-import re
 
 from mdmem.store import files
-from mdmem.store.paths import state_base
+from mdmem.store.paths import is_session_id, state_base
 
 __all__ = [
     "BUDGET_ENV",
@@ -38,8 +37,6 @@ __all__ = [
 DISABLE_ENV = "MDMEM_DISABLE"
 BUDGET_ENV = "MDMEM_SESSION_BUDGET"
 _ON = ("1", "true", "yes", "on")
-# What Claude Code's session ids look like (UUIDs); anything else names no marker.
-_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 
 
 def disabled_by_env() -> bool:
@@ -48,7 +45,7 @@ def disabled_by_env() -> bool:
 
 
 def _marker(session: object) -> str | None:
-    if not isinstance(session, str) or not _SESSION.match(session):
+    if not is_session_id(session):
         return None
     return os.path.join(state_base(), "sessions", "paused", session)
 

@@ -34,7 +34,6 @@ import os
 import re
 
 from mdmem._sqlite import sqlite3
-from mdmem.recall import glossary
 from mdmem.recall.text import terms
 from mdmem.store import cedict
 from mdmem.store.cedict import source
@@ -377,5 +376,8 @@ def expand(query: str, query_terms: list[str]) -> dict[str, list[str]]:
     """
     found = lookup(query, query_terms) if available() else None
     if found is None:
+        # Imported here: with a ready CC-CEDICT file the per-prompt hook never needs it.
+        from mdmem.recall import glossary
+
         return glossary.expand(query, query_terms)
     return {t: sorted(set(v) - {t}) for t, v in found.items() if set(v) - {t}}

@@ -19,9 +19,9 @@ recall, ``mdmem why``, ``mdmem stats`` and ``mdmem review`` read them.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
+from mdmem import _json
 from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the cold `mdmem search` path
@@ -80,7 +80,7 @@ def _read(store: Store) -> tuple[dict[str, dict[str, object]], dict[str, dict[st
         return dict(cached[1][0]), dict(cached[1][1])
     try:
         with open(path, "rb") as f:
-            data = json.loads(f.read(_MAX_BYTES))
+            data = _json.loads(f.read(_MAX_BYTES))
     except (OSError, ValueError):
         return {}, {}
     found = []
@@ -124,6 +124,8 @@ def _save(
     gone = dismissed(store) if gone is None else gone
     if gone:
         record["dismissed"] = _bounded(gone)
+    import json  # indented: the package (a write, never the hook's path)
+
     data = json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8")
     files.atomic_write(_path(store), data, private=True)
     _cache.pop(_path(store), None)

@@ -37,10 +37,10 @@ Derived and rebuilt from the notes, the file is in WAL mode with
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 
+from mdmem import _json
 from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
 from mdmem.recall.text import terms
@@ -146,7 +146,7 @@ class Row:
         self.body = str(body)
         self.updated = float(updated) if isinstance(updated, (int, float)) else None
         self.expires = float(expires) if isinstance(expires, (int, float)) else None
-        self.supersedes: list[str] = json.loads(str(supersedes))
+        self.supersedes: list[str] = _json.loads(str(supersedes))
         self.terms = str(words)
         self.rank = float(rank) if isinstance(rank, (int, float)) else 0.0
 
@@ -895,7 +895,7 @@ class Index:
             note.body,
             note.updated.timestamp() if note.updated else None,
             _timestamp(note.extra.get("expires"), "expires", note.filename),
-            json.dumps(_supersedes(note.extra.get("supersedes"))),
+            _json.dumps(_supersedes(note.extra.get("supersedes"))),
             " ".join(sorted(set(" ".join(fields).split()))),
         )
         return row, fields
@@ -1009,7 +1009,7 @@ class Index:
                 out.add(name)
             # As the prompt block does (mdmem.store.marks): a superseded note stays
             # hidden even when its successor has expired.
-            out.update(n for n in json.loads(supersedes) if n != name)
+            out.update(n for n in _json.loads(supersedes) if n != name)
         if now is None:
             self._hidden = (moment, out)
         return out
@@ -1037,7 +1037,7 @@ class Index:
             "SELECT name, supersedes FROM notes INDEXED BY notes_special"
             " WHERE supersedes != '[]' ORDER BY name"
         ):
-            for old in json.loads(supersedes):
+            for old in _json.loads(supersedes):
                 if old != name:
                     direct.setdefault(old, name)
         out: dict[str, str] = {}

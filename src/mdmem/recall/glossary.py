@@ -11,7 +11,7 @@ translation is unambiguous in a developer's notes.
 
 from __future__ import annotations
 
-from mdmem.recall.text import stem, terms
+from mdmem.recall.text import terms
 
 __all__ = ["PAIRS", "expand"]
 
@@ -114,11 +114,59 @@ PAIRS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The words of PAIRS whose stem (mdmem.recall.text.stem) is not the word itself, written
+# out: stemming all of them at import was most of what the glossary cost the per-prompt
+# hook, a fresh process at every prompt. tests/recall/test_glossary.py holds this table
+# to stem(); a word added to PAIRS whose stem differs goes here too.
+_STEMS: dict[str, str] = {
+    "application": "applic",
+    "argument": "argu",
+    "authentication": "authentic",
+    "authenticate": "authentic",
+    "cache": "cach",
+    "change": "chang",
+    "compile": "compil",
+    "configuration": "configur",
+    "database": "databas",
+    "dependency": "dependenci",
+    "deployment": "deploy",
+    "directory": "directori",
+    "document": "docu",
+    "documentation": "document",
+    "environment": "environ",
+    "interface": "interfac",
+    "language": "languag",
+    "latency": "latenci",
+    "logging": "log",
+    "memory": "memori",
+    "merge": "merg",
+    "message": "messag",
+    "migration": "migr",
+    "mobile": "mobil",
+    "notification": "notific",
+    "package": "packag",
+    "performance": "performanc",
+    "query": "queri",
+    "release": "releas",
+    "service": "servic",
+    "setting": "set",
+    "signing": "sign",
+    "signature": "signatur",
+    "state": "stat",
+    "storage": "storag",
+    "timezone": "timezon",
+    "translation": "transl",
+    "update": "upd",
+    "upgrade": "upgrad",
+    "warning": "warn",
+}
+
+
 def _build() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     english: dict[str, list[str]] = {}
     chinese: dict[str, list[str]] = {}
     for word, translations in PAIRS.items():
-        key = stem(word)
+        key = _STEMS.get(word, word)
         for zh in translations:
             english.setdefault(key, []).append(zh)
             chinese.setdefault(zh, []).append(key)

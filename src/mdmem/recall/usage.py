@@ -11,9 +11,10 @@ brought up to date from what was appended since (``ledger.read_counts``).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
+
+from mdmem import _json
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def reads(store: Store, index: Index | None = None) -> dict[str, tuple[int, floa
     kept = index.derived("reads", key) if index is not None else None
     if kept is not None:
         with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
-            record = json.loads(kept)
+            record = _json.loads(kept)
             out = {str(n): (int(r), float(t)) for n, (r, t) in record["reads"].items()}
             _READS[store.path] = (key, out)
             return out

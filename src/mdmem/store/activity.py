@@ -21,12 +21,11 @@ never a reason to fail the hook it describes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
 import time
 
-from mdmem.store.paths import state_base
+from mdmem import _json
+from mdmem.store.paths import is_session_id, state_base
 from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
@@ -52,7 +51,6 @@ KEEP_SESSIONS = 200
 MAX_FILE_BYTES = 256 * 1024
 PROMPT_WORDS = 8
 _DIR = "activity"
-_SESSION = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _MAX_EVENT = 16 * 1024
 
 
@@ -66,7 +64,7 @@ def folder(root: str | StateDir) -> str:
 
 
 def _path(root: str | StateDir, session: object) -> str | None:
-    if not isinstance(session, str) or not _SESSION.match(session):
+    if not is_session_id(session):
         return None
     return os.path.join(folder(root), f"{session}.jsonl")
 
@@ -99,7 +97,7 @@ def record(
     event: dict[str, object] = {"t": round(time.time() if now is None else now, 3), "k": kind}
     event.update(fields)
     try:
-        line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = _json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
     except (TypeError, ValueError):
         return
     data = line.encode("utf-8", "replace")
@@ -141,7 +139,7 @@ def sessions(root: str | StateDir) -> list[tuple[str, float, float]]:
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             name = entry.name
-            if not name.endswith(".jsonl") or not _SESSION.match(name[:-6]):
+            if not name.endswith(".jsonl") or not is_session_id(name[:-6]):
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
@@ -152,7 +150,7 @@ def sessions(root: str | StateDir) -> list[tuple[str, float, float]]:
 
 def _first_time(path: str) -> float | None:
     with contextlib.suppress(OSError, ValueError), open(path, "rb") as f:
-        event = json.loads(f.readline(_MAX_EVENT))
+        event = _json.loads(f.readline(_MAX_EVENT))
         if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
             return float(event["t"])
     return None
@@ -179,7 +177,7 @@ def read(root: str | StateDir, session: str) -> list[dict[str, object]]:
         return []
     for line in data.splitlines():
         with contextlib.suppress(ValueError):
-            event = json.loads(line)
+            event = _json.loads(line)
             if isinstance(event, dict) and isinstance(event.get("t"), (int, float)):
                 out.append(event)
     return out
@@ -206,7 +204,7 @@ def workspaces() -> list[tuple[str, float]]:
     used, most recent first: the web page's store switcher lists them."""
     try:
         with open(_known_path(), "rb") as f:
-            data = json.loads(f.read(1_000_000))
+            data = _json.loads(f.read(1_000_000))
     except (OSError, ValueError):
         return []
     if not isinstance(data, dict):
@@ -231,5 +229,7 @@ def remember(workspace: str, now: float | None = None) -> None:
     kept = dict(sorted(known.items(), key=lambda kv: kv[1])[-KEEP_WORKSPACES:])
     with contextlib.suppress(OSError, ValueError):
         os.makedirs(state_base(), mode=0o700, exist_ok=True)
+        import json  # indented: the package (once a minute at most)
+
         data = json.dumps(kept, ensure_ascii=False, indent=0).encode("utf-8", "surrogateescape")
         files.atomic_write(_known_path(), data, private=True, durable=False)

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
 import time
 
+from mdmem import _json
 from mdmem.store import files
 from mdmem.store.state import StateDir
 
@@ -104,7 +104,7 @@ def record_many(
         event.update(fields)
         last = now
         with contextlib.suppress(ValueError, TypeError):
-            lines.append(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+            lines.append(_json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
     if lines:
         with contextlib.suppress(OSError):
             _append(root, "".join(lines).encode("utf-8"), last)
@@ -219,7 +219,7 @@ def _read_summary(base: str) -> dict[str, object]:
     """The summary; a damaged one is moved aside (one warning) and the ledger starts again."""
     path = os.path.join(base, _SUMMARY)
     try:
-        data: object = json.loads(files.read_bytes(path, 64 * COMPACT_BYTES))
+        data: object = _json.loads(files.read_bytes(path, 64 * COMPACT_BYTES))
     except FileNotFoundError:
         return _empty()
     except (OSError, ValueError, RecursionError):
@@ -255,8 +255,10 @@ def _events(path: str) -> Iterable[dict[str, object]]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
+                if not line.strip():
+                    continue  # not JSON: skipped without the error's cost (the json package)
                 with contextlib.suppress(ValueError, RecursionError):
-                    event = json.loads(line)
+                    event = _json.loads(line)
                     if isinstance(event, dict) and _time(event.get("t")):
                         yield event
     except FileNotFoundError:
@@ -410,7 +412,7 @@ def _kept(kept: str | None) -> _Kept | None:
     if not kept:
         return None
     try:
-        record = json.loads(kept)
+        record = _json.loads(kept)
         assert record["v"] == _COUNTS_VERSION and isinstance(record["files"], dict)
         ino, offset = record["events"]
         known = record["known"]
@@ -428,7 +430,7 @@ def _record(
     known: int,
     reads: dict[str, tuple[int, float]],
 ) -> str:
-    return json.dumps(
+    return _json.dumps(
         {
             "v": _COUNTS_VERSION,
             "files": files_,
@@ -466,8 +468,10 @@ def _events_in(data: bytes) -> Iterable[dict[str, object]]:
     """:func:`_events` over bytes of whole lines (read as a text file reads them)."""
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     for line in text.split("\n"):
+        if not line.strip():
+            continue  # the end of the last line, a blank one: skipped as invalid, more cheaply
         with contextlib.suppress(ValueError, RecursionError):
-            event = json.loads(line)
+            event = _json.loads(line)
             if isinstance(event, dict) and _time(event.get("t")):
                 yield event
 
@@ -543,7 +547,7 @@ def compact(root: str | StateDir, now: float | None = None) -> bool:
                 _fold(summary, _events(os.path.join(base, name)))
         summary["folded"] = max([folded, *(n for n, _ in rotated)])
         _bound(summary)
-        data = json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = _json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         files.atomic_write(os.path.join(base, _SUMMARY), data, private=True, durable=False)
         for _, name in rotated:
             with contextlib.suppress(FileNotFoundError):

@@ -24,6 +24,10 @@ import unicodedata
 
 from mdmem.errors import InvalidPath
 
+TYPE_CHECKING = False  # typing costs milliseconds on the hook's path
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
 __all__ = [
     "INDEX_NAME",
     "IN_HOME",
@@ -40,6 +44,7 @@ __all__ = [
     "earlier_states",
     "is_candidate_name",
     "is_plain_name",
+    "is_session_id",
     "locate_state",
     "note_path",
     "printable_name",
@@ -52,6 +57,22 @@ __all__ = [
 ]
 
 INDEX_NAME = "MEMORY.md"
+_SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def is_session_id(session: object) -> TypeGuard[str]:
+    """Whether ``session`` looks like a Claude Code session id, safe in a file name.
+
+    What ``re.match(r"^[A-Za-z0-9_-]{1,100}$", session)`` accepts (``$`` lets one
+    final newline through), without compiling a pattern: the per-prompt hook, a
+    fresh process at every prompt, asks it of every session id it is given.
+    """
+    if not isinstance(session, str):
+        return False
+    word = session[:-1] if session.endswith("\n") else session
+    return 1 <= len(word) <= 100 and _SESSION_CHARS.issuperset(word)
+
+
 # MEMORY.md is derived, one short line per note (about 180 bytes): 100,000 notes take
 # 18 MB, so the cap leaves room for a few hundred thousand.
 MAX_INDEX_BYTES = 64 * 1024 * 1024
@@ -362,15 +383,16 @@ def anchor_identity(anchor: str) -> tuple[str, os.stat_result | None]:
 def _generation(path: str) -> int | None:
     try:
         import fcntl
-        from array import array
 
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NONBLOCK)
     except (ImportError, OSError):
         return None
     try:
-        buf = array("l", [0])
+        # A C long, as the ioctl writes it (a bytearray, not array("l"): one extension
+        # module less to load on the per-prompt hook's path).
+        buf = bytearray(8 if sys.maxsize > 2**32 else 4)
         fcntl.ioctl(fd, _GETVERSION, buf, True)  # type: ignore[arg-type]
-        return int(buf[0])
+        return int.from_bytes(buf, sys.byteorder, signed=True)
     except OSError:
         return None  # the file system does not keep generations
     finally:
