@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pty
-import select
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from builders import fill
+from builders import fill, on_a_terminal
 from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.manager import stats as stats_module
@@ -185,40 +183,11 @@ def test_stats_reads_the_catalog_without_listing_a_current_store(
     assert store.path in listings
 
 
-def _on_a_terminal(ws: Path, *args: str) -> tuple[int, str]:
-    """Run mdmem with stderr on a pseudo-terminal, stdout on a pipe: (status, the terminal's)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [PYTHON, "-m", "mdmem", "--workspace", str(ws), *args],
-        env=python_env(MDMEM_SEMANTIC="off", COLUMNS="100"),
-        stdout=subprocess.DEVNULL,
-        stderr=slave,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(slave)
-    seen = b""
-    # poll, not select: a long suite's process may hold descriptors past select's 1,024.
-    poller = select.poll()
-    poller.register(master, select.POLLIN)
-    while True:
-        if not poller.poll(60_000):
-            break
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the child closed its end
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
-    return proc.wait(timeout=60), seen.decode("utf-8", "replace")
-
-
 def test_doctor_and_stats_draw_a_bar_on_a_terminal_and_nothing_on_a_pipe(ws: Path) -> None:
     fill(ws / ".PseudoClaude" / "memory", 260)  # past the bar's 200 notes
-    code, terminal = _on_a_terminal(ws, "doctor", "--level", "project")
+    code, terminal = on_a_terminal(ws, "doctor", "--level", "project")
     assert code in (0, 1) and "checking the project store" in terminal and "100%" in terminal
-    code, terminal = _on_a_terminal(ws, "stats")
+    code, terminal = on_a_terminal(ws, "stats")
     assert code == 0 and "100%" in terminal, terminal
     for args in (("doctor", "--level", "project"), ("stats",)):
         done = _mdmem(ws, *args)
