@@ -199,6 +199,11 @@ def test_a_write_that_returned_before_the_question_is_always_in_the_answer(
     note = root / "a.md"
     note.write_text("x" * 64)
     assert watcher.start([str(root)])
+    # The stores it watches are not in its command line (any local user can read that).
+    child = watcher._CHILDREN[-1]
+    cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes()
+    assert os.fsencode(str(root)) not in cmdline
+    assert os.fsencode(str(root)) in Path(f"/proc/{child.pid}/environ").read_bytes()
     since = _ready(root).now
     for i in range(200):
         with open(note, "r+b") as f:

@@ -432,6 +432,9 @@ def run(directory: str, name: str, roots: list[str]) -> int:
 
 
 def serve(args: list[str]) -> int:
-    """The watcher's process (what ``watcher.start`` runs): ``[FOLDER, ROOT...]``."""
+    """The watcher's process (what ``watcher.start`` runs): ``[FOLDER]``, the stores to
+    watch from the start in ``MDMEM_WATCHER_ROOTS`` (one a line; never in argv)."""
     directory = args[0] if args else watcher.folder()
-    return run(directory, f"watch-v{watcher.PROTOCOL}", args[1:])
+    named = os.environ.pop(watcher.ROOTS_ENV, "")
+    roots = [r for r in named.split("\n") if r]
+    return run(directory, f"watch-v{watcher.PROTOCOL}", [*args[1:], *roots])

@@ -71,6 +71,7 @@ __all__ = [
     "IN_PLACE",
     "MAGIC",
     "MAX_NAMES",
+    "ROOTS_ENV",
     "UNKNOWN",
     "Answer",
     "ask",
@@ -86,6 +87,8 @@ __all__ = [
 
 #: ``MDMEM_WATCHER=off`` (or ``0``, ``no``): never ask a watcher nor start one.
 ENV = "MDMEM_WATCHER"
+#: How :func:`start` hands the stores to watch to the child (newline-separated): never argv.
+ROOTS_ENV = "MDMEM_WATCHER_ROOTS"
 #: The folder of the socket and lock, under mdmem's state base (``0700``).
 FOLDER = "watcher"
 MAGIC = b"MDW1"
@@ -265,7 +268,11 @@ def start(roots: Sequence[str] = ()) -> bool:
 
     try:
         os.close(_unixsock.private_folder(directory, create=True))
-        _CHILDREN.append(_spawn.start([directory, *roots], cwd=directory, entry=_ENTRY))
+        # The stores' paths go in the child's environment, not its argv: any local user
+        # can read a process's command line, only its owner its environment.
+        named = "\n".join(r for r in roots if r and "\n" not in r)
+        env = {**os.environ, ROOTS_ENV: named}
+        _CHILDREN.append(_spawn.start([directory], cwd=directory, entry=_ENTRY, env=env))
     except OSError:
         return False
     return True
