@@ -811,20 +811,25 @@ def load(root: str | StateDir) -> tuple[dict[str, CatalogRow], int]:
         cat.close()
 
 
-def updated_times(root: str | StateDir) -> dict[str, str]:
-    """Each valid note's ``updated`` time, by name: one query, no entry decoded."""
+def _query(root: str | StateDir, sql: str) -> list[tuple[Any, ...]]:
+    """Every row of one read-only query of the catalog; none when the catalog is damaged."""
     cat = _reader(root)
     try:
-        rows = cat._open().execute(
-            "SELECT name, updated FROM notes WHERE line IS NOT NULL AND updated IS NOT NULL"
-        )
-        return {str(name): str(when) for name, when in rows}
+        return cat._open().execute(sql).fetchall()
     except Exception as exc:
         if is_damage(exc):
-            return {}
+            return []
         raise
     finally:
         cat.close()
+
+
+def updated_times(root: str | StateDir) -> dict[str, str]:
+    """Each valid note's ``updated`` time, by name: one query, no entry decoded."""
+    rows = _query(
+        root, "SELECT name, updated FROM notes WHERE line IS NOT NULL AND updated IS NOT NULL"
+    )
+    return {str(name): str(when) for name, when in rows}
 
 
 #: The prompt block's order (see mdmem.store.block): behaviour rules, then project
@@ -957,18 +962,8 @@ def iter_listing(root: str | StateDir) -> Iterator[tuple[str, str | None, str]]:
 
 def type_counts(root: str | StateDir) -> dict[str, int]:
     """How many valid notes (those with an index line) there are of each type: one query."""
-    cat = _reader(root)
-    try:
-        rows = cat._open().execute(
-            "SELECT type, COUNT(*) FROM notes WHERE line IS NOT NULL GROUP BY type"
-        )
-        return {str(kind): int(n) for kind, n in rows}
-    except Exception as exc:
-        if is_damage(exc):
-            return {}
-        raise
-    finally:
-        cat.close()
+    rows = _query(root, "SELECT type, COUNT(*) FROM notes WHERE line IS NOT NULL GROUP BY type")
+    return {str(kind): int(n) for kind, n in rows}
 
 
 def present(root: str | StateDir, names: Collection[str]) -> set[str]:
