@@ -376,13 +376,21 @@ def test_a_create_racing_another_process_never_overwrites_and_loses_nothing(
     )
     assert rival.stdin is not None
     results = []
+    first = []  # rounds where the name is taken just before the create starts
     for n in range(rounds):
-        rival.stdin.write(f"{n}\n")
-        rival.stdin.flush()
+        if n % 15 == 0:
+            # Whether the rival's random sleep ever lands inside a create depends on the
+            # machine's scheduling; these rounds make sure some names are taken all the same.
+            name = store.root / f"project_knowledge_race-{n}.md"
+            name.write_text(f"---\ntype: project_knowledge\ntitle: Theirs {n}\n---\nrival {n}\n")
+            first.append(n)
+        else:
+            rival.stdin.write(f"{n}\n")
+            rival.stdin.flush()
         op = {"action": "create", "level": "project", "type": "project_knowledge"}
         results.append(store.apply([{**op, "title": f"Race {n}", "content": f"ours {n}"}]))
     out, _ = rival.communicate(timeout=30)
-    made = [int(x) for x in out.split()]
+    made = first + [int(x) for x in out.split()]
     assert made  # the rival did win some names
     overwritten = [
         n
