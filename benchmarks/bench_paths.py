@@ -8,7 +8,8 @@ the recall index in a fresh process):
 
 - ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
   session's first prompt as Claude Code runs it (``hook session-start`` first, not
-  timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
+  timed; the command its settings name, as each checkout's ``mdmem install claude-code``
+  writes it, ``mdmem._spawn.hook_command``, less its ``-E``), and
   also as ``python -m mdmem``, without a SessionStart record, and after a turn wrote a
   note (a create and its ledger line, untimed, 0.3 s before); every other case sees a
   settled store (each write is followed, untimed, by a ``search`` and an ``index``);
@@ -228,6 +229,24 @@ def syncs(argv: list[str], env: dict[str, str], stdin: str = "") -> int:
         return total
 
 
+def installed_hook(env: dict[str, str]) -> list[str]:
+    """The prompt hook's command as the checkout on ``env``'s PYTHONPATH installs it.
+
+    What ``mdmem install claude-code`` writes (``mdmem._spawn.hook_command``), without
+    its ``-E``, so that PYTHONPATH still picks the checkout.
+    """
+    import shlex
+
+    done = subprocess.run(
+        [sys.executable, "-c", "from mdmem._spawn import hook_command; print(hook_command())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [word for word in shlex.split(done.stdout.strip()) if word != "-E"]
+
+
 def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: Launcher) -> dict:
     run.peaks.clear()
     ws = generate(args.cache, size)
@@ -272,17 +291,16 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         rounds["pass"] += 1
         return PROMPTS[rounds["pass"] % len(PROMPTS)]
 
-    # The hook as Claude Code runs it: the console script its settings name
-    # (mdmem._spawn.hook_command), without -E so that PYTHONPATH still picks the checkout.
-    from mdmem._spawn import console_script
-
-    script = console_script()
-    installed = [py, script] if script else mdmem
+    # The hook as Claude Code runs it: the command its settings name, as each checkout's
+    # `mdmem install claude-code` writes it (mdmem._spawn.hook_command).
+    installed = installed_hook(env)
 
     # --before: that checkout's hook in the same rounds, with a state folder of its own.
     before = args.before_env
+    before_installed = installed
     if before is not None:
         before = {**before, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
+        before_installed = installed_hook(before)
 
     def settle() -> None:
         # After a write (untimed): the next reader catches up with it (the search index by
@@ -310,7 +328,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         if other:
             assert before is not None
             name = "hook-before" if started else "hook-unstarted-before"
-            argv = [*command, "hook", "user-prompt-submit"]
+            argv = [*(before_installed if command is installed else command), "hook"]
+            argv.append("user-prompt-submit")
             return run.run(argv, before, json.dumps(payload), name=name)[0]
         written = None
         if wrote:
