@@ -146,7 +146,8 @@ for line in sys.stdin:
     took = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code
-    print(json.dumps([took, code, out.decode(errors="replace")[-20000:], usage.ru_maxrss]),
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps([took, code, out.decode(errors="replace")[-20000:], usage.ru_maxrss, cpu]),
           flush=True)
 """
 
@@ -158,6 +159,9 @@ class Launcher:
     def __init__(self) -> None:
         #: The peak resident set (KiB) of each command's processes, by the name given to run().
         self.peaks: dict[str, list[int]] = {}
+        #: The CPU time (user + system, seconds) of each, likewise: on a loaded machine it
+        #: moves less than the wall time, which waits for the other processes' turns.
+        self.cpu: dict[str, list[float]] = {}
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER],
             stdin=subprocess.PIPE,
@@ -178,11 +182,12 @@ class Launcher:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "stdin": stdin}) + "\n")
         self._proc.stdin.flush()
-        took, code, out, peak = json.loads(self._proc.stdout.readline())
+        took, code, out, peak, cpu = json.loads(self._proc.stdout.readline())
         if check and code != 0:
             raise RuntimeError(f"{argv} failed with {code}")
         if name is not None:
             self.peaks.setdefault(name, []).append(int(peak))
+            self.cpu.setdefault(name, []).append(float(cpu))
         return float(took), str(out)
 
 
@@ -249,6 +254,7 @@ def installed_hook(env: dict[str, str]) -> list[str]:
 
 def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: Launcher) -> dict:
     run.peaks.clear()
+    run.cpu = {}  # a new one: the last size's stays in its results
     ws = generate(args.cache, size)
     root = os.path.join(ws, ".PseudoClaude", "memory")
     user = os.path.join(
@@ -405,8 +411,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             {
                 name: case
                 for name, case in {
-                    "pass": lambda: proc([py, "-c", "pass"]),
-                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                    "pass": lambda: proc([py, "-c", "pass"], name="pass"),
+                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"], name="fts"),
                     "hook": hook,
                     "hook-m": lambda: hook(command=mdmem),
                     "hook-after-write": lambda: hook(wrote=True),
@@ -440,7 +446,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
     if args.hooks_only:
         shutil.rmtree(floor_dir, ignore_errors=True)
-        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}}
+        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}, "cpu": run.cpu}
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
     turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
     plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
@@ -510,6 +516,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         **writes,
         **samples,
         "peaks": {k: max(v) for k, v in run.peaks.items()},
+        "cpu": run.cpu,
         **turn_times,
         "edit": edit_times,
         "seen": (seen, edits),
@@ -629,6 +636,21 @@ def main() -> None:
         [name, *[f"{results[s]['peaks'].get(name, 0) / 1024:.1f}" for s in sizes]]
         for name in commands
     ]
+    cpu_rows = []
+    for label, key, floor in paths:
+        if floor != "pass" or not all(key in results[s]["cpu"] for s in sizes):
+            continue
+        row = [label]
+        for size in sizes:
+            cpu = results[size]["cpu"]
+            t, f = med(cpu[key]), med(cpu["pass"])
+            row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
+        cpu_rows.append(row)
+    for name in ("pass", "fts"):
+        floor_cpu = [f"{fmt_ms(med(results[s]['cpu'][name]))} ms" for s in sizes]
+        cpu_rows.append([f"floor: {floors[name]}", *floor_cpu])
+    print("\n### CPU time (user + system) of each process, median, and its ratio to the floor's\n")
+    print(table(["path", *[f"{s:,} notes" for s in sizes]], cpu_rows))
     print("\n### Peak memory of each command's process (MiB, ru_maxrss, the largest run)\n")
     print(table(["command", *[f"{s:,} notes" for s in sizes]], peak_rows))
     print("\n### Machine\n")
