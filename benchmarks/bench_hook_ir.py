@@ -5,8 +5,8 @@ the next; the number of instructions it executes (user space, as
 ``valgrind --tool=callgrind`` counts them) does not. This runs, for each store
 size and each checkout, the prompt hook as Claude Code does at a session's first
 prompt (``hook session-start`` first, not counted, then ``hook
-user-prompt-submit`` with the hook's JSON on stdin, through the console script
-its settings name) under callgrind, once per
+user-prompt-submit`` with the hook's JSON on stdin, through the command its
+settings name, as each checkout's install writes it) under callgrind, once per
 prompt of ``bench_paths.PROMPTS``, beside the floors counted the same way
 (``python -c pass``; a raw FTS5 query of the recall index in a fresh process),
 and checks that both checkouts print the same bytes.
@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 from _util import table
-from bench_paths import _FTS, PROMPTS
+from bench_paths import _FTS, PROMPTS, installed_hook
 from bench_scale import generate
 
 
@@ -76,9 +76,6 @@ def main() -> None:
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     checkouts = {"after": here, **({"before": args.before} if args.before else {})}
     py = sys.executable
-    from mdmem._spawn import console_script
-
-    script = console_script()
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base["MDMEM_SEMANTIC"] = "off"
     rows = []
@@ -101,9 +98,9 @@ def main() -> None:
                 "MDMEM_STATE_DIR": os.path.join(args.cache, f"state-{args.label}-{name}"),
             }
             mdmem = [py, "-m", "mdmem"]
-            # The hook as Claude Code runs it: the console script its settings name
-            # (mdmem._spawn.hook_command), without -E so that PYTHONPATH picks the checkout.
-            hook = [py, script] if script else mdmem
+            # The hook as Claude Code runs it: the command its settings name, as this
+            # checkout's `mdmem install claude-code` writes it (less -E, for PYTHONPATH).
+            hook = installed_hook(env)
             for _ in range(2):  # settled: the index built, its key trusted, bytecode written
                 subprocess.run(
                     [*mdmem, "search", "deploy cache"],

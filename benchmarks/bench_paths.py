@@ -8,7 +8,8 @@ the recall index in a fresh process):
 
 - ``mdmem hook user-prompt-submit`` as a process, with a hook's JSON on stdin, at a
   session's first prompt as Claude Code runs it (``hook session-start`` first, not
-  timed; the console script its settings name, ``mdmem._spawn.hook_command``), and
+  timed; the command its settings name, as each checkout's ``mdmem install claude-code``
+  writes it, ``mdmem._spawn.hook_command``, less its ``-E``), and
   also as ``python -m mdmem``, without a SessionStart record, and after a turn wrote a
   note (a create and its ledger line, untimed, 0.3 s before); every other case sees a
   settled store (each write is followed, untimed, by a ``search`` and an ``index``);
@@ -39,6 +40,7 @@ Run it against another checkout with ``PYTHONPATH=<checkout>/src`` and its own
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -145,7 +147,8 @@ for line in sys.stdin:
     took = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code
-    print(json.dumps([took, code, out.decode(errors="replace")[-20000:], usage.ru_maxrss]),
+    cpu = usage.ru_utime + usage.ru_stime
+    print(json.dumps([took, code, out.decode(errors="replace")[-20000:], usage.ru_maxrss, cpu]),
           flush=True)
 """
 
@@ -157,6 +160,9 @@ class Launcher:
     def __init__(self) -> None:
         #: The peak resident set (KiB) of each command's processes, by the name given to run().
         self.peaks: dict[str, list[int]] = {}
+        #: The CPU time (user + system, seconds) of each, likewise: on a loaded machine it
+        #: moves less than the wall time, which waits for the other processes' turns.
+        self.cpu: dict[str, list[float]] = {}
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER],
             stdin=subprocess.PIPE,
@@ -177,11 +183,12 @@ class Launcher:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._proc.stdin.write(json.dumps({"argv": argv, "env": env, "stdin": stdin}) + "\n")
         self._proc.stdin.flush()
-        took, code, out, peak = json.loads(self._proc.stdout.readline())
+        took, code, out, peak, cpu = json.loads(self._proc.stdout.readline())
         if check and code != 0:
             raise RuntimeError(f"{argv} failed with {code}")
         if name is not None:
             self.peaks.setdefault(name, []).append(int(peak))
+            self.cpu.setdefault(name, []).append(float(cpu))
         return float(took), str(out)
 
 
@@ -228,8 +235,27 @@ def syncs(argv: list[str], env: dict[str, str], stdin: str = "") -> int:
         return total
 
 
+def installed_hook(env: dict[str, str]) -> list[str]:
+    """The prompt hook's command as the checkout on ``env``'s PYTHONPATH installs it.
+
+    What ``mdmem install claude-code`` writes (``mdmem._spawn.hook_command``), without
+    its ``-E``, so that PYTHONPATH still picks the checkout.
+    """
+    import shlex
+
+    done = subprocess.run(
+        [sys.executable, "-c", "from mdmem._spawn import hook_command; print(hook_command())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [word for word in shlex.split(done.stdout.strip()) if word != "-E"]
+
+
 def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: Launcher) -> dict:
     run.peaks.clear()
+    run.cpu = {}  # a new one: the last size's stays in its results
     ws = generate(args.cache, size)
     root = os.path.join(ws, ".PseudoClaude", "memory")
     user = os.path.join(
@@ -248,8 +274,16 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     run.run([*mdmem, "search", "deploy cache"], env)
     from mdmem.recall.fts import Index
 
-    fts_path = Index(store).path
     floor_dir = tempfile.mkdtemp(dir=os.path.dirname(root))
+    # The FTS5 floor queries a copy of the recall index: closing the last connection to
+    # the index itself checkpoints its WAL and deletes it, which the hook run next (the
+    # `hook` case, every round) paid for by making it again.
+    import sqlite3
+
+    fts_path = os.path.join(floor_dir, "recall-floor.sqlite")
+    source, copy = sqlite3.connect(Index(store).path), sqlite3.connect(fts_path)
+    with contextlib.closing(source), contextlib.closing(copy):
+        source.backup(copy)
     data = b"x" * 1200
     rounds = {"pass": 0}
     hook_json = json.dumps(
@@ -272,17 +306,16 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         rounds["pass"] += 1
         return PROMPTS[rounds["pass"] % len(PROMPTS)]
 
-    # The hook as Claude Code runs it: the console script its settings name
-    # (mdmem._spawn.hook_command), without -E so that PYTHONPATH still picks the checkout.
-    from mdmem._spawn import console_script
-
-    script = console_script()
-    installed = [py, script] if script else mdmem
+    # The hook as Claude Code runs it: the command its settings name, as each checkout's
+    # `mdmem install claude-code` writes it (mdmem._spawn.hook_command).
+    installed = installed_hook(env)
 
     # --before: that checkout's hook in the same rounds, with a state folder of its own.
     before = args.before_env
+    before_installed = installed
     if before is not None:
         before = {**before, "MDMEM_USER_DIR": user, "MDMEM_WORKSPACE": ws, "MDMEM_SEMANTIC": "off"}
+        before_installed = installed_hook(before)
 
     def settle() -> None:
         # After a write (untimed): the next reader catches up with it (the search index by
@@ -310,7 +343,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         if other:
             assert before is not None
             name = "hook-before" if started else "hook-unstarted-before"
-            argv = [*command, "hook", "user-prompt-submit"]
+            argv = [*(before_installed if command is installed else command), "hook"]
+            argv.append("user-prompt-submit")
             return run.run(argv, before, json.dumps(payload), name=name)[0]
         written = None
         if wrote:
@@ -386,8 +420,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             {
                 name: case
                 for name, case in {
-                    "pass": lambda: proc([py, "-c", "pass"]),
-                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"]),
+                    "pass": lambda: proc([py, "-c", "pass"], name="pass"),
+                    "fts": lambda: proc([py, "-c", _FTS, fts_path, "deploy OR cache"], name="fts"),
                     "hook": hook,
                     "hook-m": lambda: hook(command=mdmem),
                     "hook-after-write": lambda: hook(wrote=True),
@@ -421,7 +455,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
     if args.hooks_only:
         shutil.rmtree(floor_dir, ignore_errors=True)
-        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}}
+        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}, "cpu": run.cpu}
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
     turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
     plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
@@ -491,6 +525,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         **writes,
         **samples,
         "peaks": {k: max(v) for k, v in run.peaks.items()},
+        "cpu": run.cpu,
         **turn_times,
         "edit": edit_times,
         "seen": (seen, edits),
@@ -526,11 +561,15 @@ def main() -> None:
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",")]
     os.makedirs(args.cache, exist_ok=True)
     os.environ["MDMEM_STATE_DIR"] = os.path.join(args.cache, f"state-paths-{args.label}")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     import compileall
 
     import mdmem
+
+    env = dict(os.environ)
+    # The folder of this checkout's mdmem alone, as --before's is its own: the whole of
+    # this process's path (the benchmarks folder first, the standard library twice) made
+    # every top-level import of the measured processes look in five more folders.
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(mdmem.__file__)))
 
     compileall.compile_dir(os.path.dirname(mdmem.__file__), quiet=1)
     args.before_env = None
@@ -610,6 +649,21 @@ def main() -> None:
         [name, *[f"{results[s]['peaks'].get(name, 0) / 1024:.1f}" for s in sizes]]
         for name in commands
     ]
+    cpu_rows = []
+    for label, key, floor in paths:
+        if floor != "pass" or not all(key in results[s]["cpu"] for s in sizes):
+            continue
+        row = [label]
+        for size in sizes:
+            cpu = results[size]["cpu"]
+            t, f = med(cpu[key]), med(cpu["pass"])
+            row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
+        cpu_rows.append(row)
+    for name in ("pass", "fts"):
+        floor_cpu = [f"{fmt_ms(med(results[s]['cpu'][name]))} ms" for s in sizes]
+        cpu_rows.append([f"floor: {floors[name]}", *floor_cpu])
+    print("\n### CPU time (user + system) of each process, median, and its ratio to the floor's\n")
+    print(table(["path", *[f"{s:,} notes" for s in sizes]], cpu_rows))
     print("\n### Peak memory of each command's process (MiB, ru_maxrss, the largest run)\n")
     print(table(["command", *[f"{s:,} notes" for s in sizes]], peak_rows))
     print("\n### Machine\n")

@@ -133,6 +133,9 @@ def test_hooks_install_and_check_import_nothing_from_the_clone(repo: Path, tmp_p
         wait_for_worker(repo, number + 1)  # the worker it started has run, too
     start = run_shell(commands["SessionStart"], repo, {"cwd": str(repo)})
     assert "make t0" in start.stdout
+    asked = {"session_id": "s2", "cwd": str(repo), "prompt": "how is the t0 build made?"}
+    prompt = run_shell(commands["UserPromptSubmit"], repo, asked)
+    assert prompt.returncode == 0, prompt.stderr
     check = run_shell(cli("install", "claude-code", "--check"), repo, PYTHONPATH="")
     assert check.returncode == 0, check.stdout + check.stderr
     assert markers(repo) == []

@@ -250,15 +250,20 @@ def valid_output(event: str, stdout: str) -> bool:
     return out["hookEventName"] == event and len(out["additionalContext"]) <= 10_000
 
 
-@pytest.mark.parametrize("found_as", ["mdmem", "python3"])
+@pytest.mark.parametrize("found_as", ["mdmem", "mdmem-wrapper", "python3"])
 def test_the_hook_commands_run(found_as: str, workspace: Path, tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    if found_as == "mdmem":
+    if found_as == "mdmem":  # its interpreter (the script's first line) runs mdmem's entry point
         script = Path(sys.executable).parent / "mdmem"
         if not script.exists():
             pytest.skip("no mdmem console script next to this interpreter")
         (bin_dir / "mdmem").symlink_to(script)
+    elif found_as == "mdmem-wrapper":  # an mdmem whose first line names no Python: run as is
+        wrapper = bin_dir / "mdmem"
+        run = "import sys; del sys.path[0]; from mdmem.__main__ import main; sys.exit(main())"
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c \'{run}\' "$@"\n')
+        wrapper.chmod(0o755)
     else:  # a python3 that can run mdmem (a symlink would lose the virtual environment)
         python = bin_dir / "python3"
         python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')

@@ -15,10 +15,12 @@ that way. Every child of mdmem is therefore started here, and only here:
   install and a test's ``PYTHONPATH`` all keep working.
 * :func:`start` requires the child's working directory (the callers pass a
   private state folder), closes its stdin and starts it in its own session.
-* :func:`hook_command` is the shell command a settings file names: the
-  installed ``mdmem`` console script by absolute path, run by this interpreter
-  with ``-E`` (so ``PYTHONPATH`` cannot add the current directory either);
-  without a console script, the :func:`argv` form.
+* :func:`hook_command` is the shell command a settings file names: this
+  interpreter by absolute path, with ``-E`` (so ``PYTHONPATH`` cannot add the
+  current directory either), running :data:`HOOK_BOOT`, where an ``mdmem``
+  console script shows that mdmem is installed for it; without one, the
+  :func:`argv` form. :func:`console_command` names the console script itself
+  (git's merge driver, whose staleness check looks for that file).
 
 Floor 0: nothing of mdmem is imported here.
 """
@@ -34,7 +36,16 @@ if TYPE_CHECKING:
     import subprocess
     from typing import IO
 
-__all__ = ["BOOT", "argv", "console_script", "hook_command", "import_path", "start"]
+__all__ = [
+    "BOOT",
+    "HOOK_BOOT",
+    "argv",
+    "console_command",
+    "console_script",
+    "hook_command",
+    "import_path",
+    "start",
+]
 
 #: What the child runs (``python -I -c BOOT N PATH... MODULE:FUNCTION ARG...``): the
 #: import path is set before anything is imported, then ``FUNCTION(list_of_args)``
@@ -51,6 +62,16 @@ BOOT = (
 )
 #: The entry point of the ``mdmem`` command line.
 CLI = "mdmem.__main__:main"
+#: What a hook command runs (``<python> -E -c HOOK_BOOT ARGS``): the current directory
+#: (``sys.path[0]`` under ``-c``) taken off the path before anything is imported, then
+#: the installed mdmem's command line, as its console script runs it. Not the console
+#: script itself: pip's wrapper imports ``re`` to rewrite ``argv[0]`` and puts its own
+#: folder first on the path, one more ``stat`` for each import (~4 M instructions of the
+#: per-prompt hook's ~105 M, ``benchmarks/bench_hook_ir.py``).
+HOOK_BOOT = (
+    'import sys; del sys.path[0]; sys.argv[0] = "mdmem"; '
+    "from mdmem.__main__ import main; sys.exit(main())"
+)
 
 
 def _interpreter() -> str:
@@ -164,9 +185,30 @@ def _is_python_script(path: str) -> bool:
 def hook_command(*args: str) -> str:
     """The shell command that runs this installed mdmem with ``args``, whatever the cwd.
 
-    ``<python> -E <console script> ARGS``: the script's folder, not the current
-    directory, is first on the path, and ``-E`` keeps ``PYTHONPATH`` out. With
-    no console script (mdmem run from a checkout), the :func:`argv` form.
+    ``<python> -E -c HOOK_BOOT ARGS`` where this interpreter has an ``mdmem``
+    console script (mdmem is installed for it, so it imports without
+    ``PYTHONPATH``): nothing from the current directory is imported, and ``-E``
+    keeps ``PYTHONPATH`` out. A console script that is not a Python script is
+    named itself; with none (mdmem run from a checkout), the :func:`argv` form.
+
+    Raises:
+        OSError: the interpreter's absolute path is unknown.
+    """
+    script = console_script()
+    if script is not None and _is_python_script(script):
+        words = [_interpreter(), "-E", "-c", HOOK_BOOT, *args]
+    elif script is not None:
+        words = [script, *args]
+    else:
+        words = argv(*args)
+    return shlex.join(words)
+
+
+def console_command(*args: str) -> str:
+    """:func:`hook_command` through the console script: ``<python> -E <script> ARGS``.
+
+    What hooks were installed as before :data:`HOOK_BOOT`, and what git's merge
+    driver names (its staleness check looks for the script's file).
 
     Raises:
         OSError: the interpreter's absolute path is unknown.

@@ -332,7 +332,7 @@ def test_install_sets_the_project_store_up_for_the_team(workspace: Path) -> None
         text=True,
     ).stdout.strip()
     # This mdmem by its absolute path: git's PATH need not hold mdmem.
-    assert driver == f"{_spawn.hook_command('merge-index')} %O %A %B %P"
+    assert driver == f"{_spawn.console_command('merge-index')} %O %A %B %P"
     assert f"init: created {store}" in proc.stdout
 
 
@@ -368,3 +368,23 @@ def test_a_shared_settings_file_says_how_to_install_mdmem(workspace: Path) -> No
     )
     assert proc.returncode == 0 and proc.stdout == ""
     assert proc.stderr == f"mdmem is not installed ({INSTALL_HINT}): memory is off\n"
+
+
+def test_hooks_an_earlier_install_wrote_through_the_console_script_are_still_checked(
+    workspace: Path,
+) -> None:
+    # Before the entry point was written out, install named the console script
+    # (<python> -E <script> hook ...): --check still runs those, and a new install
+    # replaces them with the command written now.
+    if _spawn.console_script() is None:
+        pytest.skip("no mdmem console script installed")
+    earlier = _spawn.console_command()
+    assert earlier != _spawn.hook_command()
+    path = workspace / ".claude" / "settings.local.json"
+    assert install(str(path), earlier)
+    results = check(str(path), str(workspace))
+    assert [r.event for r in results] == list(HOOKS)
+    assert all(r.ran and r.ok for r in results), [(r.event, r.problem) for r in results]
+    assert install(str(path))
+    written = installed_commands(str(path))
+    assert written == {e: f"{_spawn.hook_command()} hook {h.sub}" for e, h in HOOKS.items()}

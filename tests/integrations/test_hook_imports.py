@@ -4,8 +4,11 @@ The UserPromptSubmit hook is a fresh process at every prompt, so what it imports
 and compiles is most of what it costs (benchmarks/bench_paths.py times it). On a
 settled store, in a session SessionStart began, it must not load the store class,
 the catalog, the SessionStart block's code, the ledger (there is none here) or
-anything heavy, nor compile the CJK ranges or a secret pattern for an English
-prompt; and its answer is the same as in-process.
+anything heavy, nor compile the CJK ranges, a secret pattern or the past-work
+pattern for an English prompt that does not ask about past work; and its answer
+is the same as in-process. The command Claude Code runs is the interpreter with
+mdmem's entry point, not pip's console script (which imports ``re`` and puts its
+own folder first on the path): the last test runs it as installed.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
@@ -99,11 +105,13 @@ except SystemExit:
 loaded = set(sys.modules)  # before this probe's own json
 import json
 from mdmem import privacy
+from mdmem.integrations import prompt_recall
 from mdmem.recall import text
 print(json.dumps({
     "modules": sorted(m for m in sys.modules if m == "mdmem" or m.startswith("mdmem.")),
     "never": sorted(m for m in %r if m in loaded),
     "cjk_compiled": text._cjk_run.cache_info().currsize,
+    "past_compiled": prompt_recall._past_work.cache_info().currsize,
     "rules_compiled": sum(r._pattern is not None for r in privacy._compiled().rules),
 }), file=sys.stderr)
 """
@@ -135,6 +143,15 @@ def _store(workspace: Path) -> Store:
     return store
 
 
+def _env(workspace: Path, user: Path) -> dict[str, str]:
+    return python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_USER_DIR=str(user),
+        MDMEM_SEMANTIC="off",
+        HOME=os.environ["HOME"],
+    )
+
+
 def _run(args: str, payload: dict[str, object], env: dict[str, str]) -> tuple[str, dict]:
     done = subprocess.run(
         [PYTHON, "-c", _PROBE % (sorted(NEVER),), args],
@@ -154,12 +171,7 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
 ) -> None:
     _store(workspace)
     user = tmp_path / "user"
-    env = python_env(
-        MDMEM_WORKSPACE=str(workspace),
-        MDMEM_USER_DIR=str(user),
-        MDMEM_SEMANTIC="off",
-        HOME=os.environ["HOME"],
-    )
+    env = _env(workspace, user)
     start = {"session_id": "s-imports", "cwd": str(workspace), "source": "startup"}
     prompt = {**start, "hook_event_name": "UserPromptSubmit"}
     # The first session settles the store and its index; the second is measured.
@@ -182,6 +194,7 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
         assert set(report["modules"]) <= ALLOWED | {"mdmem.store.ledger"}
         assert report["cjk_compiled"] == 0
         assert report["rules_compiled"] == 0
+        assert report["past_compiled"] == 0  # neither prompt asks about past work
     assert later["never"] == []
     assert set(later["modules"]) <= ALLOWED, set(later["modules"]) - ALLOWED
 
@@ -204,12 +217,7 @@ def test_a_chinese_prompt_compiles_the_cjk_ranges_and_answers_as_in_process(
         ]
     )
     user = tmp_path / "user"
-    env = python_env(
-        MDMEM_WORKSPACE=str(workspace),
-        MDMEM_USER_DIR=str(user),
-        MDMEM_SEMANTIC="off",
-        HOME=os.environ["HOME"],
-    )
+    env = _env(workspace, user)
     question = "构建 缓存 的 配置 在哪里？ｃａｃｈｅ"
     payload = {"session_id": "s-zh", "cwd": str(workspace), "prompt": question}
     out, report = _run("user-prompt-submit", payload, env)
@@ -232,12 +240,7 @@ def test_a_session_without_a_start_record_takes_the_last_cached_block_after_a_wr
 
     store = _store(workspace)
     user = tmp_path / "user"
-    env = python_env(
-        MDMEM_WORKSPACE=str(workspace),
-        MDMEM_USER_DIR=str(user),
-        MDMEM_SEMANTIC="off",
-        HOME=os.environ["HOME"],
-    )
+    env = _env(workspace, user)
     start = {"session_id": "s-started", "cwd": str(workspace), "source": "startup"}
     _run("session-start", start, env)
     cached = blockcache.latest("session-start-", store.state, Store(user, Level.USER).state)
@@ -267,3 +270,42 @@ def test_a_session_without_a_start_record_takes_the_last_cached_block_after_a_wr
     known = read_seen(seen_path(store.path, "s-fresh"))
     made = names_in(session_block(asked, str(workspace), str(user)))
     assert known is not None and known[0] == made and "project_knowledge_release-freeze.md" in made
+
+
+def test_the_installed_prompt_hook_runs_mdmem_without_its_console_script(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # What `mdmem install claude-code` writes: this interpreter, -E, mdmem's entry point;
+    # pip's wrapper script is not run (it imports re to rewrite argv[0], and its folder
+    # first on the path costs a stat for each import). It answers as the hook in-process.
+    import shlex
+
+    from mdmem import _spawn
+    from mdmem.integrations.claude_code_settings import install, installed_commands
+
+    script = _spawn.console_script()
+    if script is None:
+        pytest.skip("no mdmem console script installed")
+    _store(workspace)
+    user = tmp_path / "user"
+    settings = workspace / ".claude" / "settings.local.json"
+    assert install(str(settings))
+    command = installed_commands(str(settings))["UserPromptSubmit"]
+    words = shlex.split(command)
+    assert words == [sys.executable, "-E", "-c", _spawn.HOOK_BOOT, "hook", "user-prompt-submit"]
+    assert script not in command
+    env = _env(workspace, user)
+    payload = {"session_id": "s-installed", "cwd": str(workspace), "prompt": "which lint config?"}
+    done = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=workspace,
+        timeout=60,
+        check=True,
+    )
+    assert "ruff" in done.stdout
+    again = user_prompt_submit({**payload, "session_id": "s-in-process"}, str(workspace), str(user))
+    assert json.loads(done.stdout) == json.loads(again)

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from builders import modules_loaded_by, write_note
 from conftest import PYTHON, python_env
@@ -292,3 +294,45 @@ def test_the_session_file_stays_bounded(workspace: Path, user: Store) -> None:
     assert known is not None
     assert known[0] == ["a.md"] and known[1] == many[-prompt_recall.MAX_SEEN :]
     assert prompt_recall.seen_path(project.path, "../escape") is None
+
+
+# Words of the past-work pattern, their cases and pieces, and look-alikes (the Kelvin sign
+# and the long s fold to ASCII letters under re.IGNORECASE): what the prefilter must not miss.
+_PAST_WORDS = [
+    "did we", "DID you", "did i", "have we", "Have You", "had we", "last time", "before",
+    "Earlier", "previously", "previous", "yesterday", "already", "ago", "history of", "did",
+    "have", "had", "last", "time", "agony", "Chicago", "beforehand", "fore", "\u212a",
+    "\u017f", "ıs", "之前", "上次", "以前", "昨天", "已经", "部署", "ｄｉｄ ｗｅ",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_PAST_WORDS),
+            st.sampled_from([" ", "  ", "\t", "\n", "-", "_", "?", ".", "'", "\u00a0"]),
+            st.text(max_size=4),
+            st.text(alphabet="abcdeghilmnoprstuvwyADHILPTWY ", max_size=8),
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_asks_about_past_is_the_pattern_without_compiling_it_for_most_prompts(text: str) -> None:
+    # An ASCII prompt holding none of the pattern's literals skips the pattern (~2 M
+    # instructions to compile at every prompt); every answer is the pattern's own.
+    import re
+
+    from mdmem.integrations.prompt_recall import PAST_WORK, asks_about_past
+
+    assert asks_about_past(text) == bool(re.compile(PAST_WORK, re.I).search(text))
+
+
+def test_an_english_prompt_about_the_present_does_not_compile_the_past_work_pattern() -> None:
+    from mdmem.integrations import prompt_recall
+
+    prompt_recall._past_work.cache_clear()
+    assert not prompt_recall.asks_about_past("how do we deploy the release branch?")
+    assert prompt_recall._past_work.cache_info().currsize == 0
+    assert prompt_recall.asks_about_past("did we fix the deploy before?")
+    assert prompt_recall.asks_about_past("我们之前怎么部署的?")

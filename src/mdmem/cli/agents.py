@@ -356,7 +356,10 @@ CommandOption = Annotated[
     str | None,
     typer.Option(
         "--command",
-        help="How Claude Code runs mdmem (default: this mdmem's console script, by absolute path).",
+        help=(
+            "How Claude Code runs mdmem (default: this mdmem's interpreter and entry point,"
+            " by absolute path)."
+        ),
     ),
 ]
 

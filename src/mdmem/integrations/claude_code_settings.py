@@ -6,7 +6,7 @@ Scopes (Claude Code's own): ``project`` is the repository's committed
 ``user`` is ``~/.claude/settings.json`` (every project of this user).
 
 A hook command names the mdmem that ran ``install`` by absolute path (its
-console script, run by its interpreter with ``-E``; see
+interpreter, with ``-E``, running its entry point; see
 :func:`mdmem._spawn.hook_command`), so it depends neither on the ``PATH``
 Claude Code happens to be started with nor on the current directory (a cloned
 repository, whose ``mdmem/`` or ``typer.py`` must never be imported).
@@ -102,9 +102,14 @@ def hook_command(base: str, event: str) -> str:
 def written_commands(extra: str | None = None) -> dict[str, set[str]]:
     """Every command ``install`` could have written, by event: this mdmem's, the shared one's.
 
-    ``extra`` is a ``--command`` given to ``install``.
+    This mdmem's as written now and as it was written before (through its console
+    script, :func:`mdmem._spawn.console_command`), so hooks an earlier ``install``
+    wrote are still checked. ``extra`` is a ``--command`` given to ``install``.
     """
-    bases = {default_command(), SHARED_COMMAND} | ({extra} if extra else set())
+    from mdmem import _spawn
+
+    bases = {default_command(), _spawn.console_command(), SHARED_COMMAND}
+    bases |= {extra} if extra else set()
     return {event: {hook_command(base, event) for base in bases} for event in HOOKS}
 
 

@@ -39,8 +39,8 @@ imports only what the answer needs (no typer, no YAML on a settled store).
 from __future__ import annotations
 
 import os
-import re
 import sys
+from functools import lru_cache
 
 from mdmem import _json
 from mdmem.integrations._session import (
@@ -54,6 +54,7 @@ from mdmem.integrations._session import (
 
 TYPE_CHECKING = False  # typing costs milliseconds on the hook path
 if TYPE_CHECKING:
+    import re
     from collections.abc import Sequence
 
     from mdmem.store.hit import Hit
@@ -65,7 +66,9 @@ __all__ = [
     "MAX_OUTPUT_CHARS",
     "MAX_SEEN",
     "MIN_COVERAGE",
+    "PAST_WORK",
     "RELATIVE",
+    "asks_about_past",
     "output",
     "past_sessions",
     "read_input",
@@ -196,11 +199,44 @@ def user_prompt_submit(
 
 
 #: A prompt that asks about past work ("did we fix ... before?"): it may recall a session.
-_PAST_WORK = re.compile(
+PAST_WORK = (
     r"\b(?:did (?:we|you|i)|have (?:we|you)|had we|last time|before|earlier|previous(?:ly)?|"
-    r"yesterday|already|ago|history of)\b|之前|上次|以前|昨天|已经",
-    re.I,
+    r"yesterday|already|ago|history of)\b|之前|上次|以前|昨天|已经"
 )
+#: What every match of :data:`PAST_WORK` in an ASCII prompt holds, in lower case: an
+#: ASCII prompt with none of them does not ask about past work, and the pattern (~2 M
+#: instructions to compile, a fiftieth of the hook) is not compiled for it.
+_PAST_HINTS = (
+    "did ",
+    "have ",
+    "had we",
+    "last time",
+    "before",
+    "earlier",
+    "previous",
+    "yesterday",
+    "already",
+    "ago",
+    "history of",
+)
+
+
+@lru_cache(maxsize=1)
+def _past_work() -> re.Pattern[str]:
+    import re
+
+    return re.compile(PAST_WORK, re.I)
+
+
+def asks_about_past(prompt: str) -> bool:
+    """Whether ``prompt`` asks about past work: :data:`PAST_WORK` (case aside) is in it."""
+    if prompt.isascii():
+        lower = prompt.lower()
+        if not any(hint in lower for hint in _PAST_HINTS):
+            return False
+    return _past_work().search(prompt) is not None
+
+
 #: At most this many sessions, within this many characters, join the recalled block.
 PAST_SESSIONS = 2
 PAST_SESSION_CHARS = 700
@@ -213,7 +249,7 @@ def past_sessions(store_path: str, prompt: str, current: object = None) -> str:
     of its words (:data:`MIN_COVERAGE`), never the session asking, within
     :data:`PAST_SESSION_CHARS`. Never fails the hook.
     """
-    if not _PAST_WORK.search(prompt):
+    if not asks_about_past(prompt):
         return ""
     from mdmem._lines import clean_inline
     from mdmem.recall.sessions import search_sessions

@@ -271,7 +271,7 @@ def _git(workspace: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def this_driver() -> str:
-    """The driver's command for this mdmem, by absolute paths (``_spawn.hook_command``).
+    """The driver's command for this mdmem, by absolute paths (``_spawn.console_command``).
 
     Git runs a merge driver with its own PATH (a GUI client, an IDE, a hook), where
     ``mdmem`` may be missing, and in the repository's top folder, where ``python -m
@@ -282,7 +282,7 @@ def this_driver() -> str:
     """
     from mdmem import _spawn
 
-    return _spawn.hook_command("merge-index")
+    return _spawn.console_command("merge-index")
 
 
 def _program_missing(driver: str) -> str | None:
