@@ -31,6 +31,11 @@ def assert_counts_agree(index: Index) -> None:
     kept = sorted(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
     assert kept == sorted(db.execute("SELECT term, doc FROM vocab").fetchall())
     assert db.execute("SELECT count(*) FROM df WHERE n <= 0").fetchone()[0] == 0
+    # And the note count SQLite's triggers keep is the notes' own.
+    (tally,) = db.execute("SELECT n FROM tally WHERE what = 'notes'").fetchone()
+    assert tally == db.execute("SELECT count(*) FROM notes").fetchone()[0]
+    index._count = None
+    assert index.count() == tally
 
 
 # Any text at all: the terms mdmem splits out must be the tokens FTS5 counts.
