@@ -91,7 +91,8 @@ def _cjk_spans(chunk: str) -> list[tuple[int, int]]:
     Python instead (~1 us); past that, or once compiled, the pattern. A test holds the
     two to the same answer for any text.
     """
-    if _cjk_run.cache_info().currsize or _scanned[0] + len(chunk) > SCAN_BUDGET:
+    if _scanned[0] + len(chunk) > SCAN_BUDGET:
+        _scanned[0] = SCAN_BUDGET  # spent for good: every later chunk takes the pattern
         return [run.span() for run in _cjk_run().finditer(chunk)]
     _scanned[0] += len(chunk)
     return spans(chunk, _CJK_RANGES)
@@ -437,12 +438,12 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
         if chunk.isascii():
             _word_terms(chunk, out)
             continue
-        spans = _cjk_spans(chunk)
-        if not spans:
+        runs = _cjk_spans(chunk)
+        if not runs:
             _word_terms(chunk, out)
             continue
         last = 0
-        for start, end in spans:
+        for start, end in runs:
             _words(chunk[last:start], out)
             _run_terms(chunk[start:end], n, out)
             last = end
