@@ -10,14 +10,13 @@ hook's JSON on stdin) under ``strace -f -c``, once per prompt of
 
     python benchmarks/bench_hook_syscalls.py --sizes 1000,10000,100000 --before <main>/src
 
-Counts are deterministic for a settled store (each checkout has its own state
-folder under ``--cache``, settled by two searches first; an existing one is used as
-it is). Stores as ``bench_paths.py`` makes them.
+Counts barely move between runs of a settled store (a few calls: its logs grow).
+Each checkout has its own state folder under ``--cache``, settled by two searches
+first (an existing one is used as it is). Stores as ``bench_paths.py`` makes them.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ import sys
 import tempfile
 
 from _util import table
+from bench_hook_ir import arguments
 from bench_paths import PROMPTS
 from bench_scale import generate
 
@@ -50,22 +50,10 @@ def syscalls(argv: list[str], env: dict[str, str], stdin: str) -> tuple[dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sizes", default="1000,10000", help="comma-separated note counts")
-    parser.add_argument("--before", help="another checkout's src folder, counted the same way")
-    parser.add_argument(
-        "--cache",
-        default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
-        help="where generated stores are kept between runs (shared with bench_paths.py)",
-    )
-    parser.add_argument(
-        "--label", default="sys", help="names the state folders (<label>-<checkout>)"
-    )
-    args = parser.parse_args()
+    args = arguments(__doc__, "sys")
     if shutil.which("strace") is None:
         sys.exit("bench_hook_syscalls.py needs strace")
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    checkouts = {"after": here, **({"before": args.before} if args.before else {})}
+    checkouts = args.checkouts
     mdmem = [sys.executable, "-m", "mdmem"]
     base = {**os.environ, "MDMEM_SEMANTIC": "off"}
     rows = []
