@@ -135,6 +135,23 @@ class IndexUpkeep(RuleBasedStateMachine):
             path.unlink()
         self.live.discard(name)
 
+    @rule(old=st.sampled_from(NAMES), new=st.sampled_from(NAMES))
+    def hand_rename(self, old: str, new: str) -> None:
+        # A rename by hand (or by git): over another note when that name is taken.
+        source = self.store.root / old
+        if old == new or not source.exists():
+            return
+        os.replace(source, self.store.root / new)
+        if old in self.live:
+            self.live.discard(old)
+            self.live.add(new)
+        else:
+            self.live.discard(new)  # a broken file now stands there
+
+    @rule()
+    def rebuild(self) -> None:
+        self.index.rebuild()
+
     @invariant()
     def agrees_with_a_rebuild(self) -> None:
         if not hasattr(self, "index"):
