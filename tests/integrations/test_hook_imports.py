@@ -41,6 +41,7 @@ ALLOWED = {
     "mdmem.recall.engine",
     "mdmem.recall.glossary",
     "mdmem.recall.fts",
+    "mdmem.recall.tally",
     "mdmem.recall.text",
     "mdmem.recall.usage",
     "mdmem.store",

@@ -1,7 +1,7 @@
 """The note count SQLite keeps in the search index equals counting the notes, always.
 
-``Index.count()`` reads a tally that triggers on ``notes`` keep (``recall/fts.py``,
-``_TALLY``): the per-prompt hook no longer walks every note's name. It must equal
+``Index.count()`` reads a tally that triggers on ``notes`` keep (``recall/tally.py``):
+the per-prompt hook no longer walks every note's name. It must equal
 ``count(*)`` after anything that changes the index: mdmem's writes and hand edits
 (the state machine of ``test_fts.py`` checks it after every step), a rebuild, a bulk
 build, an index made before the tally (upgraded in place), a writer that knows nothing

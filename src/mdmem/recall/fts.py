@@ -43,6 +43,7 @@ import time
 from mdmem import _json
 from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
+from mdmem.recall import tally
 from mdmem.recall.text import terms
 from mdmem.store import files, quicknote
 from mdmem.store import watcher as _watcher
@@ -117,19 +118,6 @@ CREATE TABLE IF NOT EXISTS df(term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT
 CREATE TABLE IF NOT EXISTS vectors(sha TEXT NOT NULL, model TEXT NOT NULL, v BLOB NOT NULL,
     PRIMARY KEY (sha, model));
 """
-# How many notes are indexed, kept by SQLite itself: a trigger on every row added to or
-# dropped from ``notes``, whichever code (or version of mdmem) writes it, in the writer's
-# own transaction. ``count(*)`` walks every note's name (~1,500 pages at 100,000 notes, the
-# per-prompt hook's largest read). An index made before the tally gets it in place, counted
-# once in the transaction that creates the triggers (:meth:`Index._add_tally`).
-_TALLY = (
-    "CREATE TABLE IF NOT EXISTS tally(what TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
-    "CREATE TRIGGER IF NOT EXISTS notes_added AFTER INSERT ON notes"
-    " BEGIN UPDATE tally SET n = n + 1 WHERE what = 'notes'; END",
-    "CREATE TRIGGER IF NOT EXISTS notes_dropped AFTER DELETE ON notes"
-    " BEGIN UPDATE tally SET n = n - 1 WHERE what = 'notes'; END",
-    "INSERT OR IGNORE INTO tally SELECT 'notes', count(*) FROM notes",
-)
 
 
 class Row:
@@ -325,7 +313,7 @@ class Index:
                     row = None
                 if row is not None and row[0] == SCHEMA_VERSION:
                     return db
-                db.executescript(_SCHEMA + "".join(f"{sql};\n" for sql in _TALLY))
+                db.executescript(_SCHEMA + "".join(f"{sql};\n" for sql in tally.STATEMENTS))
                 row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
                 if row is None:
                     db.execute(
@@ -930,35 +918,10 @@ class Index:
     # -- queries -------------------------------------------------------------------
 
     def count(self) -> int:
-        """How many notes are indexed: the tally SQLite keeps (see ``_TALLY``), one look-up."""
+        """How many notes are indexed: the tally SQLite keeps (``recall/tally.py``)."""
         if self._count is None:
-            db = self._connect()
-            try:
-                row = db.execute("SELECT n FROM tally WHERE what = 'notes'").fetchone()
-            except sqlite3.OperationalError:  # an index made before the tally
-                row = None
-            self._count = int(row[0]) if row is not None else self._add_tally(db)
+            self._count = tally.notes(self._connect())
         return self._count
-
-    @staticmethod
-    def _add_tally(db: sqlite3.Connection) -> int:
-        """Give an index made before the tally its triggers and count; the count either way.
-
-        One transaction: the count taken is the one the triggers then keep. An index that
-        cannot be written (busy past the timeout, read-only) is counted as before.
-        """
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                for sql in _TALLY:
-                    db.execute(sql)
-                row = db.execute("SELECT n FROM tally WHERE what = 'notes'").fetchone()
-                db.execute("COMMIT")
-                return int(row[0])
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return int(db.execute("SELECT count(*) FROM notes").fetchone()[0])
 
     def document_frequency(self, words: Iterable[str]) -> dict[str, int]:
         """In how many notes each term occurs (terms in no note are left out).
