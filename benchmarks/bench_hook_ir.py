@@ -58,8 +58,10 @@ def instructions(argv: list[str], env: dict[str, str], stdin: str = "") -> tuple
     raise RuntimeError(f"no count for {argv}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def arguments(doc: str, label: str) -> argparse.Namespace:
+    """The options of a count of the hook (``--sizes``, ``--before``, ``--cache``, ``--label``),
+    and ``checkouts``: the src folder of each checkout to count."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated note counts")
     parser.add_argument("--before", help="another checkout's src folder, counted the same way")
     parser.add_argument(
@@ -68,13 +70,20 @@ def main() -> None:
         help="where generated stores are kept between runs (shared with bench_paths.py)",
     )
     parser.add_argument(
-        "--label", default="ir", help="names the state folders (<label>-<checkout>)"
+        "--label", default=label, help="names the state folders (<label>-<checkout>)"
     )
     args = parser.parse_args()
+    # This checkout ("after") and the other one ("before"), by their src folders.
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    args.checkouts = {"after": here, **({"before": args.before} if args.before else {})}
+    return args
+
+
+def main() -> None:
+    args = arguments(__doc__, "ir")
     if shutil.which("valgrind") is None:
         sys.exit("bench_hook_ir.py needs valgrind")
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    checkouts = {"after": here, **({"before": args.before} if args.before else {})}
+    checkouts = args.checkouts
     py = sys.executable
     base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     base["MDMEM_SEMANTIC"] = "off"

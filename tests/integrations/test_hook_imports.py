@@ -47,6 +47,7 @@ ALLOWED = {
     "mdmem.recall.engine",
     "mdmem.recall.glossary",
     "mdmem.recall.fts",
+    "mdmem.recall.tally",
     "mdmem.recall.text",
     "mdmem.recall.usage",
     "mdmem.store",
@@ -199,10 +200,10 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
     assert set(later["modules"]) <= ALLOWED, set(later["modules"]) - ALLOWED
 
 
-def test_a_chinese_prompt_compiles_the_cjk_ranges_and_answers_as_in_process(
+def test_a_chinese_prompt_compiles_no_cjk_ranges_and_answers_as_in_process(
     workspace: Path, tmp_path: Path
 ) -> None:
-    # The CJK ranges are compiled when a prompt needs them, and the answer is the same
+    # A prompt's CJK runs are found without compiling the ranges, and the answer is the same
     # bytes as the in-process call gives.
     store = _store(workspace)
     store.apply(
@@ -221,7 +222,7 @@ def test_a_chinese_prompt_compiles_the_cjk_ranges_and_answers_as_in_process(
     question = "构建 缓存 的 配置 在哪里？ｃａｃｈｅ"
     payload = {"session_id": "s-zh", "cwd": str(workspace), "prompt": question}
     out, report = _run("user-prompt-submit", payload, env)
-    assert report["cjk_compiled"] == 1
+    assert report["cjk_compiled"] == 0
     assert "cache.toml" in out
     again = user_prompt_submit({**payload, "session_id": "s-zh-2"}, str(workspace), str(user))
     assert json.loads(out) == json.loads(again)

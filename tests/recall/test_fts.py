@@ -31,6 +31,11 @@ def assert_counts_agree(index: Index) -> None:
     kept = sorted(db.execute("SELECT term, n FROM df WHERE n > 0").fetchall())
     assert kept == sorted(db.execute("SELECT term, doc FROM vocab").fetchall())
     assert db.execute("SELECT count(*) FROM df WHERE n <= 0").fetchone()[0] == 0
+    # And the note count SQLite's triggers keep is the notes' own.
+    (tally,) = db.execute("SELECT n FROM tally WHERE what = 'notes'").fetchone()
+    assert tally == db.execute("SELECT count(*) FROM notes").fetchone()[0]
+    index._count = None
+    assert index.count() == tally
 
 
 # Any text at all: the terms mdmem splits out must be the tokens FTS5 counts.
@@ -129,6 +134,23 @@ class IndexUpkeep(RuleBasedStateMachine):
         if path.exists():
             path.unlink()
         self.live.discard(name)
+
+    @rule(old=st.sampled_from(NAMES), new=st.sampled_from(NAMES))
+    def hand_rename(self, old: str, new: str) -> None:
+        # A rename by hand (or by git): over another note when that name is taken.
+        source = self.store.root / old
+        if old == new or not source.exists():
+            return
+        os.replace(source, self.store.root / new)
+        if old in self.live:
+            self.live.discard(old)
+            self.live.add(new)
+        else:
+            self.live.discard(new)  # a broken file now stands there
+
+    @rule()
+    def rebuild(self) -> None:
+        self.index.rebuild()
 
     @invariant()
     def agrees_with_a_rebuild(self) -> None:

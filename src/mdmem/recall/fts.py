@@ -43,6 +43,7 @@ import time
 from mdmem import _json
 from mdmem._sqlite import sqlite3
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
+from mdmem.recall import tally
 from mdmem.recall.text import terms
 from mdmem.store import files, quicknote
 from mdmem.store import watcher as _watcher
@@ -312,7 +313,7 @@ class Index:
                     row = None
                 if row is not None and row[0] == SCHEMA_VERSION:
                     return db
-                db.executescript(_SCHEMA)
+                db.executescript(_SCHEMA + "".join(f"{sql};\n" for sql in tally.STATEMENTS))
                 row = db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
                 if row is None:
                     db.execute(
@@ -917,9 +918,9 @@ class Index:
     # -- queries -------------------------------------------------------------------
 
     def count(self) -> int:
-        """How many notes are indexed."""
+        """How many notes are indexed: the tally SQLite keeps (``recall/tally.py``)."""
         if self._count is None:
-            self._count = int(self._connect().execute("SELECT count(*) FROM notes").fetchone()[0])
+            self._count = tally.notes(self._connect())
         return self._count
 
     def document_frequency(self, words: Iterable[str]) -> dict[str, int]:

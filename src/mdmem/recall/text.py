@@ -25,19 +25,43 @@ import re
 import unicodedata
 from functools import lru_cache
 
-__all__ = ["CJK_NGRAM", "CJK_STOP_WORDS", "STOP_WORDS", "TOKEN_CHARS", "stem", "terms"]
+TYPE_CHECKING = False  # not typing's: this module is on the per-prompt hook's path
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "CJK_NGRAM",
+    "CJK_STOP_WORDS",
+    "SCAN_BUDGET",
+    "STOP_WORDS",
+    "TOKEN_CHARS",
+    "spans",
+    "stem",
+    "terms",
+]
 
 #: Punctuation that may stand inside an identifier, and so inside a term.
 TOKEN_CHARS = "_./-:@#+"
 #: The n of the character n-grams a CJK run is cut into.
 CJK_NGRAM = 2
 
-# Han (with extensions and compatibility forms), kana, Hangul, CJK symbols.
-_CJK = (
-    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u312f\u3131-\u318e"
-    "\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-    "\U00020000-\U0003134f"
+# Han (with extensions and compatibility forms), kana, Hangul, CJK symbols: first and last.
+_CJK_RANGES = (
+    ("\u2e80", "\u2fdf"),
+    ("\u3005", "\u3007"),
+    ("\u3021", "\u3029"),
+    ("\u3040", "\u30ff"),
+    ("\u3100", "\u312f"),
+    ("\u3131", "\u318e"),
+    ("\u31a0", "\u31bf"),
+    ("\u31f0", "\u31ff"),
+    ("\u3400", "\u4dbf"),
+    ("\u4e00", "\u9fff"),
+    ("\uac00", "\ud7af"),
+    ("\uf900", "\ufaff"),
+    ("\U00020000", "\U0003134f"),
 )
+_CJK = "".join(f"{first}-{last}" for first, last in _CJK_RANGES)
 # Word characters (CJK included) with identifier punctuation inside. Kept simple on
 # purpose: a character class that excludes the CJK ranges costs ~17 ms to compile,
 # and a hook pays that at every prompt; CJK runs are split out afterwards.
@@ -50,6 +74,45 @@ def _cjk_run() -> re.Pattern[str]:
     """A CJK run: compiled when a text has a character outside ASCII (the ranges cost
     ~1 ms to compile, which an English prompt's hook need not pay)."""
     return re.compile(f"[{_CJK}]+")
+
+
+#: Characters a process looks at one by one (:func:`_cjk_spans`) before it compiles
+#: :func:`_cjk_run` instead: a prompt or a few notes' fields, not a rebuild's every note.
+SCAN_BUDGET = 8192
+_scanned = [0]
+
+
+def _cjk_spans(chunk: str) -> list[tuple[int, int]]:
+    """Where the CJK runs of ``chunk`` start and end, as ``_cjk_run().finditer`` says.
+
+    Compiling the pattern's ranges is ~2-5 ms (Python's compiler visits each of their
+    ~100,000 code points) and a Chinese prompt's hook needs it for a few characters: up
+    to :data:`SCAN_BUDGET` characters a process, each is tested against the ranges in
+    Python instead (~1 us); past that, or once compiled, the pattern. A test holds the
+    two to the same answer for any text.
+    """
+    if _scanned[0] + len(chunk) > SCAN_BUDGET:
+        _scanned[0] = SCAN_BUDGET  # spent for good: every later chunk takes the pattern
+        return [run.span() for run in _cjk_run().finditer(chunk)]
+    _scanned[0] += len(chunk)
+    return spans(chunk, _CJK_RANGES)
+
+
+def spans(text: str, ranges: Sequence[tuple[str, str]]) -> list[tuple[int, int]]:
+    """Where the runs of ``text``'s characters in ``ranges`` (first, last) start and end:
+    what ``finditer`` of the class ``[first-last...]+`` says, without compiling it."""
+    found: list[tuple[int, int]] = []
+    start = -1
+    for i, ch in enumerate(text):
+        if any(first <= ch <= last for first, last in ranges):
+            if start < 0:
+                start = i
+        elif start >= 0:
+            found.append((start, i))
+            start = -1
+    if start >= 0:
+        found.append((start, len(text)))
+    return found
 
 
 #: Chinese function words (question words, modal verbs, particles) that split a CJK run.
@@ -375,15 +438,15 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
         if chunk.isascii():
             _word_terms(chunk, out)
             continue
-        cjk_run = _cjk_run()
-        if cjk_run.search(chunk) is None:
+        runs = _cjk_spans(chunk)
+        if not runs:
             _word_terms(chunk, out)
             continue
         last = 0
-        for run in cjk_run.finditer(chunk):
-            _words(chunk[last : run.start()], out)
-            _run_terms(run.group(), n, out)
-            last = run.end()
+        for start, end in runs:
+            _words(chunk[last:start], out)
+            _run_terms(chunk[start:end], n, out)
+            last = end
         _words(chunk[last:], out)
     return out
 
