@@ -43,7 +43,8 @@ only (a later step reads the others from their rows). A small store is built at
 its first create, inside the write; a large one (the first create after an
 upgrade or a rebuilt catalog at 100,000 notes would stall for seconds) by a
 background process (:func:`main`, started by the store's coherence engine), a
-step of :data:`STEP` notes a transaction, so no write waits on it for long.
+step of :data:`STEP` notes a transaction with a pause between, so no write waits on
+it for long.
 Meanwhile a create is compared with the keyed notes as above and with every
 note not keyed yet by the full comparison's title test (:func:`unbuilt`): it
 misses nothing the bounds above do not name.
@@ -114,8 +115,11 @@ WILD = "\0wild"
 BUILT = "dedupe"
 #: The ``meta`` key of a build under way: the last note name its steps have keyed.
 UPTO = "dedupe_upto"
-#: Notes keyed in one step (one transaction): ~0.1 s here, the longest a write waits on it.
-STEP = 2_000
+#: Notes keyed in one step (one transaction): ~70 ms here, the longest a write waits on it.
+STEP = 1_000
+#: The pause between steps (s): longer than SQLite's busy handler sleeps between tries
+#: (at most 100 ms), so a write waiting for the catalog always gets in before the next.
+PAUSE = 0.11
 #: A store with more notes than this to key has them keyed by :func:`main`, in the
 #: background; fewer are keyed inside the first create that needs them (~0.1 s).
 INLINE = 2_000
@@ -397,7 +401,7 @@ def main(args: list[str]) -> int:
                 raise
             if done:
                 return 0
-            time.sleep(0.02)  # a waiting writer takes the catalog first
+            time.sleep(PAUSE)  # a waiting writer takes the catalog first
     except (OSError, sqlite3.Error):
         return 1
     finally:
