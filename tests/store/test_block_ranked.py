@@ -90,3 +90,27 @@ def test_a_large_store_has_a_block_even_when_its_index_file_is_too_large_to_read
     monkeypatch.setattr(store_module, "MAX_INDEX_BYTES", 1_000)  # MEMORY.md is "too large"
     assert store.load_index() == ""
     assert prompt_block(store, None) == whole
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_a_large_store_s_first_block_reads_no_memory_md_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # A clone's first load (no catalog yet): the block's lines come from the catalog, and
+    # MEMORY.md's whole text (~50 MB once decoded at 100,000 notes) is never read.
+    store = write_store(tmp_path / "p", 480, seed)
+    made = write_store(tmp_path / "q", 480, seed)
+    made.load_index()  # the repository's MEMORY.md, as a clone brings it
+    (tmp_path / "p" / "MEMORY.md").write_bytes((tmp_path / "q" / "MEMORY.md").read_bytes())
+    read: list[str] = []
+    real = files.read_text
+
+    def counting(path: str, limit: int) -> str | None:
+        read.append(os.path.basename(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(files, "read_text", counting)
+    first = prompt_block(store, None)
+    assert "MEMORY.md" not in read
+    monkeypatch.undo()
+    assert first == fitted(prompt_index(store), "", store, None)  # the block from every line

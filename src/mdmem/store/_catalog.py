@@ -359,7 +359,8 @@ class Catalog:
         self._con: sqlite3.Connection | None = None
         self._ino: int | None = None
         self.memory = memory  # True when the state folder cannot hold the catalog
-        self._keys: bool | None = None  # whether the dedupe keys are kept (this transaction)
+        self._keys: tuple[str | None] | None = None  # this transaction's _keys_upto()
+        self.keys_wanted = False  # set by near(): the keys' background build is due
 
     @property
     def path(self) -> str:
@@ -637,12 +638,14 @@ class Catalog:
         self._keep_keys(items)
 
     def _keep_keys(self, items: list[tuple[str, CatalogRow]]) -> None:
-        if items and self._keeps_keys():
+        upto = self._keys_upto() if items else ""
+        if upto != "":
             from mdmem.store import _dedupe_keys
 
             for name, entry in items:
-                title = entry.title if entry.line is not None else None
-                _dedupe_keys.put(self._open(), name, title, entry.summary or "", entry.nums)
+                if _dedupe_keys.keeps(upto, name):
+                    title = entry.title if entry.line is not None else None
+                    _dedupe_keys.put(self._open(), name, title, entry.summary or "", entry.nums)
 
     def marked(self) -> dict[str, CatalogRow]:
         """The rows with more than the usual fields (supersedes, expires), by name."""
@@ -665,10 +668,11 @@ class Catalog:
 
     def remove(self, names: Collection[str]) -> None:
         self._open().executemany("DELETE FROM notes WHERE name = ?", [(n,) for n in names])
-        if self._keeps_keys():
+        upto = self._keys_upto() if names else ""
+        if upto != "":
             from mdmem.store import _dedupe_keys
 
-            _dedupe_keys.remove(self._open(), names)
+            _dedupe_keys.remove(self._open(), [n for n in names if _dedupe_keys.keeps(upto, n)])
 
     def clear(self) -> None:
         from mdmem.store import _dedupe_keys
@@ -677,7 +681,7 @@ class Catalog:
         con.execute("DELETE FROM notes")
         con.execute("DELETE FROM meta WHERE key != 'epoch'")
         _dedupe_keys.clear(con)
-        self._keys = False
+        self._keys = ("",)
 
     # -- the change log ---------------------------------------------------------------
 
@@ -746,13 +750,19 @@ class Catalog:
 
     # -- the dedupe keys (see store/_dedupe_keys.py) ---------------------------------
 
-    def _keeps_keys(self) -> bool:
-        """Whether this transaction must keep the dedupe keys up to date (they were built)."""
+    def _keys_upto(self) -> str | None:
+        """Up to which name this transaction keeps dedupe keys (``_dedupe_keys.built_upto``)."""
         if self._keys is None:
             from mdmem.store import _dedupe_keys
 
-            self._keys = _dedupe_keys.is_built(self._open())
-        return self._keys
+            self._keys = (_dedupe_keys.built_upto(self._open()),)
+        return self._keys[0]
+
+    def keys_unbuilt(self) -> bool:
+        """Whether some note's dedupe keys are not built (``_dedupe_keys.built_upto``)."""
+        from mdmem.store import _dedupe_keys
+
+        return _dedupe_keys.built_upto(self._open()) is not None
 
     def near(
         self, title: str, summary: str, numbers: str | None, timeout: float
@@ -761,24 +771,27 @@ class Catalog:
         share the most with ``title`` and ``summary`` (``_dedupe_keys.near``: at most
         ``LIMIT``, whatever the store holds).
 
-        Builds the keys first if they are not there (once; later writes keep
-        them); None when they cannot be built now (another process holds the
-        catalog past ``timeout``).
+        Keys what is left to key first when it is little (``_dedupe_keys.small``); else
+        :attr:`keys_wanted` asks for the background build, and the notes not keyed yet
+        come by the full comparison's test (``_dedupe_keys.candidates``). None when
+        another process holds the catalog past ``timeout``.
         """
         from mdmem.store import _dedupe_keys
 
         con = self._open()
-        if not _dedupe_keys.is_built(con):
+        upto = _dedupe_keys.built_upto(con)
+        if upto is not None and (self.memory or _dedupe_keys.small(con, upto)):
             if not self.begin(timeout):
                 return None
             try:
-                if not _dedupe_keys.is_built(con):
-                    _dedupe_keys.build(con)
+                _dedupe_keys.build_some(con, None)
                 self.commit()
             except BaseException:
                 self.rollback()
                 raise
-        return _dedupe_keys.near(con, title, summary, numbers)
+            upto = None
+        self.keys_wanted = self.keys_wanted or upto is not None
+        return _dedupe_keys.candidates(con, upto, title, summary, numbers)
 
     def set_meta(self, key: str, value: str | None) -> None:
         con = self._open()

@@ -35,6 +35,19 @@ Derived like the rest of the catalog: built on first use (a first load or a
 rebuild does not pay for it), dropped with the rows, rebuilt from them; every
 posting is kept (a key's count is exact), so the tables are always what a
 build from the rows gives.
+
+Built in steps, by name (:func:`build_some`): the tables hold the keys of every
+valid note whose name is at most :func:`built_upto` (all of them once
+:data:`BUILT` is set), and a write keeps the keys of the notes in that range
+only (a later step reads the others from their rows). A small store is built at
+its first create, inside the write; a large one (the first create after an
+upgrade or a rebuilt catalog at 100,000 notes would stall for seconds) by a
+background process (:func:`main`, started by the store's coherence engine), a
+step of :data:`STEP` notes a transaction with a pause between, so no write waits on
+it for long.
+Meanwhile a create is compared with the keyed notes as above and with every
+note not keyed yet by the full comparison's title test (:func:`unbuilt`): it
+misses nothing the bounds above do not name.
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import os
 from array import array
 
 try:  # hashlib costs milliseconds to import (OpenSSL): blake2 alone is enough here
@@ -54,22 +68,36 @@ from mdmem.store.dedupe import normalise
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
 if TYPE_CHECKING:
     import sqlite3
+    import subprocess
     from collections.abc import Iterable
+
+    Near = tuple[str, str, str]  # a dedupe candidate: name, title, summary
 
 __all__ = [
     "CAP",
+    "ENTRY",
+    "INLINE",
     "LIMIT",
     "SCHEMA",
+    "STEP",
     "WILD",
     "Batch",
     "build",
+    "build_some",
+    "built_upto",
+    "candidates",
     "clear",
     "dump",
     "is_built",
+    "keeps",
     "keys",
+    "main",
     "near",
     "put",
     "remove",
+    "small",
+    "start",
+    "unbuilt",
 ]
 
 SCHEMA = """
@@ -85,6 +113,19 @@ CREATE TABLE IF NOT EXISTS dedupe_count (key INTEGER PRIMARY KEY, n INTEGER NOT 
 WILD = "\0wild"
 #: The ``meta`` key present while the tables hold every valid note of the catalog.
 BUILT = "dedupe"
+#: The ``meta`` key of a build under way: the last note name its steps have keyed.
+UPTO = "dedupe_upto"
+#: Notes keyed in one step (one transaction): ~70 ms here, the longest a write waits on it.
+STEP = 1_000
+#: The pause between steps (s): longer than SQLite's busy handler sleeps between tries
+#: (at most 100 ms), so a write waiting for the catalog always gets in before the next.
+PAUSE = 0.11
+#: A store with more notes than this to key has them keyed by :func:`main`, in the
+#: background; fewer are keyed inside the first create that needs them (~0.1 s).
+INLINE = 2_000
+#: What the background builder runs (see :mod:`mdmem._spawn`).
+ENTRY = "mdmem.store._dedupe_keys:main"
+_CHILDREN: list[subprocess.Popen[bytes]] = []
 #: A key held by more notes than this is not looked up: it says little (an everyday word).
 CAP = 32
 #: The most notes :func:`near` returns (the best ranked).
@@ -98,7 +139,7 @@ def _tokens(text: str) -> list[str]:
     """The words of a normal form; a run of CJK (no spaces) gives its character pairs."""
     out: list[str] = []
     for word in text.split():
-        if any(ord(ch) >= 0x2E80 for ch in word) and len(word) > 2:
+        if len(word) > 2 and max(word) >= "\u2e80":  # any character of CJK or above
             out += [word[i : i + 2] for i in range(len(word) - 1)]
         elif len(word) > 1 or ord(word) >= 0x2E80:
             out.append(word)
@@ -143,6 +184,22 @@ def keys(title: str, summary: str, numbers: str | None) -> list[int]:
 def is_built(con: sqlite3.Connection) -> bool:
     """Whether the keys are there (else :func:`build` makes them, inside a transaction)."""
     return con.execute("SELECT 1 FROM meta WHERE key = ?", (BUILT,)).fetchone() is not None
+
+
+def built_upto(con: sqlite3.Connection) -> str | None:
+    """None when every note is keyed; else the last name keyed (``""``: none is): the
+    tables hold the keys of the valid notes named up to it, and only those."""
+    row = con.execute(
+        "SELECT key, value FROM meta WHERE key IN (?, ?) ORDER BY key", (BUILT, UPTO)
+    ).fetchone()
+    if row is not None and row[0] == BUILT:
+        return None
+    return "" if row is None else str(row[1])
+
+
+def keeps(upto: str | None, name: str) -> bool:
+    """Whether a write must keep the keys of note ``name`` (it is in the built range)."""
+    return upto is None or (upto != "" and name <= upto)
 
 
 def _json(ids: Iterable[int]) -> str:
@@ -210,25 +267,38 @@ def clear(con: sqlite3.Connection) -> None:
     """Drop every key (they are rebuilt on first use)."""
     for table in ("dedupe_notes", "dedupe_keys", "dedupe_count"):
         con.execute(f"DELETE FROM {table}")
-    con.execute("DELETE FROM meta WHERE key = ?", (BUILT,))
+    con.execute("DELETE FROM meta WHERE key IN (?, ?)", (BUILT, UPTO))
 
 
 def build(con: sqlite3.Connection) -> None:
-    """Make the keys of every valid note from the catalog's rows (inside a transaction).
+    """Make the keys of every valid note from the catalog's rows (inside a transaction)."""
+    clear(con)
+    build_some(con, None)
+
+
+def build_some(con: sqlite3.Connection, limit: int | None) -> bool:
+    """Key the next ``limit`` notes (None: all) after :func:`built_upto`, by name, inside
+    a transaction; True when every note is keyed now.
 
     Python computes each note's keys once; SQLite expands them into postings
     (``json_each``), sorts them and counts them, so a large store costs one row
     per note on the Python side, not one per posting.
     """
-    clear(con)
+    upto = built_upto(con)
+    if upto is None:
+        return True
+    if upto == "":
+        clear(con)  # nothing is keyed: no posting may be left over (cheap when empty)
+    query = "SELECT name, title, summary, nums, line FROM notes WHERE name > ? ORDER BY name"
+    more = "" if limit is None else f" LIMIT {int(limit)}"
+    rows = con.execute(query + more, (upto,)).fetchall()
     con.execute("CREATE TEMP TABLE IF NOT EXISTS dedupe_new (id INTEGER, ids TEXT)")
     con.execute("DELETE FROM temp.dedupe_new")
-    rows = con.execute(
-        "SELECT name, title, summary, nums FROM notes WHERE line IS NOT NULL"
-    ).fetchall()
     for start in range(0, len(rows), 5_000):
         notes, held = [], []
-        for name, title, summary, numbers in rows[start : start + 5_000]:
+        for name, title, summary, numbers, line in rows[start : start + 5_000]:
+            if line is None:
+                continue  # not a valid note: no keys
             ids = keys(str(title), str(summary or ""), None if numbers is None else str(numbers))
             notes.append((str(name), array("q", ids).tobytes()))
             held.append(_json(ids))
@@ -243,10 +313,118 @@ def build(con: sqlite3.Connection) -> None:
         " FROM temp.dedupe_new d, json_each(d.ids) j ORDER BY 1, 2"
     )
     con.execute(
-        "INSERT INTO dedupe_count (key, n) SELECT key, COUNT(*) FROM dedupe_keys GROUP BY key"
+        "INSERT INTO dedupe_count (key, n) SELECT j.value, COUNT(*)"
+        " FROM temp.dedupe_new d, json_each(d.ids) j WHERE 1 GROUP BY j.value"
+        " ON CONFLICT (key) DO UPDATE SET n = n + excluded.n"
     )
     con.execute("DELETE FROM temp.dedupe_new")
-    con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
+    if limit is None or len(rows) < limit:
+        con.execute("DELETE FROM meta WHERE key = ?", (UPTO,))
+        con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (BUILT,))
+        return True
+    con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (UPTO, rows[-1][0]))
+    return False
+
+
+def small(con: sqlite3.Connection, upto: str) -> bool:
+    """Whether at most :data:`INLINE` notes are left to key after ``upto``."""
+    query = "SELECT COUNT(*) FROM (SELECT 1 FROM notes WHERE name > ? LIMIT ?)"
+    return bool(con.execute(query, (upto, INLINE + 1)).fetchone()[0] <= INLINE)
+
+
+def candidates(
+    con: sqlite3.Connection, upto: str | None, title: str, summary: str, numbers: str | None
+) -> list[Near]:
+    """:func:`near` among the notes keyed up to ``upto`` (None: every one), and
+    :func:`unbuilt` among the others: a create's candidates during a build too."""
+    found = near(con, title, summary, numbers) if upto != "" else []
+    if upto is not None:
+        # A step the builder committed since upto was read is in both: once each.
+        keyed = {name for name, _, _ in found}
+        found += [row for row in unbuilt(con, upto, title, numbers) if row[0] not in keyed]
+    return found
+
+
+def unbuilt(con: sqlite3.Connection, upto: str, title: str, numbers: str | None) -> list[Near]:
+    """(name, title, summary) of the valid notes not keyed yet (named after ``upto``) of
+    number group ``numbers`` (and of :data:`WILD`) whose title is near ``title``: the full
+    comparison's candidates among them (``dedupe.title_near``), read a row at a time."""
+    from mdmem.store.dedupe import title_near
+
+    rows = con.execute(
+        "SELECT name, title, summary FROM notes WHERE name > ? AND line IS NOT NULL"
+        " AND (nums IS NULL OR nums = ?)",
+        (upto, numbers),
+    )
+    return list(title_near(title, ((str(n), str(t), str(s or "")) for n, t, s in rows)))
+
+
+def main(args: list[str]) -> int:
+    """The background build, in the store's state folder (its working directory): key
+    every note, :data:`STEP` at a time (``args``: another step, for tests), each step a
+    transaction of its own; 0 when done, or when another builder runs or the catalog is
+    not this version's (it is never made here)."""
+    import fcntl
+    import sqlite3
+    import time
+
+    from mdmem.store._scan import _VERSION
+    from mdmem.store.state import CATALOG, KEYS_LOCK
+
+    step = int(args[0]) if args else STEP
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(KEYS_LOCK, flags, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another builder has it
+    try:
+        ino = os.stat(CATALOG).st_ino
+        con = sqlite3.connect(f"file:{CATALOG}?mode=rw", uri=True, isolation_level=None)
+    except (OSError, sqlite3.Error):
+        return 0
+    try:
+        con.execute("PRAGMA busy_timeout=30000")
+        con.execute("PRAGMA synchronous=OFF")  # derived, as the catalog's own writes
+        while True:
+            if os.stat(CATALOG).st_ino != ino:
+                return 0  # replaced (reset): its first create or load starts again
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                if con.execute("PRAGMA user_version").fetchone()[0] != _VERSION:
+                    con.execute("ROLLBACK")
+                    return 0
+                done = build_some(con, step)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            if done:
+                return 0
+            time.sleep(PAUSE)  # a waiting writer takes the catalog first
+    except (OSError, sqlite3.Error):
+        return 1
+    finally:
+        con.close()
+        os.close(lock)
+
+
+def start(state: str) -> None:
+    """Start :func:`main` in state folder ``state`` unless a builder holds its lock;
+    never raises (the write it serves goes on with the full comparison)."""
+    from mdmem.store.cedict import _busy
+    from mdmem.store.state import KEYS_LOCK
+
+    if _busy(os.path.join(state, KEYS_LOCK)):
+        return  # a builder runs
+    try:
+        from mdmem import _spawn
+
+        # Held until it ends (a long-lived process reaps it at its next start).
+        _CHILDREN[:] = [child for child in _CHILDREN if child.poll() is None]
+        _CHILDREN.append(_spawn.start([], cwd=state, entry=ENTRY))
+    except (OSError, ValueError):
+        return
 
 
 def near(

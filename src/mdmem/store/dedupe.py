@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 __all__ = [
     "MIN_CHARS",
@@ -39,6 +39,7 @@ __all__ = [
     "normalise",
     "number_key",
     "similarity",
+    "title_near",
 ]
 
 #: At or above this similarity a create is taken as a near-duplicate of that note.
@@ -182,15 +183,20 @@ def _title_grams(title: str) -> frozenset[str]:
     return _trigrams(title)
 
 
+def title_near(title: str, rows: Iterable[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+    """Those of ``rows`` (name, title, summary) whose title :meth:`Index.near` would keep
+    for ``title``, in their order."""
+    grams = _trigrams(title)
+    for row in rows:
+        theirs = _title_grams(row[1])
+        if len(grams & theirs) >= TITLE_CONTAINMENT * min(len(grams), len(theirs)):
+            yield row
+
+
 def near_rows(title: str, rows: Iterable[tuple[str, str, str]]) -> list[Candidate]:
     """:func:`near_among` of the candidates of ``rows`` (name, title, summary), each made
     only when its title is near: making one costs more than the title test."""
-    grams = _trigrams(title)
-    out = []
-    for name, other, summary in rows:
-        theirs = _title_grams(other)
-        if len(grams & theirs) >= TITLE_CONTAINMENT * min(len(grams), len(theirs)):
-            out.append(candidate(name, other, summary))
+    out = [candidate(*row) for row in title_near(title, rows)]
     return sorted(out, key=lambda c: c.filename)
 
 

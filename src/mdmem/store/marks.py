@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
         def load_index(self) -> str: ...
 
+        def _settle_index(self) -> None: ...
+
         def catalog_current(self, max_age: float = ...) -> int | None: ...
 
         def entries(self) -> list[IndexEntry]: ...
@@ -322,6 +324,16 @@ def ranked_index(
         hide = _read_marks(store.state, moment)
         # Each line it shows checked against its note (an in-place edit moves no key).
         found = ranked_lines(store.state, limit, hide, count=count, verify=True)
+        if found is not None and found[0] > 2 * limit:
+            return _ranked(found, store.state)
+    if big:
+        # The stat pass alone: the lines come from the catalog, MEMORY.md is not read
+        # (its text at 100,000 notes is what took the first load past 100 MiB).
+        store._settle_index()
+        from mdmem.store._catalog import ranked_lines
+
+        leave_out = _read_marks(store.state, moment)
+        found = ranked_lines(store.state, limit, leave_out) if os.path.isdir(store.path) else None
         if found is not None and found[0] > 2 * limit:
             return _ranked(found, store.state)
     text = store.load_index()  # the stat pass: brings the catalog up to date

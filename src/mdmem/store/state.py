@@ -17,6 +17,7 @@ must notice). A function of a lower floor that works on a store's state takes
     <state>/clock            the file-system clock probe
     <state>/txn.json         the batch journal of a write in progress
     <state>/lock             the store's write lock
+    <state>/dedupe.lock      held by the background build of the catalog's dedupe keys
     <state>/trash/           deleted notes, restorable
     <state>/history/         earlier versions of notes
     <state>/turns/           the turn journal (project store only)
@@ -48,6 +49,7 @@ __all__ = [
     "CLOCK",
     "FINGERPRINT",
     "HISTORY",
+    "KEYS_LOCK",
     "MARKS",
     "PROPOSALS",
     "RESCUED",
@@ -64,6 +66,7 @@ FINGERPRINT = "fingerprint"
 CLOCK = "clock"
 TXN = "txn.json"
 LOCK = "lock"
+KEYS_LOCK = "dedupe.lock"
 TRASH = "trash"
 HISTORY = "history"
 TURNS = "turns"

@@ -176,6 +176,27 @@ class Store:
             text = files.read_text(index_path, MAX_INDEX_BYTES) or ""
         return text
 
+    def _settle_index(self) -> None:
+        """:meth:`load_index`'s stat pass without reading MEMORY.md: a large store's
+        prompt block takes its lines from the catalog (``marks.ranked_index``), and
+        MEMORY.md's whole text at 100,000 notes is ~50 MB once read and decoded."""
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return
+        self._watch_point = watch.since(self._root, None)[0] if watch.active(self._root) else None
+        present = os.path.isfile(os.path.join(self._root, INDEX_NAME))
+        watched = self._watch_point is not None
+        if not watched and present and self._engine.catalog_current(0, vouched=True):
+            return
+        scan = _catalog.Scan(self._root)
+        fp = _catalog.read_fingerprint(self.state)
+        if (
+            fp is not None
+            and scan.fingerprint() == fp.full
+            and (present or scan.index_stat is None)
+        ):
+            return
+        self._engine.sync(scan)
+
     def index_head(
         self, max_lines: int = MAX_LINES, max_bytes: int = MAX_BYTES, *, verify: bool = True
     ) -> tuple[list[str], int]:

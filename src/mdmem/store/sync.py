@@ -264,6 +264,7 @@ class Coherence:
         seen_rejected: set[str] = set()
         gone: list[str] = []
         batch: list[tuple[str, _catalog.CatalogRow]] = []
+        written = 0  # rows put so far, but the last batch's
         # The names whose rows this pass changes, for the change log (None: too many,
         # or a rebuild: readers catch up in full).
         touched: set[str] | None = None if asked.full else set()
@@ -318,6 +319,7 @@ class Coherence:
                         touched = None
                 if len(batch) >= _BATCH:
                     cat.put_many(batch)
+                    written += len(batch)
                     batch.clear()
                 if len(computed) < _CACHE_ENTRIES:
                     computed[name] = entry
@@ -345,7 +347,9 @@ class Coherence:
         done_pass = _memory_md.Pass(
             changes, now, fresh=fresh, computed=computed, rebuild=many, touched=touched
         )
-        return self.write_index(cat, scan, done_pass, locked=locked, keep=asked.keep)
+        out = self.write_index(cat, scan, done_pass, locked=locked, keep=asked.keep)
+        self._keys_after(cat, written + len(batch))
+        return out
 
     # -- MEMORY.md ----------------------------------------------------------------------
 
@@ -727,12 +731,30 @@ class Coherence:
                 with _RollBack(self):
                     cat = self.cat()
                     found = cat.near(title, summary, numbers, self.lock_timeout)
+                    if cat.keys_wanted:
+                        cat.keys_wanted = False
+                        self.build_keys()
                     if found is None:
                         return None
                     hidden = rows.superseded(cat)
             except _catalog.CatalogError:
                 return None
         return [row for row in found if row[0] not in hidden]
+
+    def _keys_after(self, cat: _catalog.Catalog, written: int) -> None:
+        """After a pass that wrote ``written`` rows: a first load (a clone's, an upgrade's)
+        has the dedupe keys built in the background now, not by the first create."""
+        if written > _BATCH and not cat.memory:
+            from mdmem.store import _dedupe_keys
+
+            if written > _dedupe_keys.INLINE and cat.keys_unbuilt():
+                self.build_keys()
+
+    def build_keys(self) -> None:
+        """Start the background build of the catalog's dedupe keys (unless one runs)."""
+        from mdmem.store import _dedupe_keys
+
+        _dedupe_keys.start(self.state.path)
 
 
 class _RollBack:

@@ -111,6 +111,10 @@ class ReadingStore:
         """Read one note (:meth:`Store.read`)."""
         return self.store.read(filename)
 
+    def _settle_index(self) -> None:
+        """The stat pass of :meth:`Store.load_index`, MEMORY.md not read (``marks``)."""
+        self.store._settle_index()
+
     def read_text(self, filename: str) -> str:
         """A note's text as on disk (:meth:`Store.read_text`), without the store's code:
         the prompt hook re-reads a note edited by hand with it."""
