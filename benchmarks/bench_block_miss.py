@@ -6,7 +6,9 @@ each round renames a note over itself with a changed title (an editor's save:
 the folder moves, MEMORY.md's line changes), then times ``mdmem index`` (the
 miss) and the ``mdmem index`` right after it (is the store settled again?),
 for this checkout and for ``--before`` (another checkout's ``src``), each with
-a state folder of its own, the order alternating, beside ``python -c pass``.
+a state folder of its own, the order alternating, beside ``python -c pass``;
+with each miss's peak memory (``ru_maxrss``; the processes are started by
+``bench_scale``'s small launcher, so no child counts this one's memory).
 
     python benchmarks/bench_block_miss.py --cache <cache> --before <main>/src --notes 10000
 """
@@ -16,13 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 from _util import Summary, fmt_ms, table
-from bench_scale import generate
+from bench_scale import Launcher, generate
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 
@@ -62,10 +63,13 @@ def main() -> None:
             MDMEM_STATE_DIR=os.path.join(work, f"state-{label}"),
             MDMEM_SEMANTIC="off",
         )
-        start = time.perf_counter()
-        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True, cwd=ws)
-        return time.perf_counter() - start
+        took, rss = launcher.run(argv, env)
+        peaks[label] = rss / 1024
+        return took
 
+    launcher = Launcher()
+    peaks: dict[str, float] = {}
+    miss_peaks: dict[str, list[float]] = {}
     index = [sys.executable, "-m", "mdmem", "index"]
     for label in codes:
         print(f"first index ({label})", file=sys.stderr, flush=True)
@@ -90,6 +94,7 @@ def main() -> None:
             os.replace(path + ".swp", path)
             time.sleep(1.1)  # older than the clock: the next pass may call it settled
             samples.setdefault(f"{label}/miss", []).append(run(index, label))
+            miss_peaks.setdefault(label, []).append(peaks[label])
             samples.setdefault(f"{label}/next", []).append(run(index, label))
             time.sleep(1.1)
             run(index, label)
@@ -99,9 +104,11 @@ def main() -> None:
     rows = []
     for name, xs in samples.items():
         med = Summary.of(xs).median
-        rows.append([name, f"{fmt_ms(med)} ms", f"{med / floor:.1f}×"])
+        label, _, case = name.partition("/")
+        peak = f"{max(miss_peaks[label]):.1f} MiB" if case == "miss" else ""
+        rows.append([name, f"{fmt_ms(med)} ms", f"{med / floor:.1f}×", peak])
     print(f"### `mdmem index` after an editor-style rename, {args.notes:,} notes (median)\n")
-    print(table(["case", "time", "÷ python -c pass"], rows))
+    print(table(["case", "time", "÷ python -c pass", "peak memory (largest)"], rows))
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -36,8 +36,19 @@ def test_splice_is_patch(
     path.write_bytes(data)
     expected = _index_file.patch(data, wanted)
     assert expected is not None
+    # Both equal the file rebuilt from the lines as they become.
+    after = {n: f"- {t} ({n})" for n, t in lines.items()}
+    for name, line in wanted.items():
+        if line is None:
+            after.pop(name, None)
+        else:
+            after[name] = line
+    assert expected == (_index_file.join(after[n] for n in sorted(after)), len(after) - len(lines))
+    dry = _index_file.splice(str(path), wanted, private=False, dry=True)
+    assert path.read_bytes() == data  # a dry run writes nothing
     spliced = _index_file.splice(str(path), wanted, private=False)
     assert spliced is not None
+    assert dry == spliced
     assert path.read_bytes() == expected[0]
     assert spliced[0] == expected[1]
     assert spliced[1] == (expected[0] != data)
@@ -313,3 +324,158 @@ def test_the_index_record_round_trips(
 @pytest.mark.parametrize("text", [None, "", "1 2 3 4 h 5", "1 2 3 4 h 5 6 7", "1 2 x 4 h 5 6"])
 def test_a_record_that_is_not_one_parses_as_none(text: str | None) -> None:
     assert IndexRecord.parse(text) is None
+
+
+def _settled(tmp_path: Path) -> tuple[object, Path]:
+    import time
+
+    from mdmem import Level, Store
+
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    store.apply([_create(f"Note {i}") for i in range(30)])
+    time.sleep(0.011)  # past a clock tick: MEMORY.md's stat can prove it from now on
+    store.load_index()
+    return store, store.root / "MEMORY.md"
+
+
+def _hand_edit(root: Path) -> None:
+    """An in-place edit, a rename, an editor's save and a delete, as a person makes them."""
+    import os
+
+    edited = root / "project_knowledge_note-4.md"
+    edited.write_text(edited.read_text(encoding="utf-8").replace("title: Note 4", "title: Four"))
+    os.rename(root / "project_knowledge_note-7.md", root / "project_knowledge_seven.md")
+    saved = root / "project_knowledge_note-12.md"
+    tmp = root / ".project_knowledge_note-12.md.swp"
+    tmp.write_text(saved.read_text(encoding="utf-8").replace("title: Note 12", "title: Twelve"))
+    os.replace(tmp, saved)
+    (root / "project_knowledge_note-20.md").unlink()
+
+
+def _rebuilt(root: Path) -> str:
+    import shutil
+
+    from conftest import state
+    from mdmem import Level, Store
+
+    copy = root.parent / "copy"
+    shutil.copytree(root, copy)
+    shutil.rmtree(state(copy), ignore_errors=True)
+    Store(copy, Level.PROJECT).reindex()
+    return (copy / "MEMORY.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("proof", ["stat", "hash", "pulled"])
+def test_a_hand_edit_of_a_large_store_never_reads_memory_md_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proof: str
+) -> None:
+    """Above STREAM_BYTES MEMORY.md is hashed in chunks and spliced, or (not what mdmem
+    wrote: a pull) compared and rebuilt in chunks: never read, patched or rebuilt whole
+    (that was 70 MiB of a 121 MiB peak at 100,000 notes), and the same bytes."""
+    import os
+    import types
+
+    from mdmem import Level, Store
+    from mdmem.store import _memory_md, files
+
+    store, index = _settled(tmp_path)
+    monkeypatch.setattr(_index_file, "STREAM_BYTES", 0)
+    if proof == "hash":  # touched, not changed (a checkout): its stat proves nothing now
+        later = os.stat(index).st_mtime_ns + 5_000_000_000
+        os.utime(index, ns=(later, later))
+    if proof == "pulled":  # another checkout's MEMORY.md, a line short
+        index.write_bytes(index.read_bytes().split(b"\n", 1)[1])
+    real_patch, real_join, real_read = _index_file.patch, _index_file.join, files.read_bytes
+
+    def whole(*args: object) -> object:
+        raise AssertionError("MEMORY.md was patched or rebuilt in memory, not spliced")
+
+    def read_bytes(path: str, limit: int) -> bytes:
+        assert not path.endswith("MEMORY.md"), "MEMORY.md was read whole"
+        return real_read(path, limit)
+
+    monkeypatch.setattr(_index_file, "patch", whole)
+    monkeypatch.setattr(_index_file, "join", whole)
+    proxy = types.SimpleNamespace(read_bytes=read_bytes, stamped=files.stamped)
+    monkeypatch.setattr(_memory_md, "files", proxy)
+    _hand_edit(store.root)
+    # A new process's view (nothing cached); its answer is the file, read as usual.
+    shown = Store(store.root, Level.PROJECT).load_index()
+    monkeypatch.setattr(_index_file, "patch", real_patch)
+    monkeypatch.setattr(_index_file, "join", real_join)
+    text = index.read_text(encoding="utf-8")
+    assert shown == text
+    assert "Four" in text and "Twelve" in text and "(project_knowledge_seven.md)" in text
+    assert "note-20.md" not in text and "note-7.md" not in text
+    assert text == _rebuilt(store.root)
+
+
+def test_a_hand_edit_while_another_process_writes_answers_and_catches_up(
+    tmp_path: Path,
+) -> None:
+    """The lock is held elsewhere: the text is right, MEMORY.md is left for the next pass."""
+    import subprocess
+    import sys
+
+    from mdmem import Level, Store
+
+    store, index = _settled(tmp_path)
+    before = index.read_bytes()
+    _hand_edit(store.root)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom mdmem import Level, Store\n"
+            "with Store(sys.argv[1], Level.PROJECT).lock():\n"
+            "    print('held', flush=True)\n    sys.stdin.read()\n",
+            str(store.root),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        text = Store(store.root, Level.PROJECT).load_index()
+        assert index.read_bytes() == before  # not written without the lock
+    finally:
+        holder.communicate("", timeout=30)
+    assert "Four" in text and "Twelve" in text and "note-20.md" not in text
+    assert Store(store.root, Level.PROJECT).load_index() == text
+    assert index.read_text(encoding="utf-8") == text == _rebuilt(store.root)
+
+
+def test_a_hand_edit_in_a_store_that_cannot_be_written_answers_and_catches_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEMORY.md cannot be written (a read-only checkout): the text is right all the
+    same, the catalog does not move ahead of the file, and the next pass writes it."""
+    import errno
+
+    from mdmem import Level, Store
+    from mdmem.store import files
+
+    store, index = _settled(tmp_path)
+    before = index.read_bytes()
+    real_write, real_parts = files.atomic_write, files.atomic_write_parts
+
+    def refuse(write):  # type: ignore[no-untyped-def]
+        def inner(path: str, *args: object, **kwargs: object) -> None:
+            if str(path).endswith("MEMORY.md"):
+                raise OSError(errno.EROFS, "read-only file system", path)
+            write(path, *args, **kwargs)
+
+        return inner
+
+    monkeypatch.setattr(files, "atomic_write", refuse(real_write))
+    monkeypatch.setattr(files, "atomic_write_parts", refuse(real_parts))
+    _hand_edit(store.root)
+    text = Store(store.root, Level.PROJECT).load_index()
+    again = Store(store.root, Level.PROJECT).load_index()
+    assert index.read_bytes() == before
+    monkeypatch.setattr(files, "atomic_write", real_write)
+    monkeypatch.setattr(files, "atomic_write_parts", real_parts)
+    assert "Four" in text and "Twelve" in text and "note-20.md" not in text and again == text
+    assert Store(store.root, Level.PROJECT).load_index() == text
+    assert index.read_text(encoding="utf-8") == text == _rebuilt(store.root)

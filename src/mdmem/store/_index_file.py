@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PATCH_LIMIT",
     "RELEASE_BYTES",
+    "STREAM_BYTES",
     "IndexRecord",
     "chunks",
     "digest",
@@ -108,29 +109,37 @@ def patch(data: bytes, changes: Mapping[str, str | None]) -> tuple[bytes, int] |
     and how many lines that added (negative: removed).
 
     ``data`` must be what mdmem wrote (its hash was checked): lines sorted by
-    file name. Only the lines a bisection lands in are looked at. Returns None
-    when what is there does not look like that: the caller rebuilds it instead.
+    file name. Only the lines a bisection lands in are looked at, and the new
+    bytes are put together once (views of ``data`` between the changes), so at
+    most one copy of the file is made whatever the number of changes. Returns
+    None when what is there does not look like that: the caller rebuilds it.
     """
     if not changes:
         return data, 0
     if data and not data.endswith(b"\n"):
         return None
-    delta = 0
+    view = memoryview(data)
+    parts: list[bytes | memoryview] = []
+    pos = delta = 0
     for name in sorted(changes):
         key = name.encode("utf-8")
         line = changes[name]
         start, end, present = _find(data, key)
+        if start < pos:
+            return None  # not sorted as mdmem writes it
         if line is None:
             if present:
-                data = data[:start] + data[end:]
-                delta -= 1
+                parts.append(view[pos:start])
+                pos, delta = end, delta - 1
             continue
         encoded = line.encode("utf-8")
         if name_of(encoded) != key or b"\n" in encoded:
             return None
-        data = data[:start] + encoded + b"\n" + data[end if present else start :]
+        parts += [view[pos:start], encoded + b"\n"]
+        pos = end if present else start
         delta += 0 if present else 1
-    return data, delta
+    parts.append(view[pos:])
+    return b"".join(parts), delta
 
 
 def _line_at(fd: int, size: int, pos: int) -> tuple[int, bytes]:
@@ -175,13 +184,14 @@ def _find_in(fd: int, size: int, key: bytes) -> tuple[int, int, bytes | None]:
 
 
 def splice(
-    path: str, changes: Mapping[str, str | None], *, private: bool
+    path: str, changes: Mapping[str, str | None], *, private: bool, dry: bool = False
 ) -> tuple[int, bool] | None:
     """Apply ``changes`` to the file at ``path`` as :func:`patch` does, writing a new file.
 
     Returns how many lines that added (negative: removed) and whether the file
     was rewritten (not when no line actually changes), or None when the file
-    does not look like what mdmem writes (the caller rebuilds it).
+    does not look like what mdmem writes (the caller rebuilds it). ``dry``: only
+    say so, writing nothing (whether it would be rewritten, by the same bisection).
     """
     from mdmem.store import files
 
@@ -215,8 +225,8 @@ def splice(
             parts += [(pos, start), encoded + b"\n"]
             pos, changed = (end if old is not None else start), True
             delta += 0 if old is not None else 1
-        if not changed:
-            return 0, False
+        if not changed or dry:
+            return delta, changed
         parts.append((pos, size))
         files.atomic_write_parts(path, fd, parts, private=private)
         rewrote = True
@@ -243,6 +253,11 @@ def _release(fd: int) -> None:
         _thread.start_new_thread(os.close, (fd,))
     except (ImportError, RuntimeError):
         os.close(fd)
+
+
+#: From this size on (about 10,000 notes), MEMORY.md is never read whole to be checked or
+#: patched: it is hashed in chunks and spliced (a copy to patch would double it in memory).
+STREAM_BYTES = 2 * 1024 * 1024
 
 
 class IndexRecord:

@@ -104,24 +104,36 @@ def draft(
     # chunk at a time: neither the old file nor the new one is held whole.
     stream = done.rebuild or recorded is None or len(changes) > _index_file.PATCH_LIMIT
     spliced = None
-    if locked and recorded is not None and not stream and recorded.stat_proves(index_stat(root)):
-        # Exactly what mdmem wrote, by its stat alone: change the lines in place, never
-        # reading, rendering or hashing the rest (see _index_file.splice).
+    ours = ""
+    st = index_stat(root)
+    # Too large to hold (18 MB at 100,000 notes, and a copy to patch): hashed a chunk
+    # at a time, then changed in place like a file its stat vouches for; not mdmem's
+    # (a pull, another checkout's write), or not spliceable: compared and rebuilt in chunks.
+    large = st is not None and st[1] >= _index_file.STREAM_BYTES
+    if recorded is not None and not stream:
+        if recorded.stat_proves(st):
+            ours = "stat"
+        elif large:
+            ours = "hash" if _file_digest(index_path)[0] == recorded.digest else ""
+    if ours:
+        # Exactly what mdmem wrote: change the lines in place, never reading, rendering
+        # or hashing the rest (see _index_file.splice); an unlocked pass only finds out
+        # whether they would change, and the locked one it hands over to writes them.
         before = _catalog.stat_of(root)
         try:
-            spliced = _index_file.splice(index_path, changes, private=private)
+            spliced = _index_file.splice(index_path, changes, private=private, dry=not locked)
         except OSError:
             spliced = None
     if spliced is not None:
         assert recorded is not None
-        draft.ours, draft.lines, draft.rewrote = (
-            "stat",
-            recorded.lines + spliced[0],
-            spliced[1],
-        )
-        if draft.rewrote and scan is not None and before == scan.dir_stat:
-            draft.complete, draft.scan_dir = True, _catalog.stat_of(root)
-    elif stream:
+        draft.ours, draft.lines = ours, recorded.lines + spliced[0]
+        if not locked:
+            draft.differs = spliced[1]
+        elif spliced[1]:
+            draft.rewrote = True
+            if scan is not None and before == scan.dir_stat:
+                draft.complete, draft.scan_dir = True, _catalog.stat_of(root)
+    elif stream or large:
         draft.streamed = _index_file.digest(_index_file.chunks(cat.lines()))
         draft.lines = draft.streamed[2]
         draft.differs = draft.streamed[:2] != _file_digest(index_path)
@@ -342,20 +354,22 @@ def index_stat(root: str) -> _catalog.Stat | None:
 
 
 def hash_file(path: str) -> str | None:
-    """The content hash of MEMORY.md at ``path``; None when it cannot be read."""
-    try:
-        return _catalog.content_hash(files.read_bytes(path, MAX_INDEX_BYTES))
-    except (OSError, ValueError):
-        return None
+    """The content hash of MEMORY.md at ``path``, read a chunk at a time; None when it
+    cannot be read or is larger than any MEMORY.md mdmem reads."""
+    found = _digest_of(path)
+    return found[0] if found is not None else None
 
 
 def _file_digest(path: str) -> tuple[str, int]:
     """(content hash, size) of a file read in chunks; of no bytes when it cannot be read."""
+    found = _digest_of(path)
+    return found if found is not None else _index_file.digest(())[:2]
+
+
+def _digest_of(path: str) -> tuple[str, int] | None:
     try:
         with _catalog.open_regular(path) as f:
             found = _index_file.digest(iter(lambda: f.read(1 << 16), b""))
     except OSError:
-        found = None
-    if found is None or found[1] > MAX_INDEX_BYTES:
-        return _index_file.digest(())[:2]
-    return found[:2]
+        return None
+    return found[:2] if found[1] <= MAX_INDEX_BYTES else None

@@ -59,7 +59,7 @@ def _log() -> logging.Logger:
 class Request:
     """What a pass is asked to do (the keywords of :meth:`Coherence.sync`)."""
 
-    __slots__ = ("at", "cache", "full", "keep", "known", "locked", "progress")
+    __slots__ = ("answer", "at", "cache", "full", "keep", "known", "locked", "progress")
 
     def __init__(
         self,
@@ -71,6 +71,7 @@ class Request:
         keep: bool,
         progress: Callable[[int, int], None] | None,
         cache: Mapping[str, _catalog.CatalogRow],
+        answer: bool = False,
     ) -> None:
         self.known = known
         self.at = at
@@ -79,6 +80,7 @@ class Request:
         self.keep = keep
         self.progress = progress
         self.cache = cache
+        self.answer = answer
 
 
 class Coherence:
@@ -184,6 +186,7 @@ class Coherence:
         keep: bool = False,
         progress: Callable[[int, int], None] | None = None,
         cache: dict[str, _catalog.CatalogRow] | None = None,
+        answer: bool = False,
     ) -> tuple[str | None, bool]:
         """Bring the catalog and MEMORY.md in line with the notes of ``scan``.
 
@@ -191,7 +194,8 @@ class Coherence:
         (the file-system time before they were written); ``full``: every row
         rebuilt (a reindex); ``locked``: the caller holds the write lock;
         ``progress``: called with (done, total); ``cache``: rows an earlier
-        unlocked pass parsed.
+        unlocked pass parsed; ``answer``: an unlocked pass that never takes the
+        lock (MEMORY.md could not be written under it): the text only.
 
         Returns (text, overlay): ``text`` is MEMORY.md's right text when the
         file could not be written (None: the file is right); ``overlay`` is
@@ -209,6 +213,7 @@ class Coherence:
                 keep=keep,
                 progress=progress,
                 cache=cache or {},
+                answer=answer,
             )
             try:
                 with _RollBack(self):
@@ -347,7 +352,9 @@ class Coherence:
         done_pass = _memory_md.Pass(
             changes, now, fresh=fresh, computed=computed, rebuild=many, touched=touched
         )
-        out = self.write_index(cat, scan, done_pass, locked=locked, keep=asked.keep)
+        out = self.write_index(
+            cat, scan, done_pass, locked=locked, keep=asked.keep, answer=asked.answer
+        )
         self._keys_after(cat, written + len(batch))
         return out
 
@@ -361,6 +368,7 @@ class Coherence:
         *,
         locked: bool,
         keep: bool = False,
+        answer: bool = False,
     ) -> tuple[str | None, bool]:
         """Make MEMORY.md say what the catalog (in its open transaction) says, then commit.
 
@@ -381,22 +389,7 @@ class Coherence:
         )
         if draft.differs:
             if not locked:
-                new = draft.new
-                if new is None:  # for the answer, should the locked pass below fail
-                    new = _index_file.join(cat.lines())
-                cat.rollback()
-                try:
-                    with self._lock(0):
-                        # Inside the lock, with what was just parsed not parsed twice, and
-                        # the listing again only if the folder moved since (one stat pass).
-                        again = _rescan(self.root, scan, done.now)
-                        return self.sync(again, locked=True, keep=keep, cache=done.computed)
-                except (LockTimeout, OSError):
-                    # Someone else is writing, or the store is read-only: the text
-                    # is right all the same, MEMORY.md catches up on the next write.
-                    if keep:
-                        return new.decode("utf-8"), _memory_md.redo(done, cat)
-                    return new.decode("utf-8"), False
+                return self._hand_over(cat, scan, done, draft.new, answer=answer, keep=keep)
             before = _catalog.stat_of(self.root)
             data = draft.new if draft.new is not None else _index_file.chunks(cat.lines())
             files.atomic_write(index_path, data, private=self.private, derived=True)
@@ -421,6 +414,39 @@ class Coherence:
             text = _index_file.join(cat.lines()).decode("utf-8") if draft.streamed[1] else None
             return text, False
         return (draft.new.decode("utf-8") if draft.new else None), False
+
+    def _hand_over(
+        self,
+        cat: _catalog.Catalog,
+        scan: _catalog.Scan | None,
+        done: _memory_md.Pass,
+        new: bytes | None,
+        *,
+        answer: bool,
+        keep: bool,
+    ) -> tuple[str | None, bool]:
+        """MEMORY.md is behind: a locked pass writes it (reusing what was just parsed).
+        Someone else writing, or a store that cannot be written (``answer``): the text,
+        built only then; MEMORY.md catches up on the next write."""
+        lock = None if answer else self._lock(0)
+        try:
+            if lock is not None:
+                lock.__enter__()
+        except (LockTimeout, OSError):
+            lock = None
+        if lock is None:
+            text = (new if new is not None else _index_file.join(cat.lines())).decode("utf-8")
+            cat.rollback()
+            return text, keep and _memory_md.redo(done, cat)
+        try:
+            cat.rollback()
+            again = _rescan(self.root, scan, done.now)
+            try:
+                return self.sync(again, locked=True, keep=keep, cache=done.computed)
+            except OSError:
+                return self.sync(again, keep=keep, cache=done.computed, answer=True)
+        finally:
+            lock.__exit__(None, None, None)
 
     # -- after a write -----------------------------------------------------------------
 
