@@ -384,3 +384,52 @@ def test_session_start_starts_the_watcher(workspace: Path, env: dict[str, str]) 
     _cli(env, "hook", "session-start", stdin=json.dumps(payload))
     assert _ready(root).kind != watcher.UNKNOWN
     assert _ready(user).kind != watcher.UNKNOWN
+
+
+def _names(root: Path, since: int) -> frozenset[str]:
+    answer = watcher.ask([(str(root), since)])
+    assert not isinstance(answer, str) and answer[0].kind == watcher.COMPLETE, answer
+    return answer[0].names
+
+
+def test_a_note_linked_elsewhere_is_named_only_while_it_is(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # A note with a second link can change without an event here: named in every answer
+    # while it has one. mdmem's own create has one for a moment (files.create_new links
+    # its temp to the note's name, then removes the temp): a watcher that read the create
+    # in that moment named the note in every later answer, deleted or not, forever.
+    root = tmp_path / "bare"
+    root.mkdir()
+    (root / "a.md").write_text("one")
+    assert watcher.start([str(root)])
+    _ready(root)
+    time.sleep(2.1)  # past the margin: an answer since now is COMPLETE
+    start = time.time_ns()
+    for name in ("gone.md", "kept.md"):  # create_new's steps, the watcher asked between
+        temp = root / f".{name}.tmp"
+        temp.write_text(name)
+        os.link(temp, root / name)
+        assert name in _names(root, time.time_ns())  # read while it had two links
+        temp.unlink()
+    (root / "gone.md").unlink()
+    # A note hard-linked from outside the store, edited there, then that link removed.
+    outside = tmp_path / "outside.md"
+    outside.write_text("three")
+    os.link(outside, root / "linked.md")
+    assert "linked.md" in _names(root, time.time_ns())
+    before_edit = time.time_ns()
+    outside.write_text("THREE")  # no event in the store's folder
+    assert "linked.md" in _names(root, before_edit)
+    outside.unlink()
+    # Never stale: whoever asks since before a change is told it.
+    assert {"gone.md", "kept.md", "linked.md"} <= _names(root, start)
+    assert "linked.md" in _names(root, before_edit)
+    time.sleep(2.1)
+    # Bounded: past the margin, none of them is named for a T after the last change.
+    assert _names(root, time.time_ns()) == frozenset()
+    assert {"gone.md", "kept.md", "linked.md"} <= _names(root, start)
+    # The note's only link now: its edits make events, and are named as any other's.
+    since = time.time_ns()
+    (root / "linked.md").write_text("four")
+    assert _names(root, since) == {"linked.md"}
