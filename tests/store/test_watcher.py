@@ -26,12 +26,18 @@ pytestmark = [
 ]
 
 
-def _notes(root: Path, count: int, kind: str = "project_knowledge", word: str = "release") -> None:
-    Store(root, Level.PROJECT).apply(
+def _notes(
+    root: Path,
+    count: int,
+    kind: str = "project_knowledge",
+    word: str = "release",
+    level: Level = Level.PROJECT,
+) -> None:
+    Store(root, level).apply(
         [
             {
                 "action": "create",
-                "level": "project",
+                "level": level.value,
                 "type": kind,
                 "filename": f"{kind}_{word}-step-{i:03d}.md",
                 "title": f"{word.capitalize()} step {i:03d}",
@@ -61,6 +67,7 @@ def env(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(watcher, "_started", False)  # this process may start one per test
+    monkeypatch.setattr(watcher, "_failed_at", None)  # and ask the one it starts
     yield python_env(**values)
     _stop()
     deadline = time.monotonic() + 10
@@ -433,3 +440,84 @@ def test_a_note_linked_elsewhere_is_named_only_while_it_is(
     since = time.time_ns()
     (root / "linked.md").write_text("four")
     assert _names(root, since) == {"linked.md"}
+
+
+# Runs ``mdmem ARGS`` in its own process, as the console script does, and writes how many
+# times the command asked the watcher and how many of those waited for its answer.
+_COUNTING = """
+import json, os, sys
+from mdmem.store import watcher
+from mdmem.__main__ import main
+
+counts = {"asks": 0, "waits": 0}
+ask, reply = watcher.ask, watcher._reply
+
+def counted_ask(*args, **kwargs):
+    counts["asks"] += 1
+    return ask(*args, **kwargs)
+
+def counted_reply(*args, **kwargs):
+    counts["waits"] += 1  # connected, the question sent: waiting for the answer
+    return reply(*args, **kwargs)
+
+watcher.ask, watcher._reply = counted_ask, counted_reply
+status = main(sys.argv[1:])
+with open(os.environ["COUNTS"], "w") as f:
+    json.dump(counts, f)
+sys.exit(status)
+"""
+
+
+def test_a_hung_watcher_costs_a_command_one_wait_and_it_checks_by_itself(
+    workspace: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = workspace / ".PseudoClaude" / "memory"
+    user = Path(env["MDMEM_USER_DIR"])
+    _notes(root, 12)
+    _notes(user, 12, kind="user_preference", word="habit", level=Level.USER)
+    assert _found(env, "runbook")
+    _ready(root)
+    _ready(user)
+    time.sleep(2.1)  # past the margin: the watcher vouches for what it is asked
+    _found(env, "runbook")  # in step with it
+    script = tmp_path / "counting.py"
+    script.write_text(_COUNTING)
+    counts = tmp_path / "counts.json"
+
+    def counted(*args: str, stdin: str | None = None) -> tuple[dict[str, int], str]:
+        done = subprocess.run(
+            [PYTHON, str(script), *args],
+            env={**env, "COUNTS": str(counts)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input=stdin,
+            cwd=env["MDMEM_WORKSPACE"],
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(counts.read_text()), done.stdout
+
+    payload = {
+        "session_id": "s-1",
+        "transcript_path": str(workspace / "t.jsonl"),
+        "cwd": str(workspace),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "how do we deploy the hovercraft?",
+    }
+    asked, _ = counted("hook", "user-prompt-submit", stdin=json.dumps(payload))
+    assert asked["asks"] >= 2 and asked["waits"] == asked["asks"]  # each store, the block
+    five = root / "project_knowledge_release-step-005.md"
+    pid = _pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # up, its socket accepting, but it answers nothing
+    try:
+        _rename_save(five, b"Release step 005", b"Hovercraft step 005")
+        asked, out = counted("hook", "user-prompt-submit", stdin=json.dumps(payload))
+        assert asked["asks"] >= 2 and asked["waits"] == 1
+        # Its own check instead: an editor's save changes the folder, which it sees.
+        assert five.name in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        asked, out = counted("search", "hovercraft", "--json")
+        assert asked["asks"] >= 2 and asked["waits"] == 1
+        assert [r["filename"] for r in json.loads(out)] == [five.name]
+    finally:
+        os.kill(pid, signal.SIGCONT)
