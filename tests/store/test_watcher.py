@@ -521,3 +521,35 @@ def test_a_hung_watcher_costs_a_command_one_wait_and_it_checks_by_itself(
         assert [r["filename"] for r in json.loads(out)] == [five.name]
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def test_after_a_checkout_rewrote_more_notes_than_it_names_the_next_block_sees_an_edit(
+    workspace: Path, env: dict[str, str]
+) -> None:
+    # The block's last stat pass, then a checkout rewrites more notes than an answer may
+    # name (MAX_NAMES), then the watcher starts: it can never vouch for that stat pass's
+    # time. The block took that as "no watcher" and served its rows as they were (for up
+    # to ten minutes): a hidden note made a correction by hand, the watcher up, unseen.
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 300)  # the block shows these, ranked before every reference note
+    _notes(root, watcher.MAX_NAMES + 100, kind="reference_material", word="manual")
+    time.sleep(2.1)  # past the clock's margin: a row proves its note's bytes by its stat
+    first = _cli({**env, watcher.ENV: "off"}, "index")  # the stat pass
+    assert "reference_material_" not in first
+    path = root / "reference_material_manual-step-007.md"
+    # The checkout: every reference note rewritten with the same bytes (a new ctime);
+    # no file created, deleted or renamed (the folder untouched).
+    for p in root.glob("reference_material_*.md"):
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert watcher.start([str(root)])
+    _ready(root)
+    _in_place(
+        path,
+        b"type: reference_material\ntitle: Manual",
+        b"type: correction_feedback\ntitle: Wombt",
+    )
+    assert "- [correction_feedback] Wombt step 007 " in _cli(env, "index")
+    # And from then on the watcher vouches for the rows: the next edit is seen too.
+    _in_place(path, b"Wombt step", b"Koala step")
+    assert "- [correction_feedback] Koala step 007 " in _cli(env, "index")

@@ -562,6 +562,14 @@ class Coherence:
                 now_key = _catalog.store_key(self.root)
                 chained = cat.changes_after(position, settled[3], now_key) is not None
                 told = self._told(cat, " ".join(settled), at) if ask else None
+                if told is not None and told.kind == _watcher.UNKNOWN:
+                    if _watcher.vouches_from_now(self.root):
+                        # It cannot vouch for our last stat pass's time, and never will
+                        # (a checkout rewrote more notes since than it names): a stat
+                        # pass now gets us a time it vouches for. Not the rows as they
+                        # are: an edit in place since would be missed for max_age.
+                        return None
+                    told = None  # it catches up (its own stat pass): our usual check
                 if vouched and told is None:
                     return None
                 if told is not None and (told.kind == _watcher.COMPLETE or chained):
@@ -575,7 +583,7 @@ class Coherence:
 
     def _told(self, cat: _catalog.Catalog, settled: str, at: float) -> _watcher.Answer | None:
         """The watcher's answer since the last stat pass's listing (or since the last
-        :meth:`refresh_named` after it, ``meta watched``); None: no watcher, or UNKNOWN."""
+        :meth:`refresh_named` after it, ``meta watched``); None: no watcher."""
         if not _watcher.enabled():
             return None
         since = int(at * 1e9)
@@ -583,9 +591,7 @@ class Coherence:
         if len(stepped) == 2 and stepped[1] == settled and stepped[0].isdigit():
             since = max(since, int(stepped[0]))
         answers = _watcher.ask([(self.root, since)])
-        if isinstance(answers, str):
-            return None
-        return None if answers[0].kind == _watcher.UNKNOWN else answers[0]
+        return None if isinstance(answers, str) else answers[0]
 
     def _vouched(self, cat: _catalog.Catalog, told: _watcher.Answer, settled: str) -> int | None:
         """MEMORY.md's line count once every note the watcher named has the row its file

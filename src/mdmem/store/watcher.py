@@ -24,7 +24,10 @@ last complete check) is one of:
 - :data:`UNKNOWN`: the watcher cannot vouch (it just began, its stat pass is not
   done, T is older than it keeps, the kernel's queue overflowed and the stat pass
   is redone, the folder was replaced, a network file system, more than
-  :data:`MAX_NAMES` names): the reader does today's check.
+  :data:`MAX_NAMES` names): the reader does today's check. When the watcher
+  vouches for the store from now on (:func:`vouches_from_now`), the reader's T is
+  the reason and will stay so: a reader that would otherwise trust its rows for a
+  while (the prompt block) does its full check now, for a T the watcher vouches for.
 
 With each answer comes the watcher's time; a reader that used the answer records
 it as its next T. **Never stale**: the watcher reads the kernel's queue after it
@@ -85,6 +88,7 @@ __all__ = [
     "reap",
     "socket_path",
     "start",
+    "vouches_from_now",
 ]
 
 #: ``MDMEM_WATCHER=off`` (or ``0``, ``no``): never ask a watcher nor start one.
@@ -262,6 +266,19 @@ def notes_since(root: str, since: int) -> Answer | str:
         return answers
     told = answers[0]
     return Answer(told.kind, told.now, frozenset(filter(is_note, told.names)))
+
+
+def vouches_from_now(root: str) -> bool:
+    """Whether the watcher vouches for ``root`` from now on (its stat pass of it done, no
+    overflow to make up): asked after an UNKNOWN answer for a reader's T. Then that T is
+    why (more than :data:`MAX_NAMES` notes changed since it, a clone's or a checkout's,
+    or older than the watcher keeps), and no later answer for it will be better: only
+    the reader's own full check gets it a T the watcher vouches for. False: the watcher
+    is the reason (it catches up by itself) or does not answer."""
+    import time
+
+    answers = ask([(root, time.time_ns())])
+    return not isinstance(answers, str) and answers[0].kind != UNKNOWN
 
 
 def start(roots: Sequence[str] = ()) -> bool:
