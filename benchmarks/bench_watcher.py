@@ -12,8 +12,9 @@ edit:
   same kind of edit: the note in its context, or not;
 - ``index``: ``mdmem index`` after an in-place edit that makes a note the block
   did not show a correction (which it then shows first): shown, or not;
-- ``index after a rename``: ``mdmem index`` after an editor's save (a temporary
-  file renamed over a note): a block cache miss, whose cost is what this measures;
+- ``index after a rename``: ``mdmem index`` after the same change by an editor's
+  save (a temporary file renamed over the note): a block cache miss, whose cost
+  is what this measures, and shown or not;
 - ``hook, nothing edited``: the prompt hook of a settled store (what asking the
   watcher costs on every prompt).
 
@@ -178,32 +179,37 @@ def bench_size(size: int, args: argparse.Namespace) -> dict[str, object]:
             took, out = _run([*mdmem, "hook", "user-prompt-submit"], e, ws, json.dumps(payload))
             seen.setdefault(label, []).append(int(word in out))
             return took
+        # A reference note the block does not show made a correction, which it then
+        # shows first: rewritten in place ("index"), or by an editor's save (a
+        # temporary file renamed over it: a block cache miss, "index after a rename").
+        while True:  # a reference note not made a correction yet
+            state["k"] += 1
+            name = refs[(state["k"] * 7919) % len(refs)]
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if "type: reference_material\ntitle: " in text:
+                break
+        head = "type: reference_material\ntitle: "
+        first = text[text.index(head) + len(head)]
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         if kind == "index":
-            while True:  # a reference note not made a correction yet
-                state["k"] += 1
-                name = refs[(state["k"] * 7919) % len(refs)]
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                if "type: reference_material\ntitle: " in text:
-                    break
-            head = "type: reference_material\ntitle: "
-            first = text[text.index(head) + len(head)]
             # One character of the title less: the same size. Updated now: the newest
             # correction, which the block shows first.
             in_place(path, head + first, "type: correction_feedback\ntitle: ")
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
             in_place(path, "updated: 2026-01-01T00:00:00+00:00", f"updated: {stamp}")
-            took, out = _run([*mdmem, "index"], e, ws)
-            seen.setdefault(label, []).append(int(f"({name})" in out))
-            return took
-        # an editor's save of a note: a block cache miss
-        state["k"] += 1
-        path = os.path.join(root, names[(state["k"] * 104729) % len(names)])
-        tmp = os.path.join(root, f".{os.path.basename(path)}.swp")
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, path)
-        return _run([*mdmem, "index"], e, ws)[0]
+        else:
+            tmp = os.path.join(root, f".{name}.swp")
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(
+                    text.replace(head + first, "type: correction_feedback\ntitle: ", 1).replace(
+                        "updated: 2026-01-01T00:00:00+00:00", f"updated: {stamp}", 1
+                    )
+                )
+            os.replace(tmp, path)
+        took, out = _run([*mdmem, "index"], e, ws)
+        seen.setdefault(label, []).append(int(f"({name})" in out))
+        return took
 
     cases = {"floor": lambda: case("floor", False)}
     for kind in ("search", "hook", "index", "index after a rename", "hook, nothing edited"):

@@ -26,12 +26,18 @@ pytestmark = [
 ]
 
 
-def _notes(root: Path, count: int, kind: str = "project_knowledge", word: str = "release") -> None:
-    Store(root, Level.PROJECT).apply(
+def _notes(
+    root: Path,
+    count: int,
+    kind: str = "project_knowledge",
+    word: str = "release",
+    level: Level = Level.PROJECT,
+) -> None:
+    Store(root, level).apply(
         [
             {
                 "action": "create",
-                "level": "project",
+                "level": level.value,
                 "type": kind,
                 "filename": f"{kind}_{word}-step-{i:03d}.md",
                 "title": f"{word.capitalize()} step {i:03d}",
@@ -61,6 +67,7 @@ def env(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(watcher, "_started", False)  # this process may start one per test
+    monkeypatch.setattr(watcher, "_failed_at", None)  # and ask the one it starts
     yield python_env(**values)
     _stop()
     deadline = time.monotonic() + 10
@@ -384,3 +391,165 @@ def test_session_start_starts_the_watcher(workspace: Path, env: dict[str, str]) 
     _cli(env, "hook", "session-start", stdin=json.dumps(payload))
     assert _ready(root).kind != watcher.UNKNOWN
     assert _ready(user).kind != watcher.UNKNOWN
+
+
+def _names(root: Path, since: int) -> frozenset[str]:
+    answer = watcher.ask([(str(root), since)])
+    assert not isinstance(answer, str) and answer[0].kind == watcher.COMPLETE, answer
+    return answer[0].names
+
+
+def test_a_note_linked_elsewhere_is_named_only_while_it_is(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # A note with a second link can change without an event here: named in every answer
+    # while it has one. mdmem's own create has one for a moment (files.create_new links
+    # its temp to the note's name, then removes the temp): a watcher that read the create
+    # in that moment named the note in every later answer, deleted or not, forever.
+    root = tmp_path / "bare"
+    root.mkdir()
+    (root / "a.md").write_text("one")
+    assert watcher.start([str(root)])
+    _ready(root)
+    time.sleep(2.1)  # past the margin: an answer since now is COMPLETE
+    start = time.time_ns()
+    for name in ("gone.md", "kept.md"):  # create_new's steps, the watcher asked between
+        temp = root / f".{name}.tmp"
+        temp.write_text(name)
+        os.link(temp, root / name)
+        assert name in _names(root, time.time_ns())  # read while it had two links
+        temp.unlink()
+    (root / "gone.md").unlink()
+    # A note hard-linked from outside the store, edited there, then that link removed.
+    outside = tmp_path / "outside.md"
+    outside.write_text("three")
+    os.link(outside, root / "linked.md")
+    assert "linked.md" in _names(root, time.time_ns())
+    before_edit = time.time_ns()
+    outside.write_text("THREE")  # no event in the store's folder
+    assert "linked.md" in _names(root, before_edit)
+    outside.unlink()
+    # Never stale: whoever asks since before a change is told it.
+    assert {"gone.md", "kept.md", "linked.md"} <= _names(root, start)
+    assert "linked.md" in _names(root, before_edit)
+    time.sleep(2.1)
+    # Bounded: past the margin, none of them is named for a T after the last change.
+    assert _names(root, time.time_ns()) == frozenset()
+    assert {"gone.md", "kept.md", "linked.md"} <= _names(root, start)
+    # The note's only link now: its edits make events, and are named as any other's.
+    since = time.time_ns()
+    (root / "linked.md").write_text("four")
+    assert _names(root, since) == {"linked.md"}
+
+
+# Runs ``mdmem ARGS`` in its own process, as the console script does, and writes how many
+# times the command asked the watcher and how many of those waited for its answer.
+_COUNTING = """
+import json, os, sys
+from mdmem.store import watcher
+from mdmem.__main__ import main
+
+counts = {"asks": 0, "waits": 0}
+ask, reply = watcher.ask, watcher._reply
+
+def counted_ask(*args, **kwargs):
+    counts["asks"] += 1
+    return ask(*args, **kwargs)
+
+def counted_reply(*args, **kwargs):
+    counts["waits"] += 1  # connected, the question sent: waiting for the answer
+    return reply(*args, **kwargs)
+
+watcher.ask, watcher._reply = counted_ask, counted_reply
+status = main(sys.argv[1:])
+with open(os.environ["COUNTS"], "w") as f:
+    json.dump(counts, f)
+sys.exit(status)
+"""
+
+
+def test_a_hung_watcher_costs_a_command_one_wait_and_it_checks_by_itself(
+    workspace: Path, tmp_path: Path, env: dict[str, str]
+) -> None:
+    root = workspace / ".PseudoClaude" / "memory"
+    user = Path(env["MDMEM_USER_DIR"])
+    _notes(root, 12)
+    _notes(user, 12, kind="user_preference", word="habit", level=Level.USER)
+    assert _found(env, "runbook")
+    _ready(root)
+    _ready(user)
+    time.sleep(2.1)  # past the margin: the watcher vouches for what it is asked
+    _found(env, "runbook")  # in step with it
+    script = tmp_path / "counting.py"
+    script.write_text(_COUNTING)
+    counts = tmp_path / "counts.json"
+
+    def counted(*args: str, stdin: str | None = None) -> tuple[dict[str, int], str]:
+        done = subprocess.run(
+            [PYTHON, str(script), *args],
+            env={**env, "COUNTS": str(counts)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input=stdin,
+            cwd=env["MDMEM_WORKSPACE"],
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(counts.read_text()), done.stdout
+
+    payload = {
+        "session_id": "s-1",
+        "transcript_path": str(workspace / "t.jsonl"),
+        "cwd": str(workspace),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "how do we deploy the hovercraft?",
+    }
+    asked, _ = counted("hook", "user-prompt-submit", stdin=json.dumps(payload))
+    assert asked["asks"] >= 2 and asked["waits"] == asked["asks"]  # each store, the block
+    five = root / "project_knowledge_release-step-005.md"
+    pid = _pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # up, its socket accepting, but it answers nothing
+    try:
+        _rename_save(five, b"Release step 005", b"Hovercraft step 005")
+        asked, out = counted("hook", "user-prompt-submit", stdin=json.dumps(payload))
+        assert asked["asks"] >= 2 and asked["waits"] == 1
+        # Its own check instead: an editor's save changes the folder, which it sees.
+        assert five.name in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        asked, out = counted("search", "hovercraft", "--json")
+        assert asked["asks"] >= 2 and asked["waits"] == 1
+        assert [r["filename"] for r in json.loads(out)] == [five.name]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_after_a_checkout_rewrote_more_notes_than_it_names_the_next_block_sees_an_edit(
+    workspace: Path, env: dict[str, str]
+) -> None:
+    # The block's last stat pass, then a checkout rewrites more notes than an answer may
+    # name (MAX_NAMES), then the watcher starts: it can never vouch for that stat pass's
+    # time. The block took that as "no watcher" and served its rows as they were (for up
+    # to ten minutes): a hidden note made a correction by hand, the watcher up, unseen.
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 300)  # the block shows these, ranked before every reference note
+    _notes(root, watcher.MAX_NAMES + 100, kind="reference_material", word="manual")
+    time.sleep(2.1)  # past the clock's margin: a row proves its note's bytes by its stat
+    first = _cli({**env, watcher.ENV: "off"}, "index")  # the stat pass
+    assert "reference_material_" not in first
+    path = root / "reference_material_manual-step-007.md"
+    # The checkout: every reference note rewritten with the same bytes (a new ctime);
+    # no file created, deleted or renamed (the folder untouched).
+    for p in root.glob("reference_material_*.md"):
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert watcher.start([str(root)])
+    _ready(root)
+    _in_place(
+        path,
+        b"type: reference_material\ntitle: Manual",
+        b"type: correction_feedback\ntitle: Wombt",
+    )
+    assert "- [correction_feedback] Wombt step 007 " in _cli(env, "index")
+    # And from then on the watcher vouches for the rows: the next edit is seen too.
+    _in_place(path, b"Wombt step", b"Koala step")
+    assert "- [correction_feedback] Koala step 007 " in _cli(env, "index")

@@ -15,7 +15,8 @@ at a time between requests (the *baseline*: each note's ctime, kept for notes
 changed in the last :data:`HORIZON_NS`), so that an edit is either before its
 note's stat (its ctime says so) or after the watch began (an event says so).
 A note that is a symbolic link, or has other hard links, can change without an
-event in this folder: it is named in every answer. On an overflow every root's
+event in this folder: it is named in every answer while it is one (each answer
+looks again). On an overflow every root's
 baseline is made again; a root whose folder was removed or replaced is dropped
 (the next request watches it again); a network file system (NFS, SMB, FUSE, 9p,
 Ceph...) is not watched at all: an edit on another machine makes no event here.
@@ -190,13 +191,41 @@ class _Root:
         if not _is_note(name):
             return
         self.events[name] = at
-        if mask & (IN_CREATE | IN_MOVED_TO):
+        if mask & (IN_DELETE | IN_MOVED_FROM):
+            self.always.discard(name)  # its event names it from now on, as any other's
+        elif mask & (IN_CREATE | IN_MOVED_TO):
             try:
                 st = os.lstat(os.path.join(self.path, name))
             except OSError:
                 return
             if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
                 self.always.add(name)
+
+    def settle(self) -> None:
+        """Let go of the names in :attr:`always` that are no longer a link nor linked
+        elsewhere (gone, or back to one link), each as a change made now.
+
+        A create by ``os.link(temp, note)`` (``files.create_new``, mdmem's own) has two
+        links until the temp is removed a moment later; the event read in that moment
+        put the note here, and a name kept here is in every answer: so is one created
+        and then deleted, forever (every later prompt re-read it). Recorded as a change
+        now, an edit made through the other link before it went is still in the answer
+        of every reader whose T is older; from now on this name is the note's only one,
+        and what changes it makes an event here.
+        """
+        at = time.time_ns()
+        for name in list(self.always):
+            try:
+                st = os.lstat(os.path.join(self.path, name))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # cannot tell: still named
+            else:
+                if stat.S_ISLNK(st.st_mode) or st.st_nlink > 1:
+                    continue
+            self.always.discard(name)
+            self.events[name] = at
 
     def answer(self, since: int) -> tuple[int, list[str]]:
         """(kind, names) for a reader whose last complete check was at ``since``."""
@@ -205,6 +234,7 @@ class _Root:
         since -= MARGIN_NS
         if since < self.start - HORIZON_NS:
             return watcher.UNKNOWN, []
+        self.settle()
         names = {name for name, at in self.events.items() if at >= since}
         names |= self.always
         kind = watcher.COMPLETE

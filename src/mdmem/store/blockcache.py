@@ -157,9 +157,11 @@ def _edited_since(roots: list[str], at: int) -> bool:
     answers = watcher.ask([(root, at) for root in roots])
     if isinstance(answers, str):
         return False
-    for answer in answers:
+    for root, answer in zip(roots, answers, strict=True):  # as many, or ask failed
         if any(n.endswith(".md") and n != INDEX_NAME for n in answer.names):
             return True
+        if answer.kind == watcher.UNKNOWN and watcher.vouches_from_now(root):
+            return True  # it never will for ``at`` (see Store.catalog_current): made again
     return False
 
 

@@ -425,15 +425,9 @@ class Coherence:
         answer: bool,
         keep: bool,
     ) -> tuple[str | None, bool]:
-        """MEMORY.md is behind: a locked pass writes it (reusing what was just parsed).
-        Someone else writing, or a store that cannot be written (``answer``): the text,
-        built only then; MEMORY.md catches up on the next write."""
-        lock = None if answer else self._lock(0)
-        try:
-            if lock is not None:
-                lock.__enter__()
-        except (LockTimeout, OSError):
-            lock = None
+        """MEMORY.md is behind: a locked pass writes it, reusing what was parsed; if it cannot
+        (the lock held, or ``answer``: unwritable), the text, built only then."""
+        lock = None if answer else _entered(self._lock(0))
         if lock is None:
             text = (new if new is not None else _index_file.join(cat.lines())).decode("utf-8")
             cat.rollback()
@@ -588,6 +582,14 @@ class Coherence:
                 now_key = _catalog.store_key(self.root)
                 chained = cat.changes_after(position, settled[3], now_key) is not None
                 told = self._told(cat, " ".join(settled), at) if ask else None
+                if told is not None and told.kind == _watcher.UNKNOWN:
+                    if _watcher.vouches_from_now(self.root):
+                        # It cannot vouch for our last stat pass's time, and never will
+                        # (a checkout rewrote more notes since than it names): a stat
+                        # pass now gets us a time it vouches for. Not the rows as they
+                        # are: an edit in place since would be missed for max_age.
+                        return None
+                    told = None  # it catches up (its own stat pass): our usual check
                 if vouched and told is None:
                     return None
                 if told is not None and (told.kind == _watcher.COMPLETE or chained):
@@ -601,7 +603,7 @@ class Coherence:
 
     def _told(self, cat: _catalog.Catalog, settled: str, at: float) -> _watcher.Answer | None:
         """The watcher's answer since the last stat pass's listing (or since the last
-        :meth:`refresh_named` after it, ``meta watched``); None: no watcher, or UNKNOWN."""
+        :meth:`refresh_named` after it, ``meta watched``); None: no watcher."""
         if not _watcher.enabled():
             return None
         since = int(at * 1e9)
@@ -609,9 +611,7 @@ class Coherence:
         if len(stepped) == 2 and stepped[1] == settled and stepped[0].isdigit():
             since = max(since, int(stepped[0]))
         answers = _watcher.ask([(self.root, since)])
-        if isinstance(answers, str):
-            return None
-        return None if answers[0].kind == _watcher.UNKNOWN else answers[0]
+        return None if isinstance(answers, str) else answers[0]
 
     def _vouched(self, cat: _catalog.Catalog, told: _watcher.Answer, settled: str) -> int | None:
         """MEMORY.md's line count once every note the watcher named has the row its file
@@ -834,6 +834,17 @@ def _plain_note(root: str, name: str) -> bool | None:
     except OSError:
         return None
     return True if stat.S_ISREG(mode) and _plain_name(name) else None
+
+
+def _entered(
+    lock: contextlib.AbstractContextManager[None],
+) -> contextlib.AbstractContextManager[None] | None:
+    """``lock`` taken (the caller leaves it), or None when it is held elsewhere or cannot be."""
+    try:
+        lock.__enter__()
+    except (LockTimeout, OSError):
+        return None
+    return lock
 
 
 def _rescan(root: str, scan: _catalog.Scan | None, now: int) -> _catalog.Scan:

@@ -24,13 +24,18 @@ last complete check) is one of:
 - :data:`UNKNOWN`: the watcher cannot vouch (it just began, its stat pass is not
   done, T is older than it keeps, the kernel's queue overflowed and the stat pass
   is redone, the folder was replaced, a network file system, more than
-  :data:`MAX_NAMES` names): the reader does today's check.
+  :data:`MAX_NAMES` names): the reader does today's check. When the watcher
+  vouches for the store from now on (:func:`vouches_from_now`), the reader's T is
+  the reason and will stay so: a reader that would otherwise trust its rows for a
+  while (the prompt block) does its full check now, for a T the watcher vouches for.
 
 With each answer comes the watcher's time; a reader that used the answer records
 it as its next T. **Never stale**: the watcher reads the kernel's queue after it
 received the request, and inotify queues an event during the write system call
 itself, so a write that returned before the reader asked is in the answer. The
 reader trusts nothing it cannot check: it stats what is named, and compares.
+A watcher that did not answer in :data:`TIMEOUT` is not asked again by that
+process for :data:`QUIET_SECONDS`: a hung one costs a command one wait.
 
 **Private**, as the resident embedder (``mdmem._unixsock``): a socket ``0600``
 in ``<state>/watcher`` (``0700``), its owner and mode checked, ``SO_PEERCRED``
@@ -83,6 +88,7 @@ __all__ = [
     "reap",
     "socket_path",
     "start",
+    "vouches_from_now",
 ]
 
 #: ``MDMEM_WATCHER=off`` (or ``0``, ``no``): never ask a watcher nor start one.
@@ -100,6 +106,10 @@ IDLE_SECONDS = 3600.0
 MAX_NAMES = 2_000
 #: How long a reader waits for an answer before it does its own check.
 TIMEOUT = 0.5
+#: After a watcher failed to answer (in time, or at all), this process asks it nothing for
+#: this long: a command asks it several times (each store, the hook's block, its search),
+#: and a hung watcher (stopped, swapped out) must cost one TIMEOUT, not one each.
+QUIET_SECONDS = 60.0
 #: The kinds of answer (see the module docstring).
 UNKNOWN, COMPLETE, IN_PLACE = 0, 1, 2
 #: Stores in one request, at most; bytes of one root's path.
@@ -112,6 +122,7 @@ RETRY_SECONDS = 3600.0
 _ENTRY = "mdmem.store._watcher_server:serve"
 _OFF = ("off", "0", "no", "false", "never")
 _started = False  # this process started one already: never twice
+_failed_at: float | None = None  # time.monotonic() when it last failed to answer
 _CHILDREN: list[subprocess.Popen[bytes]] = []
 
 
@@ -174,9 +185,18 @@ def _request(queries: Sequence[tuple[str, int]]) -> bytes:
 def ask(queries: Sequence[tuple[str, int]], timeout: float = TIMEOUT) -> list[Answer] | str:
     """The watcher's answers for ``(root, T)`` pairs, in order; or why there are none:
     ``"off"``, ``"absent"`` (no watcher runs), ``"refused"`` (its socket or folder is
-    not this user's own, or another user serves it) or ``"failed"``. Starts nothing."""
+    not this user's own, or another user serves it) or ``"failed"`` (it did not answer
+    within ``timeout``, or not well; then, for :data:`QUIET_SECONDS`, at once and without
+    asking). Starts nothing."""
     if not enabled():
         return "off"
+    global _failed_at
+    import time
+
+    if _failed_at is not None:
+        if 0 <= time.monotonic() - _failed_at < QUIET_SECONDS:
+            return "failed"
+        _failed_at = None
     import _socket
 
     directory = folder()
@@ -204,7 +224,8 @@ def ask(queries: Sequence[tuple[str, int]], timeout: float = TIMEOUT) -> list[An
             sock.close()
     except PermissionError:
         return "refused"
-    except (OSError, ValueError, UnicodeError):
+    except (OSError, ValueError, UnicodeError):  # TimeoutError among them
+        _failed_at = time.monotonic()
         return "failed"
     finally:
         os.close(dir_fd)
@@ -245,6 +266,19 @@ def notes_since(root: str, since: int) -> Answer | str:
         return answers
     told = answers[0]
     return Answer(told.kind, told.now, frozenset(filter(is_note, told.names)))
+
+
+def vouches_from_now(root: str) -> bool:
+    """Whether the watcher vouches for ``root`` from now on (its stat pass of it done, no
+    overflow to make up): asked after an UNKNOWN answer for a reader's T. Then that T is
+    why (more than :data:`MAX_NAMES` notes changed since it, a clone's or a checkout's,
+    or older than the watcher keeps), and no later answer for it will be better: only
+    the reader's own full check gets it a T the watcher vouches for. False: the watcher
+    is the reason (it catches up by itself) or does not answer."""
+    import time
+
+    answers = ask([(root, time.time_ns())])
+    return not isinstance(answers, str) and answers[0].kind != UNKNOWN
 
 
 def start(roots: Sequence[str] = ()) -> bool:
