@@ -59,7 +59,7 @@ from mdmem.store._scan import (
     store_key,
     write_fingerprint,
 )
-from mdmem.store.state import CATALOG, StateDir
+from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -169,64 +169,6 @@ def _log_damage(root: str, exc: BaseException) -> None:
     )
 
 
-def check(root: str) -> str | None:
-    """What is wrong with the store's catalog file (None: nothing, or there is none yet).
-
-    Read-only (a damaged catalog is reported, not repaired, by the caller): for
-    ``mdmem doctor``, which must see the damage every other command repairs.
-    """
-    import sqlite3
-
-    path = os.path.join(StateDir.of(root).path, CATALOG)
-    if not os.path.isfile(path):
-        return None
-    from pathlib import Path
-
-    # Without a WAL the file is the whole catalog: opened immutable, SQLite creates no
-    # -wal or -shm file (a look changes nothing). With one, a reader shares its -shm.
-    live = os.path.exists(path + "-wal")
-    if not live and (short := _cut_short(path)) is not None:
-        return short
-    try:
-        con = sqlite3.connect(
-            Path(path).as_uri() + ("?mode=ro" if live else "?immutable=1"), uri=True, timeout=1
-        )
-    except sqlite3.Error as exc:
-        return str(exc)
-    try:
-        rows = con.execute("PRAGMA quick_check(1)").fetchall()
-    except sqlite3.Error as exc:
-        return None if is_busy(exc) else str(exc)
-    finally:
-        con.close()
-    return None if rows == [("ok",)] else str(rows[0][0])
-
-
-def _cut_short(path: str) -> str | None:
-    """Why a catalog file without a WAL is shorter than its header says (None: it is not).
-
-    Opened immutable, SQLite takes the file's size as it finds it; a file cut short
-    can then pass ``quick_check``, which a normal open would have refused.
-    """
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-            size = os.fstat(f.fileno()).st_size
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    if not head:
-        return None  # SQLite takes an empty file for an empty database
-    if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
-        return "file is not a database"
-    page = int.from_bytes(head[16:18], "big")
-    page = 65_536 if page == 1 else page
-    pages = int.from_bytes(head[28:32], "big")
-    # The header's page count is valid while its two change counters agree.
-    if pages and head[24:28] == head[92:96] and pages * page > size:
-        return f"the file is cut short ({size} bytes of {pages * page})"
-    return None
-
-
 def is_busy(exc: BaseException) -> bool:
     """Whether ``exc`` only says another connection holds the catalog right now.
 
@@ -268,6 +210,10 @@ class _ValidNames:
         except UnicodeEncodeError:  # not UTF-8: never recorded as valid
             return False
         return row is not None
+
+
+#: Seconds a connection waits out a moment's lock of the whole catalog (see ``_connect``).
+OPEN_WAIT = 2.0
 
 
 class CatalogError(MdmemError):
@@ -412,7 +358,12 @@ class Catalog:
     def _connect(self) -> sqlite3.Connection:
         import sqlite3
 
-        con = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        # A WAL database is locked whole only for moments (another connection's last close
+        # checkpoints and truncates it, a recovery of its -shm): opening it and reading wait
+        # those out instead of failing a write or a read. begin() sets its own wait.
+        con = sqlite3.connect(
+            self.path, timeout=OPEN_WAIT, isolation_level=None, check_same_thread=False
+        )
         try:
             # Only when it differs: a chmod changes the file's ctime, which the recall
             # index's freshness key holds, so a chmod on every open made every later

@@ -16,7 +16,6 @@ from mdmem.store._catalog import (
     Fingerprint,
     Scan,
     Stat,
-    check,
     content_hash,
     fs_now,
     iter_listing,
@@ -27,6 +26,7 @@ from mdmem.store._catalog import (
     store_key,
     type_counts,
 )
+from mdmem.store._catalog_check import check
 
 __all__ = [
     "CatalogRow",
