@@ -151,3 +151,32 @@ def page(workspace: Path) -> Page:
 
     ws, project, user = resolve(str(workspace), None)
     return Page(Stores(ws, project, user), ui_settings())
+
+
+#: The browser of the web page's tests (Debian's; Playwright's own download is never used).
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of Debian's Chromium, installed first if missing and possible, for every
+    browser test (``tests/ui/``): skipped, saying why, only where it cannot be installed."""
+    import shutil
+    import subprocess
+
+    if not os.path.exists(CHROMIUM):
+        if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
+            pytest.skip(
+                f"{CHROMIUM} is missing and cannot be installed here (needs root and apt-get): "
+                "run scripts/install-browser.sh as root to run the browser tests"
+            )
+        proc = subprocess.run(
+            ["sh", str(ROOT / "scripts" / "install-browser.sh")],
+            capture_output=True,
+            text=True,
+            timeout=840,
+            check=False,
+        )
+        if proc.returncode != 0 or not os.path.exists(CHROMIUM):
+            pytest.fail(f"scripts/install-browser.sh failed ({proc.returncode}):\n{proc.stderr}")
+    return CHROMIUM

@@ -1,8 +1,8 @@
 """The timeline page in a real browser (Debian's Chromium, headless, through Playwright).
 
 From the timeline to a session's record, and from the record to a note it
-wrote. The browser set-up is that of ``test_ui_browser.py`` (skipped, saying
-why, where ``/usr/bin/chromium`` is missing).
+wrote. The browser is the ``chromium`` fixture's (``conftest.py``: installed on a
+fresh machine where it can be, else skipped, saying why), as for ``test_ui_browser.py``.
 """
 
 from __future__ import annotations
@@ -22,18 +22,15 @@ playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is in the test extra"
 )
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
         "--disable-background-networking", "--disable-component-update"]  # fmt: skip
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)  # the browser may be installed first
 
 
 @pytest.fixture
-def browser() -> Iterator[playwright_api.Browser]:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: scripts/install-browser.sh installs it")
+def browser(chromium: str) -> Iterator[playwright_api.Browser]:
     with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        launched = p.chromium.launch(executable_path=chromium, args=ARGS)
         try:
             yield launched
         finally:

@@ -10,7 +10,6 @@ saying why, only where it cannot be installed.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,6 @@ playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="playwright is in the test extra"
 )
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -40,29 +38,9 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-# The first test may install the browser: apt-get can take minutes on a fresh machine.
+# The first test may install the browser (the ``chromium`` fixture of ``conftest.py``):
+# apt-get can take minutes on a fresh machine.
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """The path of Debian's Chromium, installed first if missing and possible."""
-    if not os.path.exists(CHROMIUM):
-        if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
-            pytest.skip(
-                f"{CHROMIUM} is missing and cannot be installed here (needs root and apt-get): "
-                "run scripts/install-browser.sh as root to run the browser tests"
-            )
-        proc = subprocess.run(
-            ["sh", str(ROOT / "scripts" / "install-browser.sh")],
-            capture_output=True,
-            text=True,
-            timeout=840,
-            check=False,
-        )
-        if proc.returncode != 0 or not os.path.exists(CHROMIUM):
-            pytest.fail(f"scripts/install-browser.sh failed ({proc.returncode}):\n{proc.stderr}")
-    return CHROMIUM
 
 
 @pytest.fixture(scope="module")
