@@ -22,9 +22,15 @@ is keyed by the tree's state (HEAD's commit, the git index's stat) and, per
 note, by the note's content hash (``stale.rows``: one line per note, sorted by
 name, read and written a line at a time, so a store of 100,000 notes costs
 no more memory than a few), so a settled workspace costs no git call and
-an edited note only re-checks itself. It also writes ``stale.marks``, which the
-prompt block reads (:func:`cached_marks`, no git, no parse): a mark is shown only
-while the tree is in the state it was computed for.
+an edited note only re-checks itself. What a note names (its paths, its
+symbols, its ``updated``) depends on its bytes alone, so a row outlives a
+change of the tree: after a commit, a checkout or a ``git add`` only the
+judgement is made again, from the row, and a note is read only when its
+bytes are new; a note that names no path needs no judging at all.
+
+It also writes ``stale.marks``, which the prompt block reads
+(:func:`cached_marks`, no git, no parse): a mark is shown only while the tree
+is in the state it was computed for.
 """
 
 from __future__ import annotations
@@ -83,7 +89,10 @@ __all__ = [
 
 CACHE = "stale.json"
 ROWS = "stale.rows"
-_CACHE_VERSION = 4
+_CACHE_VERSION = 5
+# A row: [name, sha, reasons, moved, symbols, paths, updated]; the last three are
+# the note's (its bytes'), the two before them the tree's (None: judge again).
+_ROW_LENGTH = 7
 _TICKS = re.compile(r"`([^`\n]{1,300})`")
 # A bare name (no folder) counts only with a file extension, in lower case, that
 # code bases use: `Product.Price` and `money.Cents` are symbols, not files.
@@ -289,8 +298,15 @@ def _judge(
     return reasons, moved
 
 
-def _read_rows(path: str, key: str, workspace: str) -> Iterator[tuple[str, list[object]]]:
-    """The per-note rows of :data:`ROWS` (sorted by name), when computed for this tree."""
+def _read_rows(
+    path: str, key: str, workspace: str, *, any_tree: bool = False
+) -> Iterator[tuple[str, list[object]]]:
+    """The per-note rows of :data:`ROWS` (sorted by name), when computed for this tree.
+
+    With ``any_tree``, the rows of another tree (or workspace) too, their judgement
+    (reasons, moves) left out as ``None``: what a note names is its bytes', kept
+    across trees; whether those paths are gone or moved is the tree's, judged again.
+    """
     try:
         f = open(path, encoding="utf-8")  # noqa: SIM115 (read lazily, closed below)
     except OSError:
@@ -300,7 +316,10 @@ def _read_rows(path: str, key: str, workspace: str) -> Iterator[tuple[str, list[
             head = json.loads(f.readline())
         except ValueError:
             return
-        if head != [_CACHE_VERSION, key, workspace]:
+        if not (isinstance(head, list) and len(head) == 3 and head[0] == _CACHE_VERSION):
+            return  # another format (an older mdmem's): rebuilt from the notes
+        same = head[1:] == [key, workspace]
+        if not (same or any_tree):
             return
         previous = None
         for line in f:
@@ -308,11 +327,13 @@ def _read_rows(path: str, key: str, workspace: str) -> Iterator[tuple[str, list[
                 row = json.loads(line)
             except ValueError:
                 return  # cut short (a crash): what follows is checked again
-            if not (isinstance(row, list) and len(row) == 5 and isinstance(row[0], str)):
+            if not (isinstance(row, list) and len(row) == _ROW_LENGTH and isinstance(row[0], str)):
                 return
             if previous is not None and row[0] <= previous:
                 return
             previous = row[0]
+            if not same:
+                row[2] = row[3] = None
             yield row[0], row
 
 
@@ -328,9 +349,10 @@ def _merged(
         yield name, sha, row if row is not None and sha and row[1] == sha else None
 
 
-def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str]) -> bool:
-    """Whether the cached rows at ``path`` are exactly the notes' (the same names, each with
-    its note's content hash); the symbols they name are added to ``named`` meanwhile."""
+def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str], git: bool) -> bool:
+    """Whether the cached rows at ``path`` are exactly the notes', for this tree (the same
+    names, each with its note's content hash); the symbols they name are added to ``named``
+    meanwhile."""
     from mdmem.store import _catalog
 
     if not os.path.exists(path):
@@ -340,7 +362,8 @@ def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str]) 
     for name, _updated, sha in _catalog.iter_listing(root):
         if prev is None or prev[0] != name or not sha or prev[1][1] != sha:
             return False  # a note new, changed or gone since, or rows of another tree
-        named.update(_strings(prev[1][4]))
+        if git:
+            named.update(_strings(prev[1][4]))
         prev = next(old, None)
     return prev is None  # a row left over is a note gone since
 
@@ -363,13 +386,30 @@ def _strings(value: object) -> list[str]:
     return [str(x) for x in value] if isinstance(value, list) else []
 
 
+def _names(
+    store: Store, filename: str, prev: list[object] | None
+) -> tuple[list[str], list[str], float | None] | None:
+    """What a note names (its paths, its symbols) and its ``updated`` (a timestamp): from
+    its row of another tree if it has one (the same bytes), else read; None if unreadable."""
+    if prev is not None:
+        stamp = prev[6] if isinstance(prev[6], (int, float)) else None
+        return _strings(prev[5]), _strings(prev[4]), stamp
+    try:
+        note = store.read(filename)
+    except (KeyError, ValueError):
+        return None
+    stamp = note.updated.timestamp() if note.updated else None
+    return referenced_paths(note.body), referenced_symbols(note.body), stamp
+
+
 def check(
     store: Store, workspace: str, *, use_cache: bool = True, refresh: bool = True
 ) -> list[Stale]:
     """The stale notes of ``store`` (a project store of ``workspace``), updating the caches.
 
-    Only notes whose bytes changed, or all notes when the tree moved, are read
-    again; git runs once per tree state, never for a settled cache. Without
+    Only notes whose bytes are new or changed are read again; when the tree moved,
+    the others are judged again from their rows (the paths and symbols they name),
+    unread. Git runs once per tree state, never for a settled cache. Without
     ``refresh``, the store's catalog is taken as it is (MEMORY.md is not
     brought up to date first: ``mdmem doctor`` looks without writing).
 
@@ -408,32 +448,34 @@ def check(
     def rows() -> Iterator[bytes]:
         nonlocal history
         yield json.dumps([_CACHE_VERSION, key, workspace], ensure_ascii=False).encode() + b"\n"
-        old = _read_rows(os.path.join(state, ROWS), key, workspace) if use_cache else iter(())
+        old = (
+            _read_rows(os.path.join(state, ROWS), key, workspace, any_tree=True)
+            if use_cache
+            else iter(())
+        )
         for filename, sha, prev in _merged(_catalog.iter_listing(store.state), old):
             row: list[object]
-            if prev is not None:
-                row = prev
+            if prev is not None and prev[2] is not None:
+                row = prev  # the same bytes, judged for this tree
             else:
-                try:
-                    note = store.read(filename)
-                except (KeyError, ValueError):  # a broken note is doctor's business, not ours
+                names = _names(store, filename, prev)
+                if names is None:  # a broken note is doctor's business, not ours
                     continue
-                paths = referenced_paths(note.body)
-                symbols = referenced_symbols(note.body) if git else []
+                paths, symbols, stamp = names
                 reasons: list[str] = []
                 moved: list[tuple[str, str]] = []
                 if paths:
                     if history is None:
                         history = _history(workspace, oldest()) if git else ({}, {}, set())
-                    stamp = note.updated.timestamp() if note.updated else None
                     reasons, moved = _judge(workspace, paths, stamp, *history, git)
-                row = [filename, sha, reasons, [list(m) for m in moved], symbols]
-            named.update(_strings(row[4]))
+                row = [filename, sha, reasons, [list(m) for m in moved], symbols, paths, stamp]
+            if git:  # without git no symbol is ever gone: none is looked for
+                named.update(_strings(row[4]))
             yield json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n"
 
     rows_path = os.path.join(state, ROWS)
     kept: Iterable[tuple[str, list[object]]]
-    if use_cache and _unchanged(store.path, rows_path, key, workspace, named):
+    if use_cache and _unchanged(store.path, rows_path, key, workspace, named, git):
         # Every row is the note's as cached: nothing to write (a look, as `mdmem doctor`
         # takes, leaves the state folder as it found it).
         kept = _read_rows(rows_path, key, workspace)
