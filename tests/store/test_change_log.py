@@ -26,6 +26,7 @@ from mdmem import Level, Note, NoteType, Store
 from mdmem.recall.fts import Index, freshness_key
 from mdmem.store import _catalog, marks
 from mdmem.store.note import render
+from mdmem.store.state import CATALOG
 
 
 def hand_write(root: Path, name: str, title: str, body: str) -> None:
@@ -137,9 +138,9 @@ def test_a_change_behind_mdmems_back_sends_recall_back_to_a_full_check(
 
 def test_a_rebuilt_catalog_is_another_log(store: Store, listings: list[str]) -> None:
     settled(store)
-    (Path(state(store.root)) / _catalog.CATALOG).unlink()
+    (Path(state(store.root)) / CATALOG).unlink()
     for suffix in ("-wal", "-shm"):
-        (Path(state(store.root)) / (_catalog.CATALOG + suffix)).unlink(missing_ok=True)
+        (Path(state(store.root)) / (CATALOG + suffix)).unlink(missing_ok=True)
     store.apply([create("After the rebuild", "The okapi arrived.")])
     listings.clear()
     assert found(store, "okapi") == ["project_knowledge_after-the-rebuild.md"]
