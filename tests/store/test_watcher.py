@@ -132,6 +132,17 @@ def _ready(root: Path) -> watcher.Answer:
     raise AssertionError(f"no watcher answered for {root}: {answers}")
 
 
+def _watched(tmp_path: Path, *names: str) -> Path:
+    """A folder of ``names`` (each holding its own name), watched, its stat pass done."""
+    root = tmp_path / "bare"
+    root.mkdir()
+    for name in names:
+        (root / name).write_text(name)
+    assert watcher.start([str(root)])
+    _ready(root)
+    return root
+
+
 def _in_place(path: Path, old: bytes, new: bytes) -> None:
     """What ``echo > note`` and VS Code do: the same file rewritten, the folder untouched;
     here the same size too, and the old mtime put back (only the ctime tells)."""
@@ -329,11 +340,7 @@ def test_a_socket_of_another_user_or_open_to_others_is_refused(
 def test_garbage_on_the_socket_is_dropped_and_the_next_request_answered(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    root = tmp_path / "bare"
-    root.mkdir()
-    (root / "a.md").write_text("one")
-    assert watcher.start([str(root)])
-    _ready(root)
+    root = _watched(tmp_path, "a.md")
     for junk in [b"", b"nonsense", watcher.MAGIC + (10**6).to_bytes(4, "little"), b"\0" * 9000]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(5)
@@ -348,12 +355,7 @@ def test_garbage_on_the_socket_is_dropped_and_the_next_request_answered(
 def test_after_an_overflow_the_watcher_vouches_only_by_its_new_stat_pass(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    root = tmp_path / "bare"
-    root.mkdir()
-    for name in ("a.md", "b.md", "c.md"):
-        (root / name).write_text(name)
-    assert watcher.start([str(root)])
-    _ready(root)
+    root = _watched(tmp_path, "a.md", "b.md", "c.md")
     time.sleep(2.1)  # past the margin: an answer since now is COMPLETE
     before = watcher.ask([(str(root), time.time_ns())])
     assert not isinstance(before, str) and before[0].kind == watcher.COMPLETE
@@ -406,11 +408,7 @@ def test_a_note_linked_elsewhere_is_named_only_while_it_is(
     # while it has one. mdmem's own create has one for a moment (files.create_new links
     # its temp to the note's name, then removes the temp): a watcher that read the create
     # in that moment named the note in every later answer, deleted or not, forever.
-    root = tmp_path / "bare"
-    root.mkdir()
-    (root / "a.md").write_text("one")
-    assert watcher.start([str(root)])
-    _ready(root)
+    root = _watched(tmp_path, "a.md")
     time.sleep(2.1)  # past the margin: an answer since now is COMPLETE
     start = time.time_ns()
     for name in ("gone.md", "kept.md"):  # create_new's steps, the watcher asked between
