@@ -479,3 +479,28 @@ def test_a_hand_edit_in_a_store_that_cannot_be_written_answers_and_catches_up(
     assert "Four" in text and "Twelve" in text and "note-20.md" not in text and again == text
     assert Store(store.root, Level.PROJECT).load_index() == text
     assert index.read_text(encoding="utf-8") == text == _rebuilt(store.root)
+
+
+def test_memory_md_is_hashed_only_as_a_bounded_regular_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the chunked hash of a large MEMORY.md reads is a repository's file: a regular
+    one, never through a link, never past MAX_INDEX_BYTES."""
+    import os
+
+    from mdmem.store import _catalog, _memory_md
+
+    monkeypatch.setattr(_memory_md, "MAX_INDEX_BYTES", 1_000)
+    index = tmp_path / "MEMORY.md"
+    index.write_bytes(b"- a line (a.md)\n" * 62)  # 992 bytes: within the bound
+    assert _memory_md.hash_file(str(index)) == _catalog.content_hash(index.read_bytes())
+    index.write_bytes(b"- a line (a.md)\n" * 70)  # 1,120 bytes: past it
+    assert _memory_md.hash_file(str(index)) is None
+    target = tmp_path / "elsewhere.md"
+    target.write_bytes(b"- a line (a.md)\n")
+    index.unlink()
+    os.symlink(target, index)
+    assert _memory_md.hash_file(str(index)) is None
+    index.unlink()
+    os.mkfifo(index)  # would block a reader that waited on it
+    assert _memory_md.hash_file(str(index)) is None

@@ -71,14 +71,17 @@ def chunks(lines: Iterable[str], size: int = 1_000) -> Iterator[bytes]:
         yield b"".join(batch)
 
 
-def digest(parts: Iterable[bytes]) -> tuple[str, int, int]:
-    """(content hash as the catalog records it, size, line count) of the bytes ``parts`` make."""
+def digest(parts: Iterable[bytes], limit: int | None = None) -> tuple[str, int, int]:
+    """(content hash as the catalog records it, size, line count) of the bytes ``parts`` make;
+    with ``limit``, of no more parts than reach it (the size then says it was reached)."""
     h = _blake2b(digest_size=16)
     size = count = 0
     for part in parts:
         h.update(part)
         size += len(part)
         count += part.count(b"\n")
+        if limit is not None and size >= limit:
+            break
     return h.hexdigest(), size, count
 
 

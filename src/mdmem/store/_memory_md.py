@@ -367,9 +367,13 @@ def _file_digest(path: str) -> tuple[str, int]:
 
 
 def _digest_of(path: str) -> tuple[str, int] | None:
+    # A repository's MEMORY.md: a regular file, never through a link (open_regular), and
+    # never read past MAX_INDEX_BYTES, however large it is or grows while being read.
     try:
         with _catalog.open_regular(path) as f:
-            found = _index_file.digest(iter(lambda: f.read(1 << 16), b""))
+            if os.fstat(f.fileno()).st_size > MAX_INDEX_BYTES:
+                return None
+            found = _index_file.digest(iter(lambda: f.read(1 << 16), b""), MAX_INDEX_BYTES + 1)
     except OSError:
         return None
     return found[:2] if found[1] <= MAX_INDEX_BYTES else None
