@@ -51,6 +51,7 @@ FLOORS = {
     "mdmem.errors": 0,
     "mdmem._spawn": 0,
     "mdmem._json": 0,
+    "mdmem._dates": 0,
     "mdmem._unixsock": 0,
     "mdmem._kinds": 0,
     "mdmem._lines": 0,

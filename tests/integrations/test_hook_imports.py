@@ -29,6 +29,7 @@ from mdmem.integrations.prompt_recall import user_prompt_submit
 ALLOWED = {
     "mdmem",
     "mdmem.__main__",
+    "mdmem._dates",
     "mdmem._json",
     "mdmem._kinds",
     "mdmem._lines",
@@ -114,6 +115,7 @@ print(json.dumps({
     "cjk_compiled": text._cjk_run.cache_info().currsize,
     "past_compiled": prompt_recall._past_work.cache_info().currsize,
     "rules_compiled": sum(r._pattern is not None for r in privacy._compiled().rules),
+    "datetime": "datetime" in loaded,
 }), file=sys.stderr)
 """
 
@@ -167,6 +169,17 @@ def _run(args: str, payload: dict[str, object], env: dict[str, str]) -> tuple[st
     return done.stdout, report
 
 
+def _started(workspace: Path, tmp_path: Path, session: str) -> tuple[Store, Path, dict, dict]:
+    """The topics' store, the user store's folder, the hooks' environment, and the
+    SessionStart payload of ``session``, run once."""
+    store = _store(workspace)
+    user = tmp_path / "user"
+    env = _env(workspace, user)
+    start = {"session_id": session, "cwd": str(workspace), "source": "startup"}
+    _run("session-start", start, env)
+    return store, user, env, start
+
+
 def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
     workspace: Path, tmp_path: Path
 ) -> None:
@@ -196,6 +209,7 @@ def test_the_settled_prompt_hook_loads_only_what_its_answer_needs(
         assert report["cjk_compiled"] == 0
         assert report["rules_compiled"] == 0
         assert report["past_compiled"] == 0  # neither prompt asks about past work
+        assert report["datetime"] is False
     assert later["never"] == []
     assert set(later["modules"]) <= ALLOWED, set(later["modules"]) - ALLOWED
 
@@ -239,11 +253,7 @@ def test_a_session_without_a_start_record_takes_the_last_cached_block_after_a_wr
     from mdmem.integrations.claude_code import session_block
     from mdmem.store import blockcache
 
-    store = _store(workspace)
-    user = tmp_path / "user"
-    env = _env(workspace, user)
-    start = {"session_id": "s-started", "cwd": str(workspace), "source": "startup"}
-    _run("session-start", start, env)
+    store, user, env, _ = _started(workspace, tmp_path, "s-started")
     cached = blockcache.latest("session-start-", store.state, Store(user, Level.USER).state)
     assert cached is not None and names_in(cached)
     store.apply(
@@ -310,3 +320,34 @@ def test_the_installed_prompt_hook_runs_mdmem_without_its_console_script(
     assert "ruff" in done.stdout
     again = user_prompt_submit({**payload, "session_id": "s-in-process"}, str(workspace), str(user))
     assert json.loads(done.stdout) == json.loads(again)
+
+
+def test_the_prompt_right_after_a_write_reads_the_change_log_without_the_store_class(
+    workspace: Path, tmp_path: Path
+) -> None:
+    # A turn's worker wrote a note; the next prompt catches the search index up by the
+    # change log (no watcher here: MDMEM_WATCHER is off in tests) and finds it, loading the
+    # catalog to read that log but not the store class, its coherence engine, YAML, the
+    # sqlite3 package or datetime (a note mdmem wrote is read without them).
+    store, _, env, start = _started(workspace, tmp_path, "s-after")
+    asked = {**start, "hook_event_name": "UserPromptSubmit", "prompt": "how do we deploy?"}
+    _run("user-prompt-submit", asked, env)
+    store.apply(
+        [
+            {
+                "action": "create",
+                "level": "project",
+                "type": "project_knowledge",
+                "title": "Nightly vacuum",
+                "content": "The broker's queues are vacuumed nightly by the janitor job.",
+            }
+        ]
+    )
+    asked["prompt"] = "when does the janitor vacuum the broker queues?"
+    out, report = _run("user-prompt-submit", asked, env)
+    assert "janitor" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    never = {"mdmem.store.store", "mdmem.store.sync", "mdmem.store.note", "mdmem.store.rows"}
+    assert never.isdisjoint(report["modules"]), never & set(report["modules"])
+    assert "mdmem.store._catalog" in report["modules"]  # the change log: no listing
+    assert set(report["never"]) <= {"mdmem.store._catalog", "array"}, report["never"]
+    assert report["datetime"] is False

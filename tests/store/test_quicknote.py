@@ -141,3 +141,60 @@ def test_reading_quickly_imports_no_yaml() -> None:
         [PYTHON, "-c", probe], capture_output=True, text=True, env=python_env(), check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+# -- times, read with integers (mdmem._dates), held to datetime's reading ----------
+
+
+def _two(top: int) -> st.SearchStrategy[str]:
+    return st.integers(0, top).map(lambda n: f"{n:02d}")
+
+
+# Every field anywhere in two (four) digits: days that do not exist, hour 24, offset 24:00.
+_shaped = st.builds(
+    lambda y, mo, d, h, mi, s, sign, oh, om: f"{y}-{mo}-{d}T{h}:{mi}:{s}{sign}{oh}:{om}",
+    st.integers(0, 9999).map(lambda n: f"{n:04d}"),
+    _two(19),
+    _two(39),
+    _two(29),
+    _two(69),
+    _two(69),
+    st.sampled_from("+-"),
+    _two(29),
+    _two(69),
+)
+
+
+def _datetime_reads(value: str) -> float | None:
+    try:
+        moment = datetime.fromisoformat(value)
+        moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        return None
+    return moment.timestamp()
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(_shaped)
+def test_a_note_time_is_read_as_datetime_reads_it_or_declined(value: str) -> None:
+    quick = quicknote._time(value)
+    expected = _datetime_reads(value)
+    if quick is False:
+        # Declined only where datetime refuses, or for an offset minute field of 60 or more
+        # or an hour 24 (which a datetime may take: the full parse then reads them).
+        assert expected is None or int(value[23:]) >= 60 or value[11:13] == "24"
+    else:
+        assert quick == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)),
+    st.integers(-23 * 60 - 59, 23 * 60 + 59),
+)
+def test_every_time_format_time_writes_is_read_without_the_full_parse(
+    moment: datetime, minutes: int
+) -> None:
+    aware = moment.replace(microsecond=0, tzinfo=timezone(timedelta(minutes=minutes)))
+    value = aware.isoformat()
+    assert quicknote._time(value) == aware.timestamp()

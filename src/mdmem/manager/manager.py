@@ -724,7 +724,7 @@ class Manager:
         for hit in hits:
             level = hit.level.value if isinstance(hit.level, Level) else str(hit.level)
             about = f"{hit.title} — {hit.summary}" if hit.summary else hit.title
-            when = f" [updated {hit.updated.date().isoformat()}]" if hit.updated else ""
+            when = f" [updated {hit.updated_date}]" if hit.updated_date else ""
             lines.append(f"- {level}: [{hit.type}] {about}{when} ({hit.filename})")
         return "\n".join(lines)
 

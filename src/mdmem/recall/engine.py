@@ -692,18 +692,15 @@ def _snippet(body: str, qset: set[str], fallback: str) -> str:
 
 
 def _hit(c: _Candidate, qset: set[str]) -> Hit:
-    from datetime import datetime, timezone  # only for a hit: a quiet prompt's hook needs none
-
     row = c.row
-    updated = datetime.fromtimestamp(row.updated, timezone.utc) if row.updated is not None else None
-    return Hit(
+    return Hit.dated(
         filename=row.name,
         level=c.level,
         type=row.type,
         title=row.title,
         summary=row.summary,
         score=c.score,
-        updated=updated,
+        updated_at=row.updated,
         snippet=_snippet(row.body, qset, row.summary or row.title),
     )
 
@@ -718,7 +715,8 @@ def render_hit(hit: Hit) -> str:
     title = clean_inline(hit.title, 120) or hit.filename
     summary = clean_inline(hit.summary, 240)
     text = f"{title} — {summary}" if summary else title
-    when = f", {hit.updated.date().isoformat()}" if hit.updated else ""
+    day = hit.updated_date
+    when = f", {day}" if day else ""
     line = f"- [{hit.type}] {text} ({hit.filename}; {hit.level.value}{when})"
     snippet = clean_inline(hit.snippet, SNIPPET_CHARS)
     if snippet and snippet not in (summary, title):

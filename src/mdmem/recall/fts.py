@@ -758,9 +758,7 @@ class Index:
         for name, indexed_sha, seen in suspects:
             try:
                 text = self.store.read_text(name)
-                from mdmem.store import catalog
-
-                sha = catalog.content_hash(text.encode("utf-8"))
+                sha = files.content_hash(text.encode("utf-8"))
                 if seen is not None:
                     stats.append((name, seen))
                 if sha == indexed_sha:
@@ -894,7 +892,7 @@ class Index:
             note.title,
             note.summary,
             note.body,
-            note.updated.timestamp() if note.updated else None,
+            quicknote.updated_at(note),
             _timestamp(note.extra.get("expires"), "expires", note.filename),
             _json.dumps(_supersedes(note.extra.get("supersedes"))),
             " ".join(sorted(set(" ".join(fields).split()))),

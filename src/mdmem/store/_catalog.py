@@ -35,11 +35,6 @@ import contextlib
 import os
 import stat
 
-try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough here
-    from _blake2 import blake2b as _blake2b
-except ImportError:  # pragma: no cover - interpreters without the _blake2 module
-    from hashlib import blake2b as _blake2b
-
 from mdmem.errors import MdmemError
 from mdmem.store import _row
 from mdmem.store._row import CatalogRow
@@ -59,6 +54,7 @@ from mdmem.store._scan import (
     store_key,
     write_fingerprint,
 )
+from mdmem.store.files import content_hash
 from mdmem.store.state import StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
@@ -157,7 +153,8 @@ def is_damage(exc: BaseException) -> bool:
         return True
     import sys
 
-    sqlite3 = sys.modules.get("sqlite3")
+    # The C module is the package's (same classes); either is loaded once SQLite was used.
+    sqlite3 = sys.modules.get("_sqlite3") or sys.modules.get("sqlite3")
     return sqlite3 is not None and isinstance(exc, sqlite3.Error)
 
 
@@ -181,7 +178,7 @@ def is_busy(exc: BaseException) -> bool:
         return exc.busy
     import sys
 
-    sqlite3 = sys.modules.get("sqlite3")
+    sqlite3 = sys.modules.get("_sqlite3") or sys.modules.get("sqlite3")
     if sqlite3 is None or not isinstance(exc, sqlite3.OperationalError):
         return False
     text = str(exc).lower()
@@ -313,7 +310,7 @@ class Catalog:
         return self._state.catalog
 
     def _open(self) -> sqlite3.Connection:
-        import sqlite3
+        from mdmem._sqlite import sqlite3
 
         con = self._con
         if con is None and self.memory:
@@ -356,7 +353,7 @@ class Catalog:
         return con
 
     def _connect(self) -> sqlite3.Connection:
-        import sqlite3
+        from mdmem._sqlite import sqlite3
 
         # A WAL database is locked whole only for moments (another connection's last close
         # checkpoints and truncates it, a recovery of its -shm): opening it and reading wait
@@ -419,7 +416,7 @@ class Catalog:
 
     def begin(self, timeout: float) -> bool:
         """Start the write transaction; False if another process holds it past ``timeout``."""
-        import sqlite3
+        from mdmem._sqlite import sqlite3
 
         con = self._open()
         con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -675,7 +672,7 @@ class Catalog:
         the log does not hold (a note created, deleted or renamed behind mdmem's
         back moves the directory, hence the key) breaks that chain.
         """
-        import json
+        from mdmem import _json as json  # the C scanner: the prompt hook's path
 
         epoch, seq = position
         if epoch != (self.meta("epoch") or "") or not epoch:
@@ -943,8 +940,3 @@ def present(root: str | StateDir, names: Collection[str]) -> set[str]:
         raise
     finally:
         cat.close()
-
-
-def content_hash(data: bytes) -> str:
-    """The hash the catalog records for a note's bytes."""
-    return _blake2b(data, digest_size=16).hexdigest()

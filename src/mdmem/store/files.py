@@ -33,6 +33,7 @@ __all__ = [
     "TooLarge",
     "atomic_write",
     "atomic_write_parts",
+    "content_hash",
     "create_new",
     "ensure_dir",
     "fsync_dir",
@@ -42,6 +43,17 @@ __all__ = [
 ]
 
 TMP_SUFFIX = ".tmp"
+
+try:  # hashlib costs milliseconds to import (OpenSSL); blake2 alone is enough here
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - interpreters without the _blake2 module
+    from hashlib import blake2b as _blake2b
+
+
+def content_hash(data: bytes) -> str:
+    """The hash mdmem records for a note's bytes (the catalog's, the search index's)."""
+    return _blake2b(data, digest_size=16).hexdigest()
+
 
 _READ_FLAGS = (
     os.O_RDONLY

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Hit"]
 
 _FIELDS = ("filename", "level", "type", "title", "summary", "score", "updated", "snippet")
+_UNMADE = object()  # a hit's updated datetime, not made yet (Hit.dated)
 
 
 class _DataclassFields:
@@ -54,7 +55,9 @@ class Hit:
     probability and not comparable across queries. Immutable.
     """
 
-    __slots__ = _FIELDS
+    # ``updated`` is a property over ``_updated`` (a datetime, or _UNMADE) and ``_at`` (its
+    # seconds since the epoch, when the hit was made from them): see :meth:`dated`.
+    __slots__ = (*(f for f in _FIELDS if f != "updated"), "_at", "_updated")
     __match_args__ = (
         "filename",
         "level",
@@ -73,7 +76,6 @@ class Hit:
     title: str
     summary: str
     score: float
-    updated: datetime | None
     snippet: str
 
     def __init__(
@@ -89,7 +91,49 @@ class Hit:
     ) -> None:
         values = (filename, level, type, title, summary, score, updated, snippet)
         for name, value in zip(_FIELDS, values, strict=True):
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, "_updated" if name == "updated" else name, value)
+        object.__setattr__(self, "_at", None)
+
+    @classmethod
+    def dated(
+        cls,
+        filename: str,
+        level: Level,
+        type: str,
+        title: str,
+        summary: str,
+        score: float,
+        updated_at: float | None,
+        snippet: str = "",
+    ) -> Hit:
+        """A hit whose ``updated`` is given as seconds since the epoch (UTC): the
+        ``datetime`` is made, and its module imported, only when asked for (a prompt's
+        hook shows :attr:`updated_date` and needs none)."""
+        hit = cls(filename, level, type, title, summary, score, None, snippet)
+        if updated_at is not None:
+            object.__setattr__(hit, "_updated", _UNMADE)
+            object.__setattr__(hit, "_at", float(updated_at))
+        return hit
+
+    @property
+    def updated(self) -> datetime | None:
+        """When the note was last updated (None: not known)."""
+        value = self._updated
+        if value is _UNMADE:
+            from datetime import datetime, timezone
+
+            value = datetime.fromtimestamp(self._at, timezone.utc)
+            object.__setattr__(self, "_updated", value)
+        return value  # type: ignore[return-value]
+
+    @property
+    def updated_date(self) -> str | None:
+        """``updated``'s date as ``YYYY-MM-DD`` (None: not known)."""
+        if self._updated is _UNMADE:
+            from mdmem._dates import iso_date
+
+            return iso_date(self._at)  # type: ignore[arg-type]
+        return self._updated.date().isoformat() if self._updated is not None else None
 
     def _values(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in _FIELDS)

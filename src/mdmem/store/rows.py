@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 
 from mdmem._lines import MAX_BYTES, MAX_LINES
-from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
+from mdmem.errors import InvalidNote
 from mdmem.store import _catalog, files
 from mdmem.store._catalog import CatalogRow
+from mdmem.store.quicknote import MAX_NOTE_BYTES
 from mdmem.store.state import StateDir
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
@@ -24,39 +25,7 @@ if TYPE_CHECKING:
 
     from mdmem.store.note import Note
 
-__all__ = ["MAX_NOTE_BYTES", "head_names", "marked", "note_row", "read_note_text", "superseded"]
-
-MAX_NOTE_BYTES = 256 * 1024
-
-
-def read_note_text(root: str, filename: str) -> str:
-    """The text of the note ``filename`` of the store at ``root``, as it is on disk
-    (``Store.read_text``; the search index re-reads an edited note with it, without
-    the store's code).
-
-    Raises:
-        InvalidPath: not a note name, or it escapes the store (or became a link).
-        NoteNotFound: no such note.
-        InvalidNote: too large, or not UTF-8.
-    """
-    from mdmem.store.paths import note_path
-
-    try:
-        path = note_path(root, filename, must_exist=True)
-    except FileNotFoundError:
-        raise NoteNotFound(filename, root) from None
-    try:
-        data = files.read_bytes(path, MAX_NOTE_BYTES)
-    except ValueError as exc:
-        raise InvalidNote(filename, f"too large: {exc}") from None
-    except FileNotFoundError:
-        raise NoteNotFound(filename, root) from None
-    except files.NotRegularFile as exc:  # swapped for a link or a FIFO since the check
-        raise InvalidPath(filename, str(exc.strerror)) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidNote(filename, f"not UTF-8 (byte {exc.start})") from None
+__all__ = ["head_names", "marked", "note_row", "superseded"]
 
 
 def marked(cat: _catalog.Catalog) -> dict[str, _catalog.CatalogRow]:

@@ -24,7 +24,7 @@ from mdmem.errors import (
     NoteNotFound,
     StoreError,
 )
-from mdmem.store import _catalog, files, rows, watch
+from mdmem.store import _catalog, files, watch
 from mdmem.store.locks import Held, Locks
 from mdmem.store.paths import (
     INDEX_NAME,
@@ -32,7 +32,8 @@ from mdmem.store.paths import (
     note_path,
     project_problem,
 )
-from mdmem.store.rows import MAX_NOTE_BYTES, superseded
+from mdmem.store.quicknote import MAX_NOTE_BYTES, read_note_text
+from mdmem.store.rows import superseded
 from mdmem.store.state import StateDir
 from mdmem.store.sync import Coherence
 
@@ -389,7 +390,7 @@ class Store:
         """
         from mdmem.store.note import parse
 
-        return parse(rows.read_note_text(self._root, filename), filename)
+        return parse(read_note_text(self._root, filename), filename)
 
     def read_text(self, filename: str) -> str:
         """The text of a note's file as it is on disk, valid note or not (for editors).
@@ -399,7 +400,7 @@ class Store:
             NoteNotFound: no such note.
             InvalidNote: too large, or not UTF-8.
         """
-        return rows.read_note_text(self._root, filename)
+        return read_note_text(self._root, filename)
 
     def notes(self) -> list[Note]:
         """Every readable note, sorted by file name (malformed ones are in :meth:`problems`)."""

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterator
     from contextlib import AbstractContextManager
 
+    from mdmem.store._catalog import Catalog
     from mdmem.store.catalog import Scan
     from mdmem.store.note import Note
     from mdmem.store.store import Store
@@ -85,6 +86,8 @@ class ReadingStore:
         )
         self.state = StateDir.of(self._root)
         self._store: Store | None = None
+        # The catalog alone, for the change log's reads (see _catalog_here); and its pid.
+        self._catalog: tuple[Catalog, int] | None = None
 
     def __repr__(self) -> str:
         return f"ReadingStore({self._root!r}, {self.level.value!r})"
@@ -118,19 +121,55 @@ class ReadingStore:
     def read_text(self, filename: str) -> str:
         """A note's text as on disk (:meth:`Store.read_text`), without the store's code:
         the prompt hook re-reads a note edited by hand with it."""
-        from mdmem.store.rows import read_note_text
+        from mdmem.store.quicknote import read_note_text
 
         return read_note_text(self._root, filename)
 
+    def _catalog_here(self) -> Catalog | None:
+        """The catalog, when the store is there to read (``Coherence.here``), without the
+        store's code: the prompt right after a write reads the change log, and only that.
+        None when there is no store (or it is refused)."""
+        if self.unavailable is not None or not os.path.isdir(self._root):
+            return None
+        if self._catalog is None or self._catalog[1] != os.getpid():
+            # A forked child must not share its parent's SQLite connection.
+            from mdmem.store._catalog import Catalog
+
+            self._catalog = (
+                Catalog(self._root, private=self.private, state=self.state),
+                os.getpid(),
+            )
+        return self._catalog[0]
+
     def log_position(self) -> tuple[str, int] | None:
         """Where the change log stands (:meth:`Store.log_position`)."""
-        return self.store.log_position()
+        if self._store is not None:
+            return self._store.log_position()
+        from mdmem.store._catalog import CatalogError
+
+        cat = self._catalog_here()
+        try:
+            return None if cat is None else cat.position()
+        except CatalogError:
+            return None
 
     def changes_since(
         self, position: tuple[str, int], key: str
     ) -> tuple[tuple[str, int], str, set[str]] | None:
         """The notes changed since ``position`` (:meth:`Store.changes_since`)."""
-        return self.store.changes_since(position, key)
+        if self._store is not None:
+            return self._store.changes_since(position, key)
+        from mdmem.store._catalog import CatalogError, store_key
+
+        cat = self._catalog_here()
+        if cat is None:
+            return None
+        now_key = store_key(self._root)
+        try:
+            found = cat.changes_after(position, key, now_key)
+        except CatalogError:
+            return None
+        return None if found is None else (found[0], now_key, found[1])
 
     def entry_versions(self, *, scan: Scan | None = None) -> dict[str, str]:
         """Every note's content hash (:meth:`Store.entry_versions`)."""
@@ -142,7 +181,10 @@ class ReadingStore:
 
     def versions_of(self, names: Collection[str]) -> dict[str, str]:
         """The content hashes of ``names`` (:meth:`Store.versions_of`)."""
-        return self.store.versions_of(names)
+        if self._store is not None:
+            return self._store.versions_of(names)
+        cat = self._catalog_here() if names else None
+        return {} if cat is None else cat.versions(names)
 
 
 def refusal(project: Store) -> str | None:
