@@ -86,6 +86,19 @@ TURN_NOTE = {
     "content": "The worker clears the deploy cache nightly; the release branch keeps it.",
 }
 
+#: A note with words of its own, planted in each generated store (whose notes share one
+#: vocabulary, so the other prompts recall nothing), and a prompt that recalls it: the
+#: hook's path that makes and renders hits.
+PLANTED = {
+    "action": "create",
+    "level": "project",
+    "type": "project_knowledge",
+    "filename": "project_knowledge_bench-paths-janitor.md",
+    "title": "Janitor vacuums the broker queues",
+    "content": "The janitor job vacuums the broker's queues nightly at 02:00 (make vacuum).",
+}
+RECALL_PROMPT = "when does the janitor vacuum the broker queues?"
+
 #: The same turn without a correction: the user only adds a fact.
 PLAIN_TURN = [
     *TURN[:2],
@@ -267,6 +280,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     ustore = Store(user, Level.USER)
     py = sys.executable
     mdmem = [py, "-m", "mdmem"]
+    if not os.path.exists(os.path.join(root, PLANTED["filename"])):
+        store.apply([PLANTED])  # removed at the end
     print(f"  [{size}] settling", file=sys.stderr, flush=True)
     for _ in range(2):
         run.run([*mdmem, "search", "deploy cache"], env)
@@ -286,6 +301,8 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         source.backup(copy)
     data = b"x" * 1200
     rounds = {"pass": 0}
+    # Whether each prompt meant to recall the planted note did (its hits were made).
+    recalled: dict[str, list[bool]] = {"hook-recall": [], "hook-recall-before": []}
     hook_json = json.dumps(
         {
             "session_id": "bench-paths",
@@ -330,9 +347,10 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         command: list[str] = installed,
         wrote: bool = False,
         other: bool = False,
+        recall: bool = False,
     ) -> float:
         payload = json.loads(hook_json)
-        payload["prompt"] = prompt()
+        payload["prompt"] = RECALL_PROMPT if recall else prompt()
         payload["session_id"] = f"bench-{os.getpid()}-{size}-{rounds['pass']}"
         if started:
             # The first prompt of a session as Claude Code runs it: SessionStart first
@@ -343,9 +361,13 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         if other:
             assert before is not None
             name = "hook-before" if started else "hook-unstarted-before"
+            name = "hook-recall-before" if recall else name
             argv = [*(before_installed if command is installed else command), "hook"]
             argv.append("user-prompt-submit")
-            return run.run(argv, before, json.dumps(payload), name=name)[0]
+            took, out = run.run(argv, before, json.dumps(payload), name=name)
+            if recall:
+                recalled[name].append(PLANTED["filename"] in out)
+            return took
         written = None
         if wrote:
             # A turn's worker wrote a note (and the ledger line it records) since the last
@@ -357,7 +379,10 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             time.sleep(0.3)
         argv = [*command, "hook", "user-prompt-submit"]
         name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
-        took = proc(argv, json.dumps(payload), name="hook-after-write" if wrote else name)
+        name = "hook-after-write" if wrote else "hook-recall" if recall else name
+        took, out = run.run(argv, env, json.dumps(payload), name=name)
+        if recall:
+            recalled[name].append(PLANTED["filename"] in out)
         if written is not None:
             store.apply([{"action": "delete", "level": "project", "filename": written}])
             settle()
@@ -410,9 +435,10 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     )
     settle()  # after the writes above
     hooks_only = {"pass", "fts", "hook", "hook-m", "hook-after-write", "hook-unstarted"}
+    hooks_only.add("hook-recall")
     if before is not None:
         settle()
-        hooks_only |= {"hook-before", "hook-unstarted-before"}
+        hooks_only |= {"hook-before", "hook-unstarted-before", "hook-recall-before"}
     samples = (
         {}
         if args.edits_only
@@ -426,10 +452,12 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                     "hook-m": lambda: hook(command=mdmem),
                     "hook-after-write": lambda: hook(wrote=True),
                     "hook-unstarted": lambda: hook(started=False),
+                    "hook-recall": lambda: hook(recall=True),
                     **(
                         {
                             "hook-before": lambda: hook(other=True),
                             "hook-unstarted-before": lambda: hook(started=False, other=True),
+                            "hook-recall-before": lambda: hook(other=True, recall=True),
                         }
                         if before is not None
                         else {}
@@ -448,14 +476,20 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             label=f"{size} processes",
         )
     )
-    # Remove what `mdmem add` wrote.
+    # Remove what `mdmem add` wrote, and the planted note.
     added = [n for n in os.listdir(root) if n.startswith("project_knowledge_added-")]
+    added.append(PLANTED["filename"])
     if added:
         store.apply([{"action": "delete", "level": "project", "filename": n} for n in added])
 
     if args.hooks_only:
         shutil.rmtree(floor_dir, ignore_errors=True)
-        return {**samples, "peaks": {k: max(v) for k, v in run.peaks.items()}, "cpu": run.cpu}
+        return {
+            **samples,
+            "peaks": {k: max(v) for k, v in run.peaks.items()},
+            "cpu": run.cpu,
+            "recalled": recalled,
+        }
     print(f"  [{size}] turns", file=sys.stderr, flush=True)
     turn_times: dict[str, list[float]] = {"turn": [], "turn-plain": []}
     plain = Manager(ws, user_dir=user, provider=Correcting(correction=False), resume=False)
@@ -529,6 +563,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
         **turn_times,
         "edit": edit_times,
         "seen": (seen, edits),
+        "recalled": recalled,
         "syncs": counts,
     }
 
@@ -595,6 +630,7 @@ def main() -> None:
         ("hook user-prompt-submit, as `python -m mdmem`", "hook-m", "pass"),
         ("hook user-prompt-submit, no SessionStart record", "hook-unstarted", "pass"),
         ("hook user-prompt-submit, after a turn wrote a note", "hook-after-write", "pass"),
+        ("hook user-prompt-submit, a prompt that recalls a note", "hook-recall", "pass"),
         ("mdmem index", "index", "pass"),
         ("mdmem search", "search", "pass"),
         ("mdmem recall", "recall", "pass"),
@@ -614,6 +650,7 @@ def main() -> None:
             ("hook user-prompt-submit, the --before checkout", "hook-before", "pass"),
             ("hook user-prompt-submit, the --before checkout", "hook-before", "fts"),
             ("… no SessionStart record, the --before checkout", "hook-unstarted-before", "pass"),
+            ("… a prompt that recalls a note, the --before checkout", "hook-recall-before", "pass"),
         ]
     if args.hooks_only:
         paths = [p for p in paths if p[1].startswith("hook")]
@@ -624,6 +661,17 @@ def main() -> None:
             t, f = med(r[key]), med(r[floor])
             row.append(f"{fmt_ms(t)} ms ({fmt_ratio(t / f)})")
         rows.append(row)
+    rows.append(
+        [
+            "prompts that recalled the planted note",
+            "every one",
+            *[
+                f"{sum(results[s]['recalled']['hook-recall'])} of "
+                f"{len(results[s]['recalled']['hook-recall'])}"
+                for s in sizes
+            ],
+        ]
+    )
     if not args.hooks_only:
         rows.append(
             [
