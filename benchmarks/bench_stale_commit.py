@@ -7,7 +7,8 @@ backticks. Each round commits (one named file edited, a changelog appended:
 the tree key moves), then, for this checkout and for ``--before`` (another
 checkout's ``src``), each with a state folder of its own, the order
 alternating, times in a fresh process ``stale.check`` after the commit and the
-settled check right after it, counting the notes it reads (``store.read``),
+settled check right after it, counting the notes it reads (``store.read``, and
+``quicknote.read_note_text`` where a checkout has it),
 beside ``python -c pass``. Once per checkout at the end: the first check with
 no rows (a clone's first turn: every note read) and a plain parse of every
 note (``store.read`` of each, the floor of a check that reads them all).
@@ -44,6 +45,16 @@ def read(name):
     reads[0] += 1
     return real(name)
 store.read = read
+# Where a checkout reads notes without Store.read (quicknote, which the check reads every
+# note's text with since round 7): those reads, of this store, count too.
+from mdmem.store import quicknote
+if hasattr(quicknote, "read_note_text"):
+    real_text = quicknote.read_note_text
+    def read_text(root, name):
+        if root == store.path:
+            reads[0] += 1
+        return real_text(root, name)
+    quicknote.read_note_text = read_text
 if case == "cold":
     for name in (stale.ROWS, stale.CACHE):
         try:

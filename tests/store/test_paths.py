@@ -330,3 +330,25 @@ def test_a_session_ids_edges(session: str) -> None:
 
     want = re.match(r"^[A-Za-z0-9_-]{1,100}$", session) is not None
     assert is_session_id(session) == want
+
+
+_CONTROL = st.sampled_from(["\x01", "\x1f", "\x7f", "\x85", "\u2028", "\u2029", "\u202e", "\u200f"])
+
+
+@given(
+    st.lists(st.one_of(st.characters(codec="ascii"), st.characters(), _CONTROL), max_size=30).map(
+        "".join
+    )
+)
+def test_a_control_character_is_found_whatever_else_the_name_holds(text: str) -> None:
+    # Printable ASCII skips the per-character look; the verdict is the per-character one.
+    import unicodedata
+
+    from mdmem.store.paths import _BIDI_CONTROLS, _name_problem
+
+    name = text.replace("/", "").replace("\\", "").replace("\x00", "") + ".md"
+    control = any(
+        unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS for ch in name
+    )
+    found = (_name_problem(name) or "").startswith("contains the control character")
+    assert found == control

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from builders import git
 from mdmem import Level, Store
-from mdmem.store import stale
+from mdmem.store import quicknote, stale
 
 LONG_AGO = "2025-06-01T00:00:00+00:00"
 FILES = ("src/app.py", "src/old.py", "src/moved.py", "lib/util.go", "lib/keep.go")
@@ -94,17 +94,19 @@ def repo(tmp_path: Path) -> Path:
 
 
 class Reads:
-    """Counts ``store.read`` (every note the check parses goes through it)."""
+    """Counts the note files the check reads (``quicknote.read_note_text``, which every
+    note it parses is read with), of this store."""
 
     def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         self.names: list[str] = []
-        real = store.read
+        real = quicknote.read_note_text
 
-        def read(filename: str) -> object:
-            self.names.append(filename)
-            return real(filename)
+        def read(root: str, filename: str) -> str:
+            if root == store.path:
+                self.names.append(filename)
+            return real(root, filename)
 
-        monkeypatch.setattr(store, "read", read)
+        monkeypatch.setattr(quicknote, "read_note_text", read)
 
 
 def state_file(store: Store, name: str) -> bytes:
@@ -114,19 +116,11 @@ def state_file(store: Store, name: str) -> bytes:
 def agrees(store: Store, ws: Path, reads: list[str] | None = None) -> list[stale.Stale]:
     """A cached check, then one with no cache: the same list, marks and rows (``reads``:
     the notes the cached check read, when given)."""
-    real = store.read
-    if reads is not None:
-
-        def read(filename: str) -> object:
-            reads.append(filename)
-            return real(filename)
-
-        store.read = read  # type: ignore[method-assign,assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        counted = Reads(store, patch) if reads is not None else None
         cached = stale.check(store, str(ws))
-    finally:
-        if reads is not None:
-            del store.read
+    if reads is not None and counted is not None:
+        reads.extend(counted.names)
     marks, rows = state_file(store, stale.MARKS), state_file(store, stale.ROWS)
     fresh = stale.check(store, str(ws), use_cache=False)
     assert cached == fresh

@@ -110,7 +110,9 @@ def _name_problem(name: object) -> str | None:
         return "must be a bare file name, without '/' or '\\'"
     if "\x00" in name:
         return "contains a NUL character"
-    for ch in name:
+    # Printable ASCII has none of them (an ASCII control character is all that is not
+    # printable there): only another name is looked at a character at a time.
+    for ch in () if name.isascii() and name.isprintable() else name:
         category = unicodedata.category(ch)
         if category in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS:
             return f"contains the control character U+{ord(ch):04X}"
