@@ -8,11 +8,13 @@ spread, never a single run.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -198,3 +200,18 @@ def machine_rows(tmp: str) -> list[list[str]]:
         ["load average at start (1/5/15 min)", load],
         ["mdmem commit", _commit()],
     ]
+
+
+def side_by_side(doc: str, *, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of a benchmark of two checkouts on a generated store: ``--notes``,
+    ``--rounds``, ``--before`` (the other checkout's ``src``) and ``--cache``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--before", required=True, help="the other checkout's src folder")
+    parser.add_argument(
+        "--cache",
+        default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
+        help="where generated stores are kept between runs (shared with bench_scale.py)",
+    )
+    return parser

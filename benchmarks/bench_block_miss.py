@@ -15,29 +15,20 @@ with each miss's peak memory (``ru_maxrss``; the processes are started by
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 import time
 
-from _util import Summary, fmt_ms, table
+from _util import Summary, fmt_ms, side_by_side, table
 from bench_scale import Launcher, generate
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--notes", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--before", required=True, help="the other checkout's src folder")
-    parser.add_argument(
-        "--cache",
-        default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
-        help="where generated stores are kept between runs (shared with bench_scale.py)",
-    )
+    parser = side_by_side(__doc__, rounds=7)
     parser.add_argument("--work", default=None, help="where the stores are copied")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="mdmem-bench-block-miss-", dir=args.work)

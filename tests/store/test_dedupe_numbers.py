@@ -54,6 +54,15 @@ def test_every_duplicate_find_duplicate_finds_shares_the_key(
         assert number_key(title, summary, other) == number_key(title, summary, body)
 
 
+@given(st.text(alphabet=CHARS + "Ab", max_size=60) | PHRASE)
+def test_the_key_finds_in_a_normal_form_what_the_pattern_finds(text: str) -> None:
+    # number_key reads a normal form from its digits (dedupe._normal_numbers) instead of
+    # matching _NUMBERS over every word: the same numbers, on any text.
+    normal = normalise(text)
+    assert dedupe._normal_numbers(normal) == set(_NUMBERS.findall(normal))
+    assert number_key(text, "", "").split() == sorted(set(_NUMBERS.findall(normal)))
+
+
 def _numbered(store: Store, count: int) -> None:
     op = {"action": "create", "level": "project", "type": "project_knowledge"}
     for start in range(0, count, 100):

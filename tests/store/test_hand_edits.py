@@ -107,22 +107,25 @@ def test_settled_store_loads_without_parsing(store: Store, monkeypatch: pytest.M
     store.load_index()  # settle: fingerprint written
     assert (state(store.root) / "fingerprint").exists()
     import mdmem.store.note
+    import mdmem.store.quicknote
 
     def boom(*a: object, **k: object) -> None:
         raise AssertionError("a settled store must not parse notes")
 
     monkeypatch.setattr(mdmem.store.note, "parse", boom)
+    monkeypatch.setattr(mdmem.store.quicknote, "parse", boom)  # a catalog row's reader
     monkeypatch.setattr("mdmem.store._catalog.Catalog.stats", boom)
     assert store.load_index().count("\n") == 5
 
 
 def test_only_changed_notes_are_parsed(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mdmem.store.note
+    import mdmem.store.quicknote
 
+    # A catalog row reads its note through quicknote.parse (the full parse behind it).
     parsed: list[str] = []
-    real = mdmem.store.note.parse
+    real = mdmem.store.quicknote.parse
     monkeypatch.setattr(
-        mdmem.store.note, "parse", lambda text, name="": parsed.append(name) or real(text, name)
+        mdmem.store.quicknote, "parse", lambda text, name: parsed.append(name) or real(text, name)
     )
     write(store.root / "project_knowledge_note-4.md", "Changed", body="a longer body than before")
     store.load_index()

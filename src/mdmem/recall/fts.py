@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from mdmem.recall.view import StoreView as Store
     from mdmem.store import catalog
-    from mdmem.store.quicknote import NoteFields
+    from mdmem.store.note import NoteFields
 
 __all__ = [
     "FILE",

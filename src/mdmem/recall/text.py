@@ -434,6 +434,13 @@ def terms(text: str, *, cjk: int | None = None) -> list[str]:
         out: list[str] = []
         _run_terms(text, n, out)
         return out
+    if text.isascii():
+        # Most notes: NFKC leaves ASCII as it is and no chunk holds a CJK run, so each
+        # chunk is a word (the loop below, less its tests: the hot loop of a rebuild).
+        if "'" in text:
+            text = _CLITIC.sub("", text)
+        word = _word
+        return [term for chunk in _CHUNK.findall(text) for term in word(chunk)]
     text = unicodedata.normalize("NFKC", text)
     if "'" in text or "\u2019" in text:
         # English clitics go with their apostrophe: Lucía's -> Lucía, I'll -> I,

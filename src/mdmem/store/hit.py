@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["Hit"]
 
 _FIELDS = ("filename", "level", "type", "title", "summary", "score", "updated", "snippet")
-_UNMADE = object()  # a hit's updated datetime, not made yet (Hit.dated)
 
 
 class _DataclassFields:
@@ -55,8 +54,8 @@ class Hit:
     probability and not comparable across queries. Immutable.
     """
 
-    # ``updated`` is a property over ``_updated`` (a datetime, or _UNMADE) and ``_at`` (its
-    # seconds since the epoch, when the hit was made from them): see :meth:`dated`.
+    # ``updated`` is a property over ``_updated`` (the datetime, None until made) and ``_at``
+    # (its seconds since the epoch, when the hit was made from them): see :meth:`dated`.
     __slots__ = (*(f for f in _FIELDS if f != "updated"), "_at", "_updated")
     __match_args__ = (
         "filename",
@@ -77,6 +76,8 @@ class Hit:
     summary: str
     score: float
     snippet: str
+    _updated: datetime | None
+    _at: float | None
 
     def __init__(
         self,
@@ -111,28 +112,25 @@ class Hit:
         hook shows :attr:`updated_date` and needs none)."""
         hit = cls(filename, level, type, title, summary, score, None, snippet)
         if updated_at is not None:
-            object.__setattr__(hit, "_updated", _UNMADE)
             object.__setattr__(hit, "_at", float(updated_at))
         return hit
 
     @property
     def updated(self) -> datetime | None:
         """When the note was last updated (None: not known)."""
-        value = self._updated
-        if value is _UNMADE:
+        if self._updated is None and self._at is not None:
             from datetime import datetime, timezone
 
-            value = datetime.fromtimestamp(self._at, timezone.utc)
-            object.__setattr__(self, "_updated", value)
-        return value  # type: ignore[return-value]
+            object.__setattr__(self, "_updated", datetime.fromtimestamp(self._at, timezone.utc))
+        return self._updated
 
     @property
     def updated_date(self) -> str | None:
         """``updated``'s date as ``YYYY-MM-DD`` (None: not known)."""
-        if self._updated is _UNMADE:
+        if self._updated is None and self._at is not None:
             from mdmem._dates import iso_date
 
-            return iso_date(self._at)  # type: ignore[arg-type]
+            return iso_date(self._at)
         return self._updated.date().isoformat() if self._updated is not None else None
 
     def _values(self) -> tuple[object, ...]:

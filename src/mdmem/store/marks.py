@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from mdmem.store._catalog import CatalogRow
-    from mdmem.store.note import IndexEntry, Note
+    from mdmem.store.note import IndexEntry, NoteFields
 
     class Store(Protocol):
         """What this module needs of a store (``Store`` is one; not imported: no cycle)."""
@@ -67,7 +67,7 @@ __all__ = [
 _MIN_LINE = 16
 
 
-def note_marks(note: Note) -> tuple[tuple[str, ...], str | None, float | None]:
+def note_marks(note: NoteFields) -> tuple[tuple[str, ...], str | None, float | None]:
     """What a note's ``supersedes`` and ``expires`` keys give its catalog row: the notes
     it supersedes, when it expires and that moment in epoch seconds (empty: none).
 

@@ -22,7 +22,26 @@ from mdmem.errors import InvalidNote
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, Protocol
+
+    class NoteFields(Protocol):
+        """What a reader of a note's fields uses, which ``Note`` and ``QuickNote`` both have."""
+
+        @property
+        def filename(self) -> str: ...
+        @property
+        def type(self) -> NoteType: ...
+        @property
+        def title(self) -> str: ...
+        @property
+        def summary(self) -> str: ...
+        @property
+        def body(self) -> str: ...
+        @property
+        def updated(self) -> datetime | None: ...
+        @property
+        def extra(self) -> Mapping[str, object]: ...
+
 
 __all__ = [
     "KNOWN_KEYS",
@@ -377,7 +396,7 @@ def render(note: Note) -> str:
 _INDEX_LINE = re.compile(r"^- \[(?P<type>[^\]\n]*)\] (?P<text>.*) \((?P<filename>[^()\n]+)\)\s*$")
 
 
-def index_line(note: Note) -> str:
+def index_line(note: NoteFields) -> str:
     """The note's line in MEMORY.md: ``- [type] Title — Summary (filename)``."""
     title = clean_inline(note.title, MAX_TITLE_CHARS) or note.filename
     summary = clean_inline(note.summary, MAX_SUMMARY_CHARS)

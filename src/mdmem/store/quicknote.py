@@ -21,29 +21,9 @@ from mdmem.store import files
 
 TYPE_CHECKING = False  # not typing's: this module is on the per-prompt hook's path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from datetime import datetime
-    from typing import Protocol
 
-    from mdmem.store.note import Note
-
-    class NoteFields(Protocol):
-        """What a reader of a note's fields uses, which ``Note`` and ``QuickNote`` both have."""
-
-        @property
-        def filename(self) -> str: ...
-        @property
-        def type(self) -> NoteType: ...
-        @property
-        def title(self) -> str: ...
-        @property
-        def summary(self) -> str: ...
-        @property
-        def body(self) -> str: ...
-        @property
-        def updated(self) -> datetime | None: ...
-        @property
-        def extra(self) -> Mapping[str, object]: ...
+    from mdmem.store.note import Note, NoteFields
 
 
 __all__ = ["MAX_NOTE_BYTES", "QuickNote", "parse", "read", "read_note_text", "updated_at"]
