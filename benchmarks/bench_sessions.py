@@ -15,17 +15,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+# The process's own peak (VmHWM), on its last line of stderr: ``ru_maxrss`` of a child
+# counts the memory of the process that forked it (Linux carries the high-water mark
+# across ``exec``), and RUSAGE_CHILDREN is the largest of every child so far.
+_PEAK = [
+    "try:",
+    "    with open('/proc/self/status') as f:",
+    "        hwm = next(l.split()[1] for l in f if l.startswith('VmHWM:'))",
+    "    print('VmHWM', hwm, file=sys.stderr)",
+    "except OSError:",
+    "    pass",
+]
+
 HANDOVER = (
     "import json, sys\n"
     "from mdmem.integrations.claude_code import hand_over\n"
-    "hand_over(json.load(sys.stdin), spawn=False)\n"
+    "hand_over(json.load(sys.stdin), spawn=False)\n" + "\n".join(_PEAK)
 )
 
 
@@ -89,13 +100,12 @@ def transcript(path: str, cwd: str, lines: int) -> None:
 
 
 def run(args: list[str], stdin: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, the process's own peak memory in MiB; 0 where it cannot say)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, env=env)
-    proc.communicate(stdin.encode())
+    done = subprocess.run(args, input=stdin.encode(), env=env, capture_output=True, check=True)
     wall = time.perf_counter() - start
-    _, _, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
-    del usage
-    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    last = (done.stderr.decode(errors="replace").strip().splitlines() or [""])[-1].split()
+    return wall, int(last[1]) / 1024 if len(last) == 2 and last[0] == "VmHWM" else 0.0
 
 
 def main() -> None:
@@ -129,7 +139,7 @@ def main() -> None:
         print(f"{lines}-line transcript ({os.path.getsize(big) / 1e6:.1f} MB), {runs} runs")
         for name, times in results.items():
             print(f"  {name:<16} median {statistics.median(times) * 1000:8.1f} ms")
-        print(f"  peak memory of a hook process (max RSS): {peak:.0f} MiB")
+        print(f"  peak memory of a hook process (its VmHWM): {peak:.1f} MiB")
 
 
 if __name__ == "__main__":
