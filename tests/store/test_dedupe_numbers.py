@@ -11,6 +11,7 @@ counter, not a timing), and real duplicates are still caught.
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -54,13 +55,45 @@ def test_every_duplicate_find_duplicate_finds_shares_the_key(
         assert number_key(title, summary, other) == number_key(title, summary, body)
 
 
-@given(st.text(alphabet=CHARS + "Ab", max_size=60) | PHRASE)
-def test_the_key_finds_in_a_normal_form_what_the_pattern_finds(text: str) -> None:
-    # number_key reads a normal form from its digits (dedupe._normal_numbers) instead of
-    # matching _NUMBERS over every word: the same numbers, on any text.
-    normal = normalise(text)
-    assert dedupe._normal_numbers(normal) == set(_NUMBERS.findall(normal))
-    assert number_key(text, "", "").split() == sorted(set(_NUMBERS.findall(normal)))
+@given(st.text(alphabet=CHARS + "Ab..", max_size=60) | PHRASE)
+def test_the_numbers_are_what_the_pattern_finds_on_any_text(text: str) -> None:
+    # _NUMBERS defines a note's numbers; they are found by dedupe._number_tokens, in one
+    # pass (the pattern's own search is quadratic in a word's length): the same, on any
+    # text, its normal form and its folded form.
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    for value in (text, normalise(text), folded):
+        assert dedupe._number_tokens(value) == set(_NUMBERS.findall(value))
+    assert number_key(text, "", "").split() == sorted(set(_NUMBERS.findall(normalise(text))))
+
+
+class _Refused:
+    def findall(self, text: str) -> list[str]:
+        raise AssertionError("the backtracking pattern ran on a note's text")
+
+
+def test_a_note_of_one_huge_word_costs_one_pass(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Notes of one huge word (a clone may hold them): the pattern would backtrack over
+    # such a word for seconds to minutes. Their catalog rows, a create compared with them
+    # and a duplicate of one never run the pattern; the duplicate is still found.
+    huge, big = "a" * 200_000 + "7", "b" * 30_000 + "7"
+    store.root.mkdir(parents=True, exist_ok=True)
+    for name, title, body in (("huge", "Huge word", huge), ("big", "Big word", f"{big} {big}")):
+        (store.root / f"project_knowledge_{name}.md").write_text(
+            f"---\ntype: project_knowledge\ntitle: {title}\n---\n{body}\n"
+        )
+    monkeypatch.setattr(dedupe, "_NUMBERS", _Refused())
+    index = store.load_index()
+    assert "project_knowledge_huge.md" in index and "project_knowledge_big.md" in index
+    op = {"action": "create", "level": "project", "type": "project_knowledge"}
+    again = store.apply([{**op, "title": "Big word", "content": f"{big} {big}"}])
+    # The same note (a hand-written one: its times and summary are filled in).
+    assert [(a.action, a.filename) for a in again.applied] == [
+        ("update", "project_knowledge_big.md")
+    ]
+    other = store.apply([{**op, "title": "Another big word", "content": big.replace("7", "8")}])
+    assert [a.action for a in other.applied] == ["create"]
 
 
 def _numbered(store: Store, count: int) -> None:
