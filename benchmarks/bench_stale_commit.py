@@ -7,8 +7,8 @@ backticks. Each round commits (one named file edited, a changelog appended:
 the tree key moves), then, for this checkout and for ``--before`` (another
 checkout's ``src``), each with a state folder of its own, the order
 alternating, times in a fresh process ``stale.check`` after the commit and the
-settled check right after it, counting the notes it reads (``store.read``, and
-``quicknote.read_note_text`` where a checkout has it),
+settled check right after it, counting the notes it reads (``store.read`` and
+``store.read_text``),
 beside ``python -c pass``. Once per checkout at the end: the first check with
 no rows (a clone's first turn: every note read) and a plain parse of every
 note (``store.read`` of each, the floor of a check that reads them all).
@@ -18,7 +18,6 @@ note (``store.read`` of each, the floor of a check that reads them all).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from _util import Summary, fmt_ms, machine_rows, table
+from _util import Summary, fmt_ms, machine_rows, side_by_side, table
 from bench_scale import generate
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
@@ -45,16 +44,13 @@ def read(name):
     reads[0] += 1
     return real(name)
 store.read = read
-# Where a checkout reads notes without Store.read (quicknote, which the check reads every
-# note's text with since round 7): those reads, of this store, count too.
-from mdmem.store import quicknote
-if hasattr(quicknote, "read_note_text"):
-    real_text = quicknote.read_note_text
-    def read_text(root, name):
-        if root == store.path:
-            reads[0] += 1
-        return real_text(root, name)
-    quicknote.read_note_text = read_text
+# Since round 7 the check reads a note's text (Store.read_text) and parses it itself;
+# Store.read does not go through read_text, so no read is counted twice.
+real_text = store.read_text
+def read_text(name):
+    reads[0] += 1
+    return real_text(name)
+store.read_text = read_text
 if case == "cold":
     for name in (stale.ROWS, stale.CACHE):
         try:
@@ -117,17 +113,9 @@ def _prepare(ws: str, files: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--notes", type=int, default=10_000)
+    parser = side_by_side(__doc__, rounds=7)
     parser.add_argument("--files", type=int, default=2_000)
-    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--once", type=int, default=3, help="rounds of the first check and parse")
-    parser.add_argument("--before", required=True, help="the other checkout's src folder")
-    parser.add_argument(
-        "--cache",
-        default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"),
-        help="where generated stores are kept between runs (shared with bench_scale.py)",
-    )
     parser.add_argument("--work", default=None, help="where the store is copied")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="mdmem-bench-stale-commit-", dir=args.work)

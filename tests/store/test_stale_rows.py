@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from builders import git
 from mdmem import Level, Store
-from mdmem.store import quicknote, stale
+from mdmem.store import stale
 
 LONG_AGO = "2025-06-01T00:00:00+00:00"
 FILES = ("src/app.py", "src/old.py", "src/moved.py", "lib/util.go", "lib/keep.go")
@@ -94,19 +94,18 @@ def repo(tmp_path: Path) -> Path:
 
 
 class Reads:
-    """Counts the note files the check reads (``quicknote.read_note_text``, which every
-    note it parses is read with), of this store."""
+    """Counts the note files the check reads (``store.read_text``, which every note it
+    parses is read with)."""
 
     def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
         self.names: list[str] = []
-        real = quicknote.read_note_text
+        real = store.read_text
 
-        def read(root: str, filename: str) -> str:
-            if root == store.path:
-                self.names.append(filename)
-            return real(root, filename)
+        def read_text(filename: str) -> str:
+            self.names.append(filename)
+            return real(filename)
 
-        monkeypatch.setattr(quicknote, "read_note_text", read)
+        monkeypatch.setattr(store, "read_text", read_text)
 
 
 def state_file(store: Store, name: str) -> bytes:

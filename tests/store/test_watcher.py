@@ -103,9 +103,10 @@ def _stop(sig: int = signal.SIGTERM) -> None:
         time.sleep(0.02)
 
 
-def _cli(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+def _process(env: dict[str, str], argv: list[str], stdin: str | None = None) -> str:
+    """A process run to its end in the workspace: its output (it must succeed)."""
     done = subprocess.run(
-        [PYTHON, "-m", "mdmem", *args],
+        argv,
         env=env,
         capture_output=True,
         text=True,
@@ -115,6 +116,10 @@ def _cli(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def _cli(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    return _process(env, [PYTHON, "-m", "mdmem", *args], stdin)
 
 
 def _found(env: dict[str, str], query: str) -> list[str]:
@@ -483,17 +488,8 @@ def test_a_hung_watcher_costs_a_command_one_wait_and_it_checks_by_itself(
     counts = tmp_path / "counts.json"
 
     def counted(*args: str, stdin: str | None = None) -> tuple[dict[str, int], str]:
-        done = subprocess.run(
-            [PYTHON, str(script), *args],
-            env={**env, "COUNTS": str(counts)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            input=stdin,
-            cwd=env["MDMEM_WORKSPACE"],
-        )
-        assert done.returncode == 0, done.stderr
-        return json.loads(counts.read_text()), done.stdout
+        out = _process({**env, "COUNTS": str(counts)}, [PYTHON, str(script), *args], stdin)
+        return json.loads(counts.read_text()), out
 
     payload = {
         "session_id": "s-1",

@@ -143,6 +143,14 @@ LOG_KEEP = 512
 LOG_NAMES = 1_000
 
 
+def _sqlite_module() -> object | None:
+    """SQLite's module as loaded (the C module, whose classes the package re-exports; the
+    package where there is no C module), or None when SQLite was never used here."""
+    import sys
+
+    return sys.modules.get("_sqlite3") or sys.modules.get("sqlite3")
+
+
 def is_damage(exc: BaseException) -> bool:
     """Whether ``exc`` says the catalog file is damaged or unusable (then it is rebuilt).
 
@@ -151,10 +159,7 @@ def is_damage(exc: BaseException) -> bool:
     """
     if isinstance(exc, CatalogError):
         return True
-    import sys
-
-    # The C module is the package's (same classes); either is loaded once SQLite was used.
-    sqlite3 = sys.modules.get("_sqlite3") or sys.modules.get("sqlite3")
+    sqlite3: Any = _sqlite_module()
     return sqlite3 is not None and isinstance(exc, sqlite3.Error)
 
 
@@ -176,9 +181,7 @@ def is_busy(exc: BaseException) -> bool:
     """
     if isinstance(exc, CatalogError):
         return exc.busy
-    import sys
-
-    sqlite3 = sys.modules.get("_sqlite3") or sys.modules.get("sqlite3")
+    sqlite3: Any = _sqlite_module()
     if sqlite3 is None or not isinstance(exc, sqlite3.OperationalError):
         return False
     text = str(exc).lower()
@@ -940,3 +943,26 @@ def present(root: str | StateDir, names: Collection[str]) -> set[str]:
         raise
     finally:
         cat.close()
+
+
+def log_position(cat: Catalog) -> tuple[str, int] | None:
+    """Where ``cat``'s change log stands (``Store.log_position``), or None when the
+    catalog cannot say."""
+    try:
+        return cat.position()
+    except CatalogError:
+        return None
+
+
+def changes_since(
+    cat: Catalog, root: str, position: tuple[str, int], key: str
+) -> tuple[tuple[str, int], str, set[str]] | None:
+    """What changed in the store at ``root`` since its log stood at ``position`` and its
+    key was ``key`` (``Store.changes_since``): (the position now, the key now, the names),
+    or None when the log cannot vouch for it."""
+    now_key = store_key(root)
+    try:
+        found = cat.changes_after(position, key, now_key)
+    except CatalogError:
+        return None
+    return None if found is None else (found[0], now_key, found[1])

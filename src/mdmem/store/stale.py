@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 
         def read(self, filename: str) -> Note: ...
 
+        def read_text(self, filename: str) -> str: ...
+
         def apply(
             self, ops: Iterable[Mapping[str, object]], now: None = None, *, source: str = ...
         ) -> ApplyResult: ...
@@ -399,7 +401,7 @@ def _names(
     try:
         # A note mdmem wrote without YAML (a tenth of the time: a first check after a
         # clone reads every note), as Store.read would read it.
-        note = quicknote.parse(quicknote.read_note_text(store.path, filename), filename)
+        note = quicknote.parse(store.read_text(filename), filename)
     except (KeyError, ValueError):
         return None
     return referenced_paths(note.body), referenced_symbols(note.body), quicknote.updated_at(note)

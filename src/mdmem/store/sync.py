@@ -530,10 +530,7 @@ class Coherence:
         if not self.here():
             return None
         with self.guard:
-            try:
-                return self.cat().position()
-            except _catalog.CatalogError:
-                return None
+            return _catalog.log_position(self.cat())
 
     def changes_since(
         self, position: tuple[str, int], key: str
@@ -541,13 +538,8 @@ class Coherence:
         """What changed since ``position`` and ``key`` (``Store.changes_since``)."""
         if not self.here():
             return None
-        now_key = _catalog.store_key(self.root)
         with self.guard:
-            try:
-                found = self.cat().changes_after(position, key, now_key)
-            except _catalog.CatalogError:
-                return None
-        return None if found is None else (found[0], now_key, found[1])
+            return _catalog.changes_since(self.cat(), self.root, position, key)
 
     def recorded_stat(self, name: str) -> _catalog.Stat | None:
         """A note's stat as its row records it (None: no row, or not a valid note)."""

@@ -68,11 +68,12 @@ class ReadingStore:
     """A store as a read sees it first: its directory, level, state folder and whether it
     is refused, without the store's code.
 
-    The :class:`~mdmem.store.store.Store` behind it is made on first use of
-    anything else (a note to re-index, the change log): a query on a settled store
-    never needs it, and the per-prompt hook, a fresh process at every prompt,
-    does not import it (a sixth of its imports). What it says is the Store's:
-    the same directory, state folder and refusal.
+    The change log and the notes' hashes are read from the catalog alone; the
+    :class:`~mdmem.store.store.Store` behind it is made on first use of anything
+    else (a listing's hashes, the lock): a query on a settled store, or right
+    after a write, never needs it, and the per-prompt hook, a fresh process at
+    every prompt, does not import it (a sixth of its imports). What it says is the
+    Store's: the same directory, state folder and refusal.
     """
 
     def __init__(self, root: str, level: Level | str, *, user_store: str | None = None) -> None:
@@ -143,33 +144,19 @@ class ReadingStore:
 
     def log_position(self) -> tuple[str, int] | None:
         """Where the change log stands (:meth:`Store.log_position`)."""
-        if self._store is not None:
-            return self._store.log_position()
-        from mdmem.store._catalog import CatalogError
+        from mdmem.store._catalog import log_position
 
         cat = self._catalog_here()
-        try:
-            return None if cat is None else cat.position()
-        except CatalogError:
-            return None
+        return None if cat is None else log_position(cat)
 
     def changes_since(
         self, position: tuple[str, int], key: str
     ) -> tuple[tuple[str, int], str, set[str]] | None:
         """The notes changed since ``position`` (:meth:`Store.changes_since`)."""
-        if self._store is not None:
-            return self._store.changes_since(position, key)
-        from mdmem.store._catalog import CatalogError, store_key
+        from mdmem.store._catalog import changes_since
 
         cat = self._catalog_here()
-        if cat is None:
-            return None
-        now_key = store_key(self._root)
-        try:
-            found = cat.changes_after(position, key, now_key)
-        except CatalogError:
-            return None
-        return None if found is None else (found[0], now_key, found[1])
+        return None if cat is None else changes_since(cat, self._root, position, key)
 
     def entry_versions(self, *, scan: Scan | None = None) -> dict[str, str]:
         """Every note's content hash (:meth:`Store.entry_versions`)."""
@@ -181,8 +168,6 @@ class ReadingStore:
 
     def versions_of(self, names: Collection[str]) -> dict[str, str]:
         """The content hashes of ``names`` (:meth:`Store.versions_of`)."""
-        if self._store is not None:
-            return self._store.versions_of(names)
         cat = self._catalog_here() if names else None
         return {} if cat is None else cat.versions(names)
 
