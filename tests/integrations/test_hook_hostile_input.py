@@ -126,9 +126,9 @@ def test_a_long_transcript_is_handed_over_by_its_tail(
     reads: list[dict[str, int]] = []
     real = claude_code.read_new
 
-    def counting(path: str, cursor: claude_code.Cursor | None = None) -> object:
+    def counting(path: str, cursor: claude_code.Cursor | None = None, **kw: bool) -> object:
         stats: dict[str, int] = {}
-        out = real(path, cursor, stats=stats)
+        out = real(path, cursor, stats=stats, **kw)
         reads.append(stats)
         return out
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ __all__ = [
     "ITEM_CHARS",
     "Activity",
     "is_test_command",
+    "lean_blocks",
     "observe",
     "outcome_of",
 ]
@@ -95,6 +97,42 @@ def _blocks(content: object) -> list[object]:
     if isinstance(content, Iterable) and not isinstance(content, (bytes, Mapping)):
         return list(content)
     return []
+
+
+def _input_read(name: object) -> str | None:
+    """The one input of a tool call :func:`observe` reads: the file it changes, a Bash command."""
+    if not isinstance(name, str):
+        return None
+    if name == "Bash":
+        return "command"
+    if name == _NOTEBOOK[0]:
+        return _NOTEBOOK[1]
+    return EDIT_TOOLS.get(name)
+
+
+def lean_blocks(content: object) -> list[object]:
+    """Of a message's content, only what :func:`observe` and a turn without tool excerpts read.
+
+    Text blocks whole; of a tool call its name and the one input :func:`observe`
+    reads; nothing of tool results, thinking or images. For a reader that holds
+    a long transcript whole (a session's first handover), whose bulk is tool
+    input and output: ``observe`` finds the same in the lean blocks.
+    """
+    out: list[object] = []
+    for block in _blocks(content):
+        kind = _get(block, "type")
+        # New dicts of constant keys (and a tool's name interned): a parsed line's own
+        # strings for them would be held once per line.
+        if kind == "text":
+            out.append({"type": "text", "text": _get(block, "text")})
+        elif kind == "tool_use":
+            name = _get(block, "name")
+            key = _input_read(name)
+            value = _get(_get(block, "input"), key) if key else None
+            lean = {key: value} if key and isinstance(value, str) else {}
+            name = sys.intern(name) if isinstance(name, str) else name
+            out.append({"type": "tool_use", "name": name, "input": lean})
+    return out
 
 
 def is_test_command(command: str) -> bool:
@@ -159,17 +197,15 @@ def observe(
                     parts.append(("ask" if role == "user" else "said", text[:_TEXT_CHARS]))
             elif kind == "tool_use" and role == "assistant":
                 name = _get(block, "name")
-                tool_input = _get(block, "input")
-                key = EDIT_TOOLS.get(name) if isinstance(name, str) else None
-                if name == _NOTEBOOK[0]:
-                    key = _NOTEBOOK[1]
-                value = _get(tool_input, key) if key else None
-                if key and isinstance(value, str) and value:
+                key = _input_read(name)
+                value = _get(_get(block, "input"), key) if key else None
+                if not isinstance(value, str):
+                    continue
+                if name == "Bash":
+                    if value.strip():
+                        parts.append(("command", value[:_TEXT_CHARS]))
+                elif value:
                     parts.append(("file", value[:4096]))
-                elif name == "Bash":
-                    command = _get(tool_input, "command")
-                    if isinstance(command, str) and command.strip():
-                        parts.append(("command", command[:_TEXT_CHARS]))
             # tool_result, thinking, images: never read
     texts = redactor.strip_private_many([text for _, text in parts])
     out = Activity(messages=count)

@@ -58,7 +58,7 @@ def record(
     sessions.record(
         manager.project,
         sid,
-        [m.as_dict() for m in fresh],
+        (m.as_dict() for m in fresh),
         workspace=manager.workspace,
         agent="claude-code",
         redactor=Redactor(extra_patterns_from_env()),

@@ -318,7 +318,11 @@ def read_transcript(path: str) -> list[TranscriptMessage]:
 
 
 def read_new(
-    path: str, cursor: Cursor | None = None, *, stats: dict[str, int] | None = None
+    path: str,
+    cursor: Cursor | None = None,
+    *,
+    stats: dict[str, int] | None = None,
+    tools: bool = True,
 ) -> tuple[list[TranscriptMessage], Cursor]:
     """The messages of a Claude Code transcript after ``cursor``, and the cursor after them.
 
@@ -332,7 +336,10 @@ def read_new(
     are one streamed message (a message streamed across the cursor comes back
     as its later lines only). Only a regular file is read, never through a
     symlink. ``stats``, when given, gets ``lines`` (how many were read) and
-    ``start`` (the offset reading began at).
+    ``start`` (the offset reading began at). With ``tools=False`` a message keeps
+    only what a session record and a turn without tool excerpts read
+    (:func:`mdmem.extract.activity.lean_blocks`): a long transcript's bulk, tool
+    input and output, is never held.
 
     Raises:
         OSError: the transcript cannot be read.
@@ -342,6 +349,9 @@ def read_new(
     seen: set[str] = set()
     not_objects = 0
     lines = _Lines(path, cursor)
+    blocks_of = _blocks
+    if not tools:
+        from mdmem.extract.activity import lean_blocks as blocks_of
     for number, line in lines:
         if not isinstance(line, dict):
             not_objects += 1
@@ -362,7 +372,7 @@ def read_new(
         message = line.get("message")
         if not isinstance(message, dict):
             continue
-        blocks = _blocks(message.get("content"))
+        blocks = blocks_of(message.get("content"))
         message_id = message.get("id")
         if kind == "assistant" and isinstance(message_id, str) and message_id in by_id:
             by_id[message_id].parts.append((uuid, blocks))
@@ -373,7 +383,7 @@ def read_new(
             role=str(kind),
             content=blocks,
             stamp=stamp[:40] if isinstance(stamp, str) else "",
-            branch=branch[:200] if isinstance(branch, str) else "",
+            branch=sys.intern(branch[:200]) if isinstance(branch, str) else "",
         )
         if kind == "assistant" and isinstance(message_id, str):
             by_id[message_id] = entry
@@ -689,8 +699,9 @@ def hand_over(
     ws, project, user = resolve(workspace, user_dir, start=workspace_of(payload))
     cursors = Cursors(project.state.path)
     cursor = cursors.get(transcript)
-    # Only what was appended since the last handover: a long session's hook reads its tail.
-    messages, after = read_new(transcript, cursor)
+    # Only what was appended since the last handover: a long session's hook reads its tail;
+    # of tool calls only what the record reads (the Manager below journals no tool excerpt).
+    messages, after = read_new(transcript, cursor, tools=False)
     # Without the lock first: SessionEnd right after a Stop usually has nothing
     # new, and then needs neither the Manager nor the lock (nor their imports).
     if not new_messages(messages, set(Ledger(project.state.path).load())):
@@ -723,7 +734,7 @@ def hand_over(
             record(payload, manager, messages, fresh)
             session = payload.get("session_id")
             turn_id = manager.defer(
-                [m.as_dict() for m in fresh],
+                (m.as_dict() for m in fresh),
                 session=session if isinstance(session, str) and session else None,
             )
             ledger.add([u for m in fresh for u in m.uuids], known)
@@ -777,7 +788,7 @@ def _pass_over(payload: dict[str, object], project: Store) -> None:
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return
-    messages = read_transcript(transcript)
+    messages = read_new(transcript, tools=False)[0]
     ledger = Ledger(project.state.ensure())
     with project.lock():
         known = ledger.load()
