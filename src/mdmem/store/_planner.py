@@ -7,8 +7,8 @@ updated by the second. The plan is carried out by :mod:`mdmem.store._txn`.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 
+from mdmem._record import replace
 from mdmem.errors import InvalidNote, InvalidOperation, InvalidPath, NoteNotFound
 from mdmem.store import _dedupe_keys, _txn
 from mdmem.store.dedupe import (

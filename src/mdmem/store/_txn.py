@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass, field
 
 from mdmem.errors import InvalidPath
 from mdmem.store import _catalog, files
@@ -37,22 +36,40 @@ TXN = layout.TXN
 TRASH_DIR = layout.TRASH
 
 
-@dataclass
 class Plan:
-    """The files a batch writes (name -> bytes) and moves to the trash (name -> trash name)."""
+    """The files a batch writes (name -> bytes) and moves to the trash (name -> trash name).
 
-    writes: dict[str, bytes] = field(default_factory=dict)
-    deletes: dict[str, str] = field(default_factory=dict)
-    before: dict[str, str | None] = field(default_factory=dict)
-    """The content hash of each touched file before the batch (None: it did not exist)."""
-    actions: dict[str, str] = field(default_factory=dict)
-    """How history names a write (default ``write``): ``restore``, ``rename`` ..."""
-    notes: dict[str, Note] = field(default_factory=dict)
-    """The notes the bytes of ``writes`` were rendered from, where the writer has them."""
-    renamable: set[str] = field(default_factory=set)
-    """Creates whose name mdmem chose: one taken at the final step gets ``-2``, ``-3`` ..."""
-    renamed: dict[str, str] = field(default_factory=dict)
-    """Set by :func:`commit`: the creates that took another name, old name -> new name."""
+    A plain class (no ``dataclasses``: see :mod:`mdmem._record`); each mapping is the
+    caller's or a new one.
+    """
+
+    __slots__ = ("actions", "before", "deletes", "notes", "renamable", "renamed", "writes")
+
+    def __init__(
+        self,
+        *,
+        writes: dict[str, bytes] | None = None,
+        deletes: dict[str, str] | None = None,
+        before: dict[str, str | None] | None = None,
+        actions: dict[str, str] | None = None,
+        notes: dict[str, Note] | None = None,
+        renamable: set[str] | None = None,
+    ) -> None:
+        self.writes: dict[str, bytes] = {} if writes is None else writes
+        self.deletes: dict[str, str] = {} if deletes is None else deletes
+        #: The content hash of each touched file before the batch (None: it did not exist).
+        self.before: dict[str, str | None] = {} if before is None else before
+        #: How history names a write (default ``write``): ``restore``, ``rename`` ...
+        self.actions: dict[str, str] = {} if actions is None else actions
+        #: The notes the bytes of ``writes`` were rendered from, where the writer has them.
+        self.notes: dict[str, Note] = {} if notes is None else notes
+        #: Creates whose name mdmem chose: one taken at the final step gets ``-2``, ``-3`` ...
+        self.renamable: set[str] = set() if renamable is None else renamable
+        #: Set by :func:`commit`: the creates that took another name, old name -> new name.
+        self.renamed: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"Plan(writes={sorted(self.writes)!r}, deletes={self.deletes!r})"
 
     def __bool__(self) -> bool:
         return bool(self.writes or self.deletes)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass
+
+from mdmem._record import record
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def _containment(x: frozenset[str], y: frozenset[str]) -> float:
     return len(x & y) / small if small else 1.0
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     """An existing note as :func:`find_duplicate` first looks at it: from its index entry."""
 
@@ -242,7 +243,7 @@ def note_text(title: str, summary: str, body: str) -> str:
     return f"{title}\n{summary}\n{body}"
 
 
-@dataclass(frozen=True)
+@record
 class Duplicate:
     """An existing note a new one repeats: ``exact`` when the normalised text is the same."""
 

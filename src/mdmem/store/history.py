@@ -23,9 +23,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from mdmem import _record
 from mdmem.errors import InvalidOperation, NoteNotFound
 from mdmem.store import _catalog, files
 from mdmem.store import state as layout
@@ -55,7 +55,7 @@ SOURCES = ("api", "worker", "cli", "memory-tool", "mcp", "hand-edit", "prune", "
 enabled = True
 
 
-@dataclass(frozen=True)
+@_record.record
 class Version:
     """One recorded version of a note; ``version`` is what :func:`read_version` takes."""
 

@@ -12,11 +12,11 @@ never parses a note.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 
 from mdmem._kinds import Level, NoteType
 from mdmem._lines import clean_inline
+from mdmem._record import field, record, replace
 from mdmem.errors import InvalidNote
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
@@ -66,7 +66,7 @@ MAX_TITLE_CHARS = 120
 MAX_SUMMARY_CHARS = 240
 
 
-@dataclass(frozen=True)
+@record
 class Note:
     """One note: its file name, front matter and Markdown body."""
 
@@ -82,10 +82,10 @@ class Note:
 
     def with_changes(self, **changes: object) -> Note:
         """A copy with some fields replaced."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
 
 
-@dataclass(frozen=True)
+@record
 class IndexEntry:
     """What MEMORY.md knows of a note: enough to list it without reading it."""
 

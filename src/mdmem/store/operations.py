@@ -14,10 +14,10 @@ operations in whatever a model answered.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from mdmem._kinds import Level, NoteType
+from mdmem._record import record, values
 from mdmem.errors import InvalidOperation, InvalidPath, ProviderError
 from mdmem.store.note import MAX_SUMMARY_CHARS, MAX_TITLE_CHARS, clean_inline
 from mdmem.store.paths import NoteName, check_name
@@ -49,7 +49,7 @@ _MAX_SCAN_STARTS = 2_000
 _MAX_SUPERSEDES = 20
 
 
-@dataclass(frozen=True)
+@record
 class Operation:
     """A create / update / delete request, as received; check it with :func:`validate`."""
 
@@ -106,14 +106,14 @@ class Operation:
     def to_dict(self) -> dict[str, object]:
         """The operation as a JSON-ready dict, without empty fields."""
         out: dict[str, object] = {}
-        for key, value in asdict(self).items():
+        for key, value in values(self).items():
             if value is None:
                 continue
             out[key] = list(value) if isinstance(value, tuple) else str(value)
         return out
 
 
-@dataclass(frozen=True)
+@record
 class Create:
     """A checked request for a new note."""
 
@@ -129,7 +129,7 @@ class Create:
     expires: datetime | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Update:
     """A checked request to replace a note's body (and maybe its title, summary or type)."""
 
@@ -143,7 +143,7 @@ class Update:
     expires: datetime | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Delete:
     """A checked request to move a note to the trash."""
 

@@ -10,9 +10,8 @@ to define (a sixth of `mdmem add`'s own imports were these records).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mdmem._kinds import Level
+from mdmem._record import record
 from mdmem.store.hit import Hit  # re-exported: no dataclass, see mdmem.store.hit
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms on the `mdmem add` path
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["Applied", "ApplyResult", "Hit", "Problem", "ReindexReport", "Rejected", "TrashItem"]
 
 
-@dataclass(frozen=True)
+@record
 class Applied:
     """One operation that took effect: ``action`` is create, update, delete or unchanged."""
 
@@ -33,7 +32,7 @@ class Applied:
     """Why, when it is not plain: e.g. a create found to repeat an existing note."""
 
 
-@dataclass(frozen=True)
+@record
 class Rejected:
     """One operation that was dropped, and why."""
 
@@ -41,7 +40,7 @@ class Rejected:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class ApplyResult:
     """What :meth:`Store.apply` did."""
 
