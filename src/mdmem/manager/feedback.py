@@ -276,26 +276,29 @@ def contradicts(said: str, before: str, note: str) -> bool:
     - does not already say what the correction says is right (its code, numbers,
       versions or paths): such a note agrees with the correction.
     """
-    part = correcting(said)
-    if not part:
-        return False
-    wrong = wrong_terms(part)
-    if not wrong:
-        return False
-    words = _words(note, parts=True)
-    hit = words & wrong
-    if not hit or words & (_values(part) - wrong):
-        return False
-    if len(hit) >= 2 or any(_PARTS.search(t) for t in hit):  # `log.Printf`, `config.yaml`
-        return True
-    subject = (_words(part) | _words(before)) - wrong - _GENERIC
-    return bool((hit - _GENERIC) and words & subject)
+    return bool(contradicted(said, [("", note)], before))
 
 
 def contradicted(said: str, notes: Iterable[tuple[str, str]], before: str = "") -> list[str]:
     """The notes (name, title and summary) that the correction ``said`` contradicts
-    (:func:`contradicts`)."""
-    return [name for name, text in notes if contradicts(said, before, text)]
+    (:func:`contradicts`); what the correction says is read once, not once a note."""
+    part = correcting(said)
+    wrong = wrong_terms(part) if part else set()
+    if not wrong:
+        return []
+    right = _values(part) - wrong
+    subject = (_words(part) | _words(before)) - wrong - _GENERIC
+    out: list[str] = []
+    for name, note in notes:
+        words = _words(note, parts=True)
+        hit = words & wrong
+        if not hit or words & right:
+            continue
+        if len(hit) >= 2 or any(_PARTS.search(t) for t in hit):  # `log.Printf`, `config.yaml`
+            out.append(name)
+        elif (hit - _GENERIC) and words & subject:
+            out.append(name)
+    return out
 
 
 def after_turn(
