@@ -520,6 +520,30 @@ def test_private_blocks_and_tool_results_never_reach_the_activity(workspace: Pat
     assert "printed" not in json.dumps(found.__dict__)
 
 
+def test_the_handover_holds_no_tool_output_and_records_the_same(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from mdmem.extract.turn import from_messages
+    from mdmem.privacy import Redactor
+
+    path = tmp_path / "lean.jsonl"
+    billing_session(path, A, workspace).write()
+    whole, cursor = claude_code.read_new(str(path))
+    lean, lean_cursor = claude_code.read_new(str(path), tools=False)
+    assert cursor == lean_cursor and [m.uuids for m in whole] == [m.uuids for m in lean]
+    held = json.dumps([m.as_dict() for m in lean])
+    for marker in (OUTPUT, "THINKING-MARKER-9", "hunter2-password-value", "old_string"):
+        assert marker not in held  # tool output, thinking, the text an edit wrote
+    assert OUTPUT in json.dumps([m.as_dict() for m in whole])
+    # What the session record and the journaled turn make of them is the same.
+    assert observe([m.as_dict() for m in lean], str(workspace), Redactor()) == observe(
+        [m.as_dict() for m in whole], str(workspace), Redactor()
+    )
+    assert from_messages([m.as_dict() for m in lean], redactor=Redactor()) == from_messages(
+        [m.as_dict() for m in whole], redactor=Redactor()
+    )
+
+
 items = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), min_size=1, max_size=40
 )
