@@ -294,9 +294,9 @@ def contradicted(said: str, notes: Iterable[tuple[str, str]], before: str = "") 
         hit = words & wrong
         if not hit or words & right:
             continue
-        if len(hit) >= 2 or any(_PARTS.search(t) for t in hit):  # `log.Printf`, `config.yaml`
-            out.append(name)
-        elif (hit - _GENERIC) and words & subject:
+        # Two of its words, a name of code (`log.Printf`, `config.yaml`), or one on the subject.
+        named = len(hit) >= 2 or any(_PARTS.search(t) for t in hit)
+        if named or ((hit - _GENERIC) and words & subject):
             out.append(name)
     return out
 
