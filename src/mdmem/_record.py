@@ -190,12 +190,11 @@ def replace(obj: T, **changes: Any) -> T:
     Raises:
         TypeError: a name that is not one of its fields.
     """
-    spec: _Spec = type(obj).__dict__["__record__"]
-    unknown = set(changes) - set(spec.names)
+    fields = values(obj)
+    unknown = sorted(set(changes) - set(fields))
     if unknown:
-        raise TypeError(f"{type(obj).__qualname__} has no field {sorted(unknown)[0]!r}")
-    values = {name: changes[name] if name in changes else getattr(obj, name) for name in spec.names}
-    return type(obj)(**values)
+        raise TypeError(f"{type(obj).__qualname__} has no field {unknown[0]!r}")
+    return type(obj)(**{**fields, **changes})
 
 
 def values(obj: object) -> dict[str, object]:
