@@ -50,6 +50,7 @@ __all__ = [
     "notes",
     "on_a_terminal",
     "pending_turns",
+    "per_prompt_recall",
     "project_store",
     "text_of",
     "ui_settings",
@@ -402,6 +403,25 @@ def cold_search(root: Path, query: str) -> list[Hit]:
 
     forget_open_indexes()
     return search([Store(root, Level.PROJECT)], query, semantic=False)
+
+
+def per_prompt_recall(stores: list[Store], prompt: str) -> tuple[str, list[str]]:
+    """What the per-prompt hook's gate recalls for ``prompt`` (its thresholds, lexical only):
+    the block and the recalled notes' file names."""
+    from mdmem.integrations.prompt_recall import MIN_COVERAGE, RELATIVE
+    from mdmem.recall import engine
+
+    block, hits = engine.recalled(
+        stores,
+        prompt,
+        400,
+        semantic=False,
+        min_coverage=MIN_COVERAGE,
+        relative=RELATIVE,
+        limit=8,
+        per_prompt=True,
+    )
+    return block, [h.filename for h in hits]
 
 
 # -- hypothesis: notes as a person or a model could write them ---------------------------------

@@ -51,6 +51,7 @@ ALLOWED = {
     "mdmem.recall.tally",
     "mdmem.recall.text",
     "mdmem.recall.usage",
+    "mdmem.recall.weights",
     "mdmem.store",
     "mdmem.store.activity",
     "mdmem.store.cedict",

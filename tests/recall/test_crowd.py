@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import per_prompt_recall
 from mdmem import Level, Store
-from mdmem.recall import engine
+from mdmem.recall import engine, weights
 from mdmem.recall.fts import Index
 
 COMMON = ["deploy", "cache", "server", "release"]
@@ -40,20 +41,6 @@ def _stores(root: Path, notes: list[tuple[list[bool], int]]) -> list[Store]:
         )
     store.apply(ops)
     return [store, Store(root / "user", Level.USER)]
-
-
-def _recall(stores: list[Store], prompt: str) -> tuple[str, list[str]]:
-    block, hits = engine.recalled(
-        stores,
-        prompt,
-        400,
-        semantic=False,
-        min_coverage=0.25,
-        relative=0.6,
-        limit=8,
-        per_prompt=True,
-    )
-    return block, [h.filename for h in hits]
 
 
 _note = st.tuples(
@@ -81,14 +68,14 @@ def test_the_crowd_shortcut_gives_the_full_rankings_answer(  # type: ignore[no-u
 ) -> None:
     # A "large" store from 6 notes on (instead of 500), so that small stores, whose every
     # match is a candidate, show the rule.
-    monkeypatch.setattr(engine, "_COMMON", 6)
+    monkeypatch.setattr(weights, "_COMMON", 6)
     engine._INDEXES.clear()
     stores = _stores(tmp_path_factory.mktemp("crowd"), notes)
     prompt = " ".join(words) + "?"
-    quick = _recall(stores, prompt)
+    quick = per_prompt_recall(stores, prompt)
     with monkeypatch.context() as m:
         m.setattr(engine, "crowded", lambda *a, **k: False)
-        full = _recall(stores, prompt)
+        full = per_prompt_recall(stores, prompt)
     assert quick == full
     engine._INDEXES.clear()
 
@@ -96,7 +83,7 @@ def test_the_crowd_shortcut_gives_the_full_rankings_answer(  # type: ignore[no-u
 def test_a_crowded_prompt_ranks_nothing_and_search_still_answers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "_COMMON", 6)
+    monkeypatch.setattr(weights, "_COMMON", 6)
     engine._INDEXES.clear()
     # Every note holds every common word: a crowd of 30.
     stores = _stores(tmp_path, [([True] * len(COMMON), i % len(RARE)) for i in range(30)])
@@ -108,14 +95,14 @@ def test_a_crowded_prompt_ranks_nothing_and_search_still_answers(
         return real(self, words, limit, **kw)
 
     monkeypatch.setattr(Index, "match", counting)
-    assert _recall(stores, "how do we deploy the cache server?") == ("", [])
+    assert per_prompt_recall(stores, "how do we deploy the cache server?") == ("", [])
     assert matched == []  # no note ranked for it
-    assert _recall(stores, "why does the cache server time out?") == ("", [])
+    assert per_prompt_recall(stores, "why does the cache server time out?") == ("", [])
     assert matched == []  # a word no note holds changes nothing
     assert len(engine.search(stores, "deploy cache server", limit=5)) == 5
     assert matched  # search ranks as before
     # A distinctive word among them: ranked, and the one note holding it found.
-    assert _recall(stores, "how do we deploy the cache of item7?")[1] == [
+    assert per_prompt_recall(stores, "how do we deploy the cache of item7?")[1] == [
         "project_knowledge_note-7-deploy-cache.md"
     ]
     engine._INDEXES.clear()

@@ -353,8 +353,9 @@ def _candidates(store: Store, statement: str, skip: int) -> list[_Heading]:
     """The notes a correction may contradict: the :data:`CANDIDATES` whose title and
     summary best match its words, from the store's search index (a turn costs what it
     writes, not a pass over every note). A note sharing no word with it cannot qualify."""
-    from mdmem.recall.engine import distinctive, index_of
+    from mdmem.recall.engine import index_of
     from mdmem.recall.text import terms
+    from mdmem.recall.weights import distinctive
 
     index = index_of(store)
     words = sorted(set(terms(statement)))

@@ -38,6 +38,8 @@ from mdmem.recall.fts import Index, Row
 from mdmem.recall.text import terms
 from mdmem.recall.usage import USE_BONUS as USE_BONUS
 from mdmem.recall.usage import reads, use_bonus
+from mdmem.recall.weights import CROWD as CROWD
+from mdmem.recall.weights import coverage_weights, crowded, distinctive, fts_idf, reach, term_idf
 from mdmem.store import watch
 from mdmem.store.hit import Hit
 
@@ -47,6 +49,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from mdmem.recall.view import StoreView as Store
+
+    #: A pool of stores' statistics: each term's document frequency, and the notes.
+    Pool = tuple[dict[str, int], int]
 
 __all__ = [
     "CANDIDATES",
@@ -83,7 +88,6 @@ SEMANTIC_FLOOR = 0.1
 # renamed or removed (the directory's mtime did not move); edits by mdmem itself
 # always rename, so they are seen at once.
 _RECHECK_SECONDS = 2.0
-_COMMON = 500
 #: The power of a note's coverage in its lexical score (Lucene's coordination factor is
 #: the power 1; measured 1, 1.5, 2, 3 on both query sets: see docs/benchmarks.md).
 COVERAGE_POWER = 2.0
@@ -174,15 +178,6 @@ class _Candidate:
         self.words: set[str] | None = None
 
 
-def _idf(total: int, df: int) -> float:
-    return math.log((total - df + 0.5) / (df + 0.5) + 1.0)
-
-
-def _fts_idf(total: int, df: int) -> float:
-    # FTS5's own (bm25() in fts5_aux.c): never below 1e-6.
-    return max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6)
-
-
 def search(
     stores: Iterable[Store],
     query: str,
@@ -216,10 +211,15 @@ def _rank(
     now: datetime | None,
     *,
     crowd: bool = False,
+    floor: float = 0.0,
     _retry: bool = True,
 ) -> tuple[list[_Candidate], set[str]]:
     """Every candidate for ``query``, best first, and the query's terms; none, with
-    ``crowd`` (the per-prompt gate's), when a store is :func:`crowded` for it."""
+    ``crowd`` (the per-prompt gate's), when a store is :func:`crowded` for it.
+
+    ``floor`` is the coverage the caller's :func:`gate` keeps a candidate from
+    (its ``min_coverage``): a store whose notes cannot reach it is not ranked
+    unless the gate would read its scores (what the gate decides is the same)."""
     if not query.strip():
         return [], set()
     qterms = sorted(set(terms(query)))
@@ -258,10 +258,16 @@ def _rank(
         for (index, _, hidden), df in zip(per_store, frequencies, strict=True):
             if held and crowded(held, df, index.count(), len(hidden)):
                 return [], set(qterms)  # the gate would say nothing: no note ranked for it
-    for (index, level, hidden), df in zip(per_store, frequencies, strict=True):
-        if qterms:
-            for c in lexical(index, level, hidden, qterms, alternatives, types, df, pool):
-                candidates[(level.value, c.row.name)] = c
+    if qterms:
+        _lexical_stage(
+            candidates,
+            per_store,
+            frequencies,
+            (qterms, alternatives, types, pool),
+            least=0.0 if use_semantic else min_coverage or floor,
+            later=not min_coverage,
+            floor=floor,
+        )
     if use_semantic:
         # False while no note has a vector yet: then the ranking is the lexical one.
         use_semantic = _add_semantic(candidates, per_store, query, types)
@@ -273,7 +279,15 @@ def _rank(
     ]
     if _retry and any(stale):
         return _rank(
-            stores_seen, query, types, semantic, min_coverage, now, crowd=crowd, _retry=False
+            stores_seen,
+            query,
+            types,
+            semantic,
+            min_coverage,
+            now,
+            crowd=crowd,
+            floor=floor,
+            _retry=False,
         )
     _fuse(candidates.values(), use_semantic)
     # Of two versions of one note (near-duplicates of a type), the newer is the current one.
@@ -306,6 +320,44 @@ def _rank(
     return ranked, set(qterms)
 
 
+def _lexical_stage(
+    candidates: dict[tuple[str, str], _Candidate],
+    per_store: list[tuple[Index, Level, set[str]]],
+    frequencies: list[dict[str, int]],
+    query: tuple[Sequence[str], dict[str, list[str]], Sequence[str] | None, Pool],
+    *,
+    least: float,
+    later: bool,
+    floor: float,
+) -> None:
+    """Each store's :func:`lexical` candidates into ``candidates``.
+
+    A store none of whose notes can hold ``least`` of the query (its
+    :func:`reach`; ``least`` 0 for none) gives no candidate that counts: below
+    ``min_coverage`` one is dropped, and below the per-prompt gate's ``floor``
+    one is never kept nor raises the best, and only its lexical score could
+    count, for the gate's lead rule, read only when no candidate is ABOUT the
+    prompt. With ``later`` such a store is ranked only then; without, never.
+    (A word in most of a store, its only one of the prompt, made BM25 rank
+    nearly all of it for nothing.) Lexical ranking only: the caller passes
+    ``least`` 0 when notes may pass by meaning.
+    """
+    qterms, alternatives, types, pool = query
+    deferred: list[tuple[tuple[Index, Level, set[str]], dict[str, int]]] = []
+    for store, df in zip(per_store, frequencies, strict=True):
+        if least > 0 and reach(qterms, alternatives, df, pool) < least:
+            deferred.append((store, df))
+            continue
+        for c in lexical(*store, qterms, alternatives, types, df, pool):
+            candidates[(store[1].value, c.row.name)] = c
+    if not deferred or not later:
+        return
+    if max((c.coverage for c in candidates.values() if c.coverage >= floor), default=0.0) < ABOUT:
+        for store, df in deferred:
+            for c in lexical(*store, qterms, alternatives, types, df, pool):
+                candidates[(store[1].value, c.row.name)] = c
+
+
 def evidence(c: _Candidate) -> float:
     """How much ``c`` looks like an answer (0-1): its coverage, or its cosine's share of MIN_COSINE.
 
@@ -323,8 +375,8 @@ LISTED_TOP = 2
 #: ... and with no candidate :data:`ABOUT` the prompt, the first must score this many times the
 #: second lexically (a wrong note sharing one word with the prompt wins by little)...
 LEAD = 2.0
-#: ... and a prompt that more than this many notes match equally well names none of them.
-CROWD = 3
+#: ... and a prompt that more than :data:`CROWD` notes match equally well names none of them
+#: (mdmem.recall.weights, which proves it from document frequencies).
 
 
 def gate(
@@ -372,78 +424,6 @@ def gate(
     ]
 
 
-def _cjk_gram(term: str) -> bool:
-    """Whether ``term`` is a CJK n-gram: two or more Han characters (as the regular
-    expression ``[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}`` would say, without
-    compiling its ranges, ~1 ms, in the per-prompt hook's process)."""
-    return len(term) >= 2 and all(
-        "\u3400" <= ch <= "\u4dbf" or "\u4e00" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
-        for ch in term
-    )
-
-
-def _seams(
-    qterms: Sequence[str], df: dict[str, int], alternatives: dict[str, list[str]]
-) -> set[str]:
-    """The query's CJK n-grams that only straddle two words: in no note, each character in one.
-
-    A CJK run is cut into overlapping n-grams (``推送通知`` -> ``推送 送通 通知``), so a
-    question also yields the grams across its word boundaries (``送通``); one that
-    no note contains while every character of it is in a gram that notes do is
-    an artefact of the cutting, not a word the notes lack, and it does not count
-    against a note's coverage (an English word no note has still does).
-    """
-
-    def present(t: str) -> bool:  # in a note, itself or by a translation
-        return bool(df.get(t)) or any(df.get(a) for a in alternatives.get(t, ()))
-
-    absent = [t for t in qterms if _cjk_gram(t) and not present(t)]
-    if not absent:
-        return set()
-    found = "".join(t for t in qterms if _cjk_gram(t) and present(t))
-    return {t for t in absent if all(ch in found for ch in t)}
-
-
-def crowded(qterms: Sequence[str], df: dict[str, int], total: int, hidden: int = 0) -> bool:
-    """Whether a store's document frequencies alone show that more than :data:`CROWD` of
-    its notes hold every one of ``qterms``, none of them :func:`distinctive`.
-
-    Those notes cover the whole prompt (coverage 1, the most any note has; the
-    caller leaves out a word no note holds, which lowers every note's alike), so the
-    per-prompt :func:`gate` names none of them ("a prompt that more than CROWD notes
-    match equally well names none"): the hook need not rank them. Ranking them was
-    BM25 over most of the store (a prompt of common words at 100,000 notes: 0.3-0.5 s).
-    At least ``total - sum(total - df)`` notes hold every term (each term is missing
-    from ``total - df`` notes at most), less the ``hidden`` ones (superseded, never
-    candidates). Exact wherever every match of the store is a candidate (at most
-    :data:`CANDIDATES` of them); in a larger store the gate's rule is taken at its word,
-    as the crowd holds whether or not BM25's first fifty show it.
-    """
-    if total <= _COMMON:
-        return False
-    least = total - hidden
-    for t in set(qterms):
-        n = df.get(t, 0)
-        if n <= max(total / 3, _COMMON):
-            return False  # a distinctive or absent word: it may name a note
-        least -= total - n
-    return least > CROWD
-
-
-def distinctive(
-    words: Sequence[str], df: dict[str, int], total: int
-) -> tuple[list[str], list[str]]:
-    """(the words that find notes, the words the store has), of ``words`` in a store of
-    ``total`` notes with document frequencies ``df``.
-
-    A word in more than a third of a large store (over 1,500 notes) says little (its
-    IDF is near 0) and would make a match rank most of the store: it still counts for
-    coverage, not for finding. In a smaller store every word finds.
-    """
-    present = [t for t in words if df.get(t, 0) > 0]
-    return [t for t in present if df[t] <= max(total / 3, _COMMON)], present
-
-
 def lexical(
     index: Index,
     level: Level,
@@ -470,13 +450,11 @@ def lexical(
     total = max(index.count(), 1)
     pool_df, pool_total = pool if pool is not None else (df, total)
     pool_total = max(pool_total, 1)
-    seams = _seams(qterms, pool_df, alternatives)
-    idf = {t: _idf(pool_total, pool_df.get(t, 0)) for t in qterms if t not in seams}
-    whole = sum(idf.values()) or 1.0
+    idf, whole = coverage_weights(qterms, alternatives, pool_df, pool_total)
     # FTS5's BM25 weighs a term by the store's own IDF; rescaled to the pool's, the
     # scores of two stores compare (exactly for one matched term, closely for more).
-    local = {t: _fts_idf(total, df.get(t, 0)) for t in wanted}
-    pooled = {t: _fts_idf(pool_total, pool_df.get(t, 0)) for t in wanted}
+    local = {t: fts_idf(total, df.get(t, 0)) for t in wanted}
+    pooled = {t: fts_idf(pool_total, pool_df.get(t, 0)) for t in wanted}
     rescale = pool is not None and local != pooled  # one store alone: nothing to do
     # A term in a third of a large store says little (its IDF is near 0) and would make
     # the match rank thousands of rows: it still counts for coverage, not for finding.
@@ -578,7 +556,7 @@ def _prefer_newer(index: Index, items: list[_Candidate]) -> None:
     words = set().union(*(sets[c.row.name] for pair in pairs for c in pair))
     df = _frequencies(index, words)
     total = max(index.count(), 1)
-    idf = {t: _idf(total, df.get(t, 0)) for t in words}
+    idf = {t: term_idf(total, df.get(t, 0)) for t in words}
     for newer, older in pairs:
         if older.score < newer.score:
             continue
@@ -806,7 +784,9 @@ def _candidates(
     listed: Iterable[str] = (),
     per_prompt: bool = False,
 ) -> tuple[list[_Candidate], set[str]]:
-    ranked, qset = _rank(stores, query, None, semantic, 0.0, None, crowd=per_prompt)
+    ranked, qset = _rank(
+        stores, query, None, semantic, 0.0, None, crowd=per_prompt, floor=min_coverage
+    )
     chosen = gate(
         ranked,
         min_coverage=min_coverage,

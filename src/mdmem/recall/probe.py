@@ -43,8 +43,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mdmem.recall.engine import NEAR_DUPLICATE, _idf, index_of, search, similarity
+from mdmem.recall.engine import NEAR_DUPLICATE, index_of, search, similarity
 from mdmem.recall.text import terms
+from mdmem.recall.weights import term_idf
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -451,7 +452,7 @@ def _why(by_level: dict[str, Store], probe: Probe, first: object) -> str:
             words = own | theirs
             df = index.document_frequency(sorted(words))
             total = max(index.count(), 1)
-            idf = {t: _idf(total, df.get(t, 0)) for t in words}
+            idf = {t: term_idf(total, df.get(t, 0)) for t in words}
             if similarity(own, theirs, idf) >= NEAR_DUPLICATE:
                 return f"a near-duplicate of {name}: worth merging the two"
     return f"{name} matches these words better: the note's own words are elsewhere"
