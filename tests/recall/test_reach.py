@@ -103,10 +103,19 @@ def test_a_store_holding_only_a_common_word_of_the_prompt_is_not_ranked(
     user = [[2, 6]] * 7
     stores = _stores(tmp_path, project, user)
     matched = _counting(monkeypatch)
+    read: list[str] = []
+    real_reads = engine.reads
+
+    def reads(store, index):  # type: ignore[no-untyped-def]
+        read.append(store.level.value)
+        return real_reads(store, index)
+
+    monkeypatch.setattr(engine, "reads", reads)
     block, hits = per_prompt_recall(stores, "when does the janitor vacuum the broker queues?")
     assert hits == ["project_knowledge_note-5-janitor.md"]
     assert "janitor" in block.lower()
     assert matched == [6]  # the project store only
+    assert read == ["project"]  # nor is the user store's usage ledger read
     engine._INDEXES.clear()
 
 

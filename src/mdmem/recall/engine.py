@@ -301,7 +301,8 @@ def _rank(
     # Notes people actually read rank a little higher, as the seed's score does with hit
     # counts and recency: at most USE_BONUS, from the usage ledger (mdmem.store.ledger).
     indexes = {level.value: index for index, level, _ in per_store}
-    uses = {name: reads(store, indexes.get(name)) for name, store in by_level.items()}
+    with_hits = {level_name for level_name, _ in candidates}  # a store without one is not read
+    uses = {n: reads(s, indexes.get(n)) for n, s in by_level.items() if n in with_hits}
     for (level_name, name), c in candidates.items():
         use = uses.get(level_name, {}).get(name)
         if use is not None:
