@@ -398,9 +398,23 @@ def test_a_hand_edit_of_a_large_store_never_reads_memory_md_whole(
     monkeypatch.setattr(_index_file, "join", whole)
     proxy = types.SimpleNamespace(read_bytes=read_bytes, stamped=files.stamped)
     monkeypatch.setattr(_memory_md, "files", proxy)
+    real_draft, real_digest = _memory_md.draft, _memory_md._file_digest
+    hashes: list[int] = []
+
+    def draft(*args: object, **kwargs: object) -> object:
+        hashes.append(0)
+        return real_draft(*args, **kwargs)  # type: ignore[arg-type]
+
+    def digest(path: str) -> tuple[str, int]:
+        hashes[-1] += 1
+        return real_digest(path)
+
+    monkeypatch.setattr(_memory_md, "draft", draft)
+    monkeypatch.setattr(_memory_md, "_file_digest", digest)
     _hand_edit(store.root)
     # A new process's view (nothing cached); its answer is the file, read as usual.
     shown = Store(store.root, Level.PROJECT).load_index()
+    assert hashes and max(hashes) <= 1  # the 18 MB of a large store hashed once a pass
     monkeypatch.setattr(_index_file, "patch", real_patch)
     monkeypatch.setattr(_index_file, "join", real_join)
     text = index.read_text(encoding="utf-8")

@@ -110,11 +110,13 @@ def draft(
     # at a time, then changed in place like a file its stat vouches for; not mdmem's
     # (a pull, another checkout's write), or not spliceable: compared and rebuilt in chunks.
     large = st is not None and st[1] >= _index_file.STREAM_BYTES
+    hashed = None  # the file's (hash, size), when worked out: hashed once a pass
     if recorded is not None and not stream:
         if recorded.stat_proves(st):
             ours = "stat"
         elif large:
-            ours = "hash" if _file_digest(index_path)[0] == recorded.digest else ""
+            hashed = _file_digest(index_path)
+            ours = "hash" if hashed[0] == recorded.digest else ""
     if ours:
         # Exactly what mdmem wrote: change the lines in place, never reading, rendering
         # or hashing the rest (see _index_file.splice); an unlocked pass only finds out
@@ -136,7 +138,9 @@ def draft(
     elif stream or large:
         draft.streamed = _index_file.digest(_index_file.chunks(cat.lines()))
         draft.lines = draft.streamed[2]
-        draft.differs = draft.streamed[:2] != _file_digest(index_path)
+        if ours or hashed is None:  # else not ours by its hash above, and left alone since
+            hashed = _file_digest(index_path)
+        draft.differs = draft.streamed[:2] != hashed
     else:
         try:
             current = files.read_bytes(index_path, MAX_INDEX_BYTES)
