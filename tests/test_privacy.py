@@ -564,6 +564,37 @@ def test_needles_never_hide_a_match(text: str) -> None:
     _needles_hold(text)
 
 
+def _candidates_hold(text: str) -> None:
+    view, _ = privacy._visible(text)
+    low = privacy._lower(view)
+    patterns = privacy._compiled()
+    chosen = patterns.candidates(view, low)
+    assert chosen == sorted(chosen, key=patterns.rules.index)  # in the rules' order
+    for rule in patterns.rules:
+        if rule.could_match(low if rule.lower else view):
+            assert rule in chosen, (rule.pattern.pattern, text)
+
+
+@given(NEEDLE_TEXTS)
+def test_the_needle_index_keeps_every_rule_that_could_match(text: str) -> None:
+    # The one pass over the needles (privacy._Patterns.candidates) never drops a rule
+    # whose own needles the text holds: what is redacted is what every rule would find.
+    _candidates_hold(text)
+
+
+@pytest.mark.parametrize("text", [t for _, t, _ in POSITIVE] + [t for t in NEGATIVE])
+def test_the_needle_index_keeps_every_rule_of_the_examples(text: str) -> None:
+    _candidates_hold(text)
+
+
+def test_a_text_without_any_needle_looks_at_no_rule() -> None:
+    patterns = privacy._compiled()
+    assert patterns.candidates("Bench paths op", "bench paths op") == []
+    rules = patterns.candidates("mysql -p hunter22", "mysql -p hunter22")
+    assert {rule.kind for rule in rules} >= {"password"}
+    assert redact("mysql -uroot -phunter22 db") != "mysql -uroot -phunter22 db"
+
+
 def test_plain_words_compile_no_secret_pattern() -> None:
     # The per-prompt hook redacts the prompt's first words for the activity log: a prompt
     # with no secret's literal in it compiles none of the rules (each costs ~0.3 ms).

@@ -591,6 +591,48 @@ class _Patterns:
             _EmailRule(),
         ]
         self.rules: tuple[_Rule, ...] = tuple(rules)
+        self._keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._by_needle: dict[tuple[bool, str], tuple[int, ...]] = {}
+        self._always: tuple[int, ...] = ()
+
+    def _index(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Each rule filed under the needles of its most selective group (its longest
+        needles: ``-p`` and ``mysql``, under ``mysql``), per subject (the text, or the
+        lowered text); the distinct needles of each subject."""
+        by: dict[tuple[bool, str], list[int]] = {}
+        self._always = tuple(i for i, rule in enumerate(self.rules) if not rule.needles)
+        for i, rule in enumerate(self.rules):
+            if not rule.needles:
+                continue  # no literal it needs: it runs on every text
+            key = max(rule.needles, key=lambda group: min(map(len, group)))
+            for needle in key:
+                by.setdefault((rule.lower, needle), []).append(i)
+        self._by_needle = {k: tuple(v) for k, v in by.items()}
+        keys = (
+            tuple(n for lower, n in self._by_needle if not lower),
+            tuple(n for lower, n in self._by_needle if lower),
+        )
+        self._keys = keys
+        return keys
+
+    def candidates(self, text: str, low: str) -> list[_Rule]:
+        """The rules that could match ``text`` (``low``: it lowered), in their order.
+
+        One pass over the distinct needles (56) instead of every rule's own (41 rules,
+        ~55 us a short text): most texts a write redacts (a title, a filename) hold
+        none, and no rule is looked at. Each rule found still checks all of its needles.
+        """
+        plain, lowered = self._keys or self._index()
+        by = self._by_needle
+        found = set(self._always)
+        for needle in plain:
+            if needle in text:
+                found.update(by[False, needle])
+        for needle in lowered:
+            if needle in low:
+                found.update(by[True, needle])
+        rules = self.rules
+        return [rules[i] for i in sorted(found)]
 
     @staticmethod
     def _accept_header(m: re.Match[str], value: str, quoted: bool) -> bool:
@@ -868,7 +910,9 @@ class Redactor:
         p = _compiled()
         low = _lower(text)
         found: list[_Finding] = []
-        for rule in p.rules + self._extra:
+        for rule in p.candidates(text, low):
+            found.extend(rule.scan(text, low))
+        for rule in self._extra:
             found.extend(rule.scan(text, low))
         if not found:
             return found
