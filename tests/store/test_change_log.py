@@ -305,3 +305,36 @@ def test_streamed_versions_are_the_versions(store: Store) -> None:
     assert streamed == sorted(Store(store.root, Level.PROJECT).entry_versions().items())
     assert "project_knowledge_hand.md" in dict(streamed)
     assert "project_knowledge_broken.md" not in dict(streamed)
+
+
+def test_whether_the_log_can_say_is_answered_without_reading_its_names(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # catalog_current only asks whether the log chains (names=False): its answer is the
+    # full reading's, for a chain, a key it does not start at, a catch-up in full and a
+    # pruned log.
+    cat = _catalog.Catalog(str(store.root), private=True)
+
+    def agree(position: tuple[str, int], key: str) -> bool:
+        now = _catalog.store_key(str(store.root))
+        full = cat.changes_after(position, key, now)
+        alone = cat.changes_after(position, key, now, names=False)
+        assert (full is None) == (alone is None)
+        assert alone is None or (alone[0] == full[0] and alone[1] == set())  # type: ignore[index]
+        return full is not None
+
+    start, key = cat.position(), _catalog.store_key(str(store.root))
+    store.apply([create("Zeppelin deploys")])
+    assert agree(start, key)
+    assert not agree(start, _catalog.store_key(str(store.root)))
+    monkeypatch.setattr(_catalog, "LOG_NAMES", 2)
+    before, key = cat.position(), _catalog.store_key(str(store.root))
+    store.apply([create(f"Batch {i}") for i in range(3)])
+    assert not agree(before, key)
+    monkeypatch.setattr(_catalog, "LOG_KEEP", 3)
+    for i in range(70):
+        store.apply([create(f"Churn {i}")])
+    assert not agree(start, key)
+    recent, key = cat.position(), _catalog.store_key(str(store.root))
+    store.apply([create("One more")])
+    assert agree(recent, key)

@@ -664,10 +664,11 @@ class Catalog:
         return self.meta("epoch") or "", int(row[0] or 0)
 
     def changes_after(
-        self, position: tuple[str, int], key: str, now_key: str
+        self, position: tuple[str, int], key: str, now_key: str, *, names: bool = True
     ) -> tuple[tuple[str, int], set[str]] | None:
         """What changed since ``position``, when the store's key was ``key``: (the log's
         position now, the names whose rows changed); None when the log cannot say.
+        Without ``names``, whether it can say alone (the names are not read: an empty set).
 
         The log can say when its entries since then follow each other from
         ``key`` to ``now_key`` (the store's key now): each entry starts at the
@@ -681,23 +682,27 @@ class Catalog:
         if epoch != (self.meta("epoch") or "") or not epoch:
             return None
         con = self._open()
+        first, last = con.execute("SELECT MIN(seq), MAX(seq) FROM changes").fetchone()
+        if last is not None and last > seq and (first is None or first > seq + 1):
+            return None  # entries since then were pruned: none need be read
+        # Without the names, whether each entry lists them: a catch-up as often as the
+        # prompt block asks whether the catalog is current (up to LOG_KEEP entries).
+        listing = "names" if names else "names IS NOT NULL"
         rows = con.execute(
-            "SELECT seq, before, after, names FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+            f"SELECT seq, before, after, {listing} FROM changes WHERE seq > ? ORDER BY seq",
+            (seq,),
         ).fetchall()
-        if rows:
-            first = con.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
-            if first is None or first > seq + 1:
-                return None  # entries since then were pruned
-        names: set[str] = set()
+        changed: set[str] = set()
         at = key
         for number, before, after, listed in rows:
-            if before != at or listed is None:
+            if before != at or not listed:  # NULL (or, without names, 0): catch up in full
                 return None
-            names.update(json.loads(listed))
+            if names:
+                changed.update(json.loads(listed))
             at, seq = after, number
         if at != now_key:
             return None
-        return (epoch, seq), names
+        return (epoch, seq), changed
 
     # -- the dedupe keys (see store/_dedupe_keys.py) ---------------------------------
 

@@ -572,7 +572,7 @@ class Coherence:
                 at = float(settled[2])
                 position = (settled[0], int(settled[1]))
                 now_key = _catalog.store_key(self.root)
-                chained = cat.changes_after(position, settled[3], now_key) is not None
+                chained = cat.changes_after(position, settled[3], now_key, names=False) is not None
                 told = self._told(cat, " ".join(settled), at) if ask else None
                 if told is not None and told.kind == _watcher.UNKNOWN:
                     if _watcher.vouches_from_now(self.root):
