@@ -580,7 +580,7 @@ def bench_parts(base: str, calls: int) -> str:
     total = cum("manager.py", "update_async")
     groups = [
         ("normalise (turn.from_messages)", cum("turn.py", "from_messages")),
-        ("redact (Redactor.redact)", cum("privacy.py", "redact")),
+        ("redact (Redactor.redact)", cum("privacy/_filter.py", "redact")),
         ("JSON (_journal._dump)", cum("_journal.py", "_dump")),
         (
             "state-dir checks (ensure_state_dir, Journal.open)",

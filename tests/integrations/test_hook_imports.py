@@ -36,6 +36,8 @@ ALLOWED = {
     "mdmem._sqlite",
     "mdmem.errors",
     "mdmem.privacy",
+    "mdmem.privacy._filter",
+    "mdmem.privacy._rules",
     "mdmem.cli",
     "mdmem.cli._fastpath",
     "mdmem.integrations",
@@ -107,7 +109,7 @@ except SystemExit:
     pass
 loaded = set(sys.modules)  # before this probe's own json
 import json
-from mdmem import privacy
+from mdmem.privacy import _rules
 from mdmem.integrations import prompt_recall
 from mdmem.recall import text
 print(json.dumps({
@@ -115,7 +117,7 @@ print(json.dumps({
     "never": sorted(m for m in %r if m in loaded),
     "cjk_compiled": text._cjk_run.cache_info().currsize,
     "past_compiled": prompt_recall._past_work.cache_info().currsize,
-    "rules_compiled": sum(r._pattern is not None for r in privacy._compiled().rules),
+    "rules_compiled": sum(r._pattern is not None for r in _rules._compiled().rules),
     "datetime": "datetime" in loaded,
 }), file=sys.stderr)
 """

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from mdmem import privacy
-from mdmem.privacy import KINDS, Redactor, extra_patterns_from_env, redact
+from mdmem.privacy import KINDS, Redactor, _filter, _rules, extra_patterns_from_env, redact
 
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 B64URL = ALNUM + "-_"
@@ -345,7 +344,7 @@ def test_env_patterns_absent_or_empty(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_module_redact_uses_env_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(privacy, "_default", None)
+    monkeypatch.setattr(_filter, "_default", None)
     monkeypatch.setenv("MDMEM_REDACT_PATTERNS", r"corp-[0-9]{4}")
     assert redact("id corp-1234 here") == "id [REDACTED:custom] here"
 
@@ -546,9 +545,9 @@ NEEDLE_TEXTS = st.one_of(
 
 
 def _needles_hold(text: str) -> None:
-    view, _ = privacy._visible(text)
-    low = privacy._lower(view)
-    for rule in privacy._compiled().rules:
+    view, _ = _filter._visible(text)
+    low = _rules._lower(view)
+    for rule in _rules._compiled().rules:
         subject = low if rule.lower else view
         if rule.pattern.search(subject) is not None:
             assert rule.could_match(subject), (rule.pattern.pattern, text)
@@ -565,9 +564,9 @@ def test_needles_never_hide_a_match(text: str) -> None:
 
 
 def _candidates_hold(text: str) -> None:
-    view, _ = privacy._visible(text)
-    low = privacy._lower(view)
-    patterns = privacy._compiled()
+    view, _ = _filter._visible(text)
+    low = _rules._lower(view)
+    patterns = _rules._compiled()
     chosen = patterns.candidates(view, low)
     assert chosen == sorted(chosen, key=patterns.rules.index)  # in the rules' order
     for rule in patterns.rules:
@@ -577,7 +576,7 @@ def _candidates_hold(text: str) -> None:
 
 @given(NEEDLE_TEXTS)
 def test_the_needle_index_keeps_every_rule_that_could_match(text: str) -> None:
-    # The one pass over the needles (privacy._Patterns.candidates) never drops a rule
+    # The one pass over the needles (_rules._Patterns.candidates) never drops a rule
     # whose own needles the text holds: what is redacted is what every rule would find.
     _candidates_hold(text)
 
@@ -588,7 +587,7 @@ def test_the_needle_index_keeps_every_rule_of_the_examples(text: str) -> None:
 
 
 def test_a_text_without_any_needle_looks_at_no_rule() -> None:
-    patterns = privacy._compiled()
+    patterns = _rules._compiled()
     assert patterns.candidates("Bench paths op", "bench paths op") == []
     rules = patterns.candidates("mysql -p hunter22", "mysql -p hunter22")
     assert {rule.kind for rule in rules} >= {"password"}
@@ -600,9 +599,10 @@ def test_plain_words_compile_no_secret_pattern() -> None:
     # with no secret's literal in it compiles none of the rules (each costs ~0.3 ms).
     code = (
         "from mdmem import privacy\n"
+        "from mdmem.privacy import _rules\n"
         "assert privacy.redact('how do we deploy the release branch?') "
         "== 'how do we deploy the release branch?'\n"
-        "print(sum(r._pattern is not None for r in privacy._compiled().rules))\n"
+        "print(sum(r._pattern is not None for r in _rules._compiled().rules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from builders import create_op
-from mdmem import Level, Manager, ProviderError, Store, privacy
-from mdmem.privacy import KINDS, Redactor, redact
+from mdmem import Level, Manager, ProviderError, Store
+from mdmem.privacy import KINDS, Redactor, _filter, redact
 from mdmem.store.note import Note, NoteType
 
 KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABFAKEFAKEFAKE"
@@ -127,7 +127,7 @@ def disk_holds(root: Path, needles: list[str]) -> list[str]:
 @pytest.fixture(autouse=True)
 def _custom_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MDMEM_REDACT_PATTERNS", r"ACME-INTERNAL-\d+-FAKE")
-    monkeypatch.setattr(privacy, "_default", None)
+    monkeypatch.setattr(_filter, "_default", None)
 
 
 class Failing:
