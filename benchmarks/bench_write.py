@@ -15,6 +15,13 @@ as processes beside ``python -c pass``. Medians; the ratios are paired per round
     python benchmarks/bench_write.py --before <checkout> --rounds 21 --sizes 100000
     python benchmarks/bench_write.py --layouts --sizes 100000 --before .   # MEMORY.md alone
 
+``--after-edit`` times instead, in each round, six creates right after an editor's save
+of one note (a new file renamed over it: the folder moves, as after a pull), each
+checkout's process settled first: the first create lists the folder for its name check;
+the ones after it show whether the rows were trusted again. The creates are deleted after.
+
+    python benchmarks/bench_write.py --after-edit --before <checkout> --sizes 100000 --rounds 5
+
 ``--layouts`` times only the write of one line into MEMORY.md, on a copy of it: as mdmem
 does it (a new file swapped in), shifting the bytes after the line in place, appending.
 
@@ -75,8 +82,26 @@ def op(which):
     assert result.applied, result
     return took
 
+def after_edit():
+    store.load_index()
+    saved = sorted(n for n in os.listdir(root) if n.startswith("project_knowledge_"))[0]
+    tmp = os.path.join(root, ".editor-save.tmp")
+    with open(os.path.join(root, saved), "rb") as f, open(tmp, "wb") as out:
+        out.write(f.read() + b"\nSaved in an editor.\n")
+    os.replace(tmp, os.path.join(root, saved))
+    took, made = [], []
+    for i in range(6):
+        op_i = {**create, "filename": f"project_knowledge_bench-after-edit-{i}.md"}
+        took.append(op(op_i))
+        made.append({"action": "delete", "level": "project", "filename": op_i["filename"]})
+    store.apply(made)
+    return took
+
 print("ready", flush=True)
 for line in sys.stdin:
+    if line.strip() == "edit":
+        print(json.dumps(after_edit()), flush=True)
+        continue
     if line.strip() != "round":
         break
     print(json.dumps([durable(), op(create), op(delete)]), flush=True)
@@ -136,6 +161,14 @@ class Side:
         for key, value in (("durable", durable), ("create", create), ("delete", delete)):
             self.samples[key].append(value)
 
+    def edit(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("edit\n")
+        self.proc.stdin.flush()
+        first, *later = json.loads(self.proc.stdout.readline())
+        self.samples.setdefault("first", []).append(first)
+        self.samples.setdefault("later", []).extend(later)
+
     def stop(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -155,6 +188,23 @@ class Side:
         self.samples["add"].append(self.run([py, "-m", "mdmem", "add", "--title", title, "Added."]))
         added = f"project_knowledge_bench-write-added-{number}.md"
         self.samples["rm"].append(self.run([py, "-m", "mdmem", "rm", added]))
+
+
+def _after_edit(sides: list[Side], size: int, rounds: int) -> list[list[str]]:
+    for n in range(rounds):
+        for side in sides if n % 2 == 0 else sides[::-1]:
+            side.edit()
+    for side in sides:
+        side.stop()
+    return [
+        [
+            f"{size:,}",
+            side.label,
+            fmt_ms(statistics.median(side.samples["first"])),
+            fmt_ms(statistics.median(side.samples["later"])),
+        ]
+        for side in sides
+    ]
 
 
 def ratio(num: list[float], den: list[float]) -> float:
@@ -238,6 +288,9 @@ def main() -> None:
     parser.add_argument(
         "--layouts", action="store_true", help="only MEMORY.md's write done three ways"
     )
+    parser.add_argument(
+        "--after-edit", action="store_true", help="only six creates after an editor's save"
+    )
     args = parser.parse_args()
     if args.layouts:
         found = []
@@ -271,6 +324,9 @@ def main() -> None:
             # (where every fsync, the floor's too, would wait for them).
             os.sync()
             time.sleep(2)
+            if args.after_edit:
+                rows += _after_edit(sides, size, args.rounds)
+                continue
             for n in range(args.rounds):
                 for side in sides if n % 2 == 0 else sides[::-1]:
                     side.round()
@@ -298,6 +354,11 @@ def main() -> None:
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+    if args.after_edit:
+        headers = ["notes", "checkout", "first create after the save", "the five after it"]
+        print(table(headers, rows, right=range(2, 4)))
+        print(f"\nmedians of {args.rounds} rounds, ms")
+        return
     headers = [
         "notes",
         "checkout",

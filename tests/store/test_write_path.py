@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import create_op
@@ -211,3 +211,123 @@ def test_a_writes_row_from_its_own_note_is_the_row_parsing_would_give(
     assert rows.note_row(store.path, note.filename, st_, None, known, note) == rows.note_row(
         store.path, note.filename, st_, None, known
     )
+
+
+def _count_listings(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ``os.listdir`` of the store's folder from now on (a name check's listing)."""
+    import os
+
+    calls: list[str] = []
+    real = os.listdir
+
+    def listdir(path: str = ".") -> list[str]:
+        if os.fspath(path) == str(root):
+            calls.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return calls
+
+
+def _settled(root: Path, titles: list[str]) -> list[str]:
+    store = Store(root, Level.PROJECT)
+    names = [store.apply([create_op(t)]).applied[0].filename for t in titles]
+    store.load_index()
+    return names
+
+
+def test_after_an_editor_saved_a_note_one_write_lists_the_folder_not_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An editor's save (a new file renamed over the note) moves the folder: the rows no
+    # longer vouch for its names, so the next write lists it to check a name. That write
+    # finds the rows hold every note listed and records the folder again: the writes after
+    # it (each a new process, as `mdmem add` is) check a name with one query.
+    root = tmp_path / "mem"
+    names = _settled(root, ["Release steps", "Cache keys", "Port numbers"])
+    saved = root / names[1]
+    (root / ".edit.tmp").write_text(saved.read_text("utf-8") + "One more line.\n", "utf-8")
+    (root / ".edit.tmp").replace(saved)
+    listed = _count_listings(root, monkeypatch)
+
+    first = Store(root, Level.PROJECT).apply([create_op("Deploy window")])
+    assert first.applied and len(listed) == 1
+    for title in ("Build flags", "Lint rules"):
+        assert Store(root, Level.PROJECT).apply([create_op(title)]).applied
+    assert len(listed) == 1
+    # ... and a name that differs only in case from a note is still taken.
+    upper = names[0].removesuffix(".md").upper() + ".md"
+    clash = Store(root, Level.PROJECT).apply([{**create_op("Other"), "filename": upper}])
+    assert not clash.applied and "exists" in clash.rejected[0].reason, clash.rejected
+
+
+def test_after_a_note_came_from_elsewhere_a_write_still_knows_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A note written by hand (or by a pull) is a name the rows lack: the listing is what
+    # knows it, so each write lists again until a read has read the note into the rows.
+    root = tmp_path / "mem"
+    _settled(root, ["Release steps", "Cache keys"])
+    from builders import write_note
+
+    write_note(root, "project_knowledge_hand-made.md", "Hand made")
+    listed = _count_listings(root, monkeypatch)
+    clash = {**create_op("Other"), "filename": "Project_Knowledge_Hand-Made.md"}
+    result = Store(root, Level.PROJECT).apply([clash])
+    assert not result.applied and "exists" in result.rejected[0].reason, result.rejected
+    assert Store(root, Level.PROJECT).apply([create_op("Deploy window")]).applied
+    assert len(listed) == 2
+    Store(root, Level.PROJECT).load_index()  # a read: the hand-made note gets its row
+    assert Store(root, Level.PROJECT).apply([create_op("Build flags")]).applied
+    assert Store(root, Level.PROJECT).apply([create_op("Lint rules")]).applied
+    assert len(listed) == 2
+
+
+#: What happens to the store's folder between writes: mdmem's own write, or a change made
+#: elsewhere (a note written by hand, one deleted, an editor's save, a read that resyncs).
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["write", "hand-new", "hand-delete", "editor-save", "read"]),
+        st.integers(0, 5),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=STEPS)
+def test_a_write_name_check_answers_what_the_folder_holds(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]
+) -> None:
+    # Whatever was changed elsewhere and written between, the name check of the next write
+    # (a new Store each time, as each `mdmem add` is a process) answers as the folder does.
+    import time
+
+    from builders import write_note
+
+    root = tmp_path_factory.mktemp("mem")
+    _settled(root, ["Seed note"])
+    for i, (step, n) in enumerate(steps):
+        time.sleep(0.005)  # past the folder's clock tick: a change within one is not told
+        names = sorted(p.name for p in root.glob("*.md") if p.name != "MEMORY.md")
+        if step == "write":
+            assert Store(root, Level.PROJECT).apply([create_op(f"Written {i}")]).applied
+        elif step == "hand-new":
+            write_note(root, f"project_knowledge_by-hand-{i}-{n}.md", f"By hand {i}")
+        elif step == "hand-delete" and names:
+            (root / names[n % len(names)]).unlink()
+        elif step == "editor-save" and names:
+            saved = root / names[n % len(names)]
+            (root / ".save.tmp").write_bytes(saved.read_bytes() + b"\nSaved.\n")
+            (root / ".save.tmp").replace(saved)
+        elif step == "read":
+            Store(root, Level.PROJECT).load_index()
+        time.sleep(0.005)
+        there = {p.name.casefold() for p in root.iterdir()}
+        probes = names + [f"project_knowledge_by-hand-{j}-{n}.md" for j in range(i + 1)]
+        store = Store(root, Level.PROJECT)
+        with store.lock():
+            for probe in probes:
+                variant = probe.removesuffix(".md").upper() + ".md"
+                assert store.name_taken(variant) == (probe.casefold() in there), (steps, probe)

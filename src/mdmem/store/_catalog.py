@@ -553,6 +553,10 @@ class Catalog:
         row = self._open().execute("SELECT 1 FROM notes WHERE folded = ? LIMIT 1", (folded,))
         return row.fetchone() is not None
 
+    def folded_names(self) -> set[str]:
+        """The case-folded name of every note with a row."""
+        return {folded for (folded,) in self._open().execute("SELECT folded FROM notes")}
+
     def versions(self, names: Collection[str] | None = None) -> dict[str, str]:
         """name -> content hash of every valid note (one with an index line), or of those
         of ``names`` that are."""

@@ -29,6 +29,8 @@ from mdmem.store import _catalog, _index_file, _memory_md, files, rows
 from mdmem.store import watcher as _watcher
 from mdmem.store.paths import INDEX_NAME
 
+_INDEX_FOLDED = INDEX_NAME.casefold()
+
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,6 +83,15 @@ class Request:
         self.progress = progress
         self.cache = cache
         self.answer = answer
+
+
+def _lists_only(known: set[str], listed: set[str]) -> bool:
+    """Whether a folder's names (case folded) are the rows' notes and no other note: all
+    of ``known``, and beyond them only names no note has (hidden, not ``*.md``, MEMORY.md;
+    a ``*.md`` name not known may be "X.MD" or a note: not vouched for)."""
+    return known <= listed and all(
+        n[0] == "." or not n.endswith(".md") or n == _INDEX_FOLDED for n in listed - known
+    )
 
 
 class Coherence:
@@ -445,11 +456,21 @@ class Coherence:
     # -- after a write -----------------------------------------------------------------
 
     def dir_known(self) -> bool:
-        """Whether the catalog's rows know every name in the directory as it is now."""
+        """Whether the catalog's rows know every name in the directory as it is now: it is
+        as they last knew it, or this process listed it as it is now (a name check after a
+        pull or an editor's save) and the rows hold each note listed. The write then
+        records it again: the next name check is one query, not a listing."""
         try:
             st = os.lstat(self.root)
+            here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
             with self.guard:
-                return self.cat().meta("dir") == f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+                cat = self.cat()
+                if cat.meta("dir") == here:
+                    return True
+                listing = self._listing
+                if listing is None or listing[0] != here:
+                    return False
+                return _lists_only(cat.folded_names(), listing[1])
         except (OSError, _catalog.CatalogError):
             return False
 
