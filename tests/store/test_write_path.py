@@ -236,13 +236,14 @@ def _settled(root: Path, titles: list[str]) -> list[str]:
     return names
 
 
-def test_after_an_editor_saved_a_note_one_write_lists_the_folder_not_each(
+def test_after_an_editor_saved_a_note_a_process_lists_the_folder_twice_not_each_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An editor's save (a new file renamed over the note) moves the folder: the rows no
-    # longer vouch for its names, so the next write lists it to check a name. That write
-    # finds the rows hold every note listed and records the folder again: the writes after
-    # it (each a new process, as `mdmem add` is) check a name with one query.
+    # longer vouch for its names, so a write lists it to check a name. A process that
+    # writes again (the worker, an import) lists it a second time, finds the rows hold
+    # every note listed and records the folder again: its writes after that, and every
+    # other process's, check a name with one query.
     root = tmp_path / "mem"
     names = _settled(root, ["Release steps", "Cache keys", "Port numbers"])
     saved = root / names[1]
@@ -250,11 +251,12 @@ def test_after_an_editor_saved_a_note_one_write_lists_the_folder_not_each(
     (root / ".edit.tmp").replace(saved)
     listed = _count_listings(root, monkeypatch)
 
-    first = Store(root, Level.PROJECT).apply([create_op("Deploy window")])
-    assert first.applied and len(listed) == 1
-    for title in ("Build flags", "Lint rules"):
-        assert Store(root, Level.PROJECT).apply([create_op(title)]).applied
-    assert len(listed) == 1
+    worker = Store(root, Level.PROJECT)
+    for title in ("Deploy window", "Build flags", "Lint rules", "Test matrix"):
+        assert worker.apply([create_op(title)]).applied
+    assert len(listed) == 2
+    assert Store(root, Level.PROJECT).apply([create_op("Release notes")]).applied
+    assert len(listed) == 2
     # ... and a name that differs only in case from a note is still taken.
     upper = names[0].removesuffix(".md").upper() + ".md"
     clash = Store(root, Level.PROJECT).apply([{**create_op("Other"), "filename": upper}])
@@ -272,22 +274,26 @@ def test_after_a_note_came_from_elsewhere_a_write_still_knows_it_is_there(
 
     write_note(root, "project_knowledge_hand-made.md", "Hand made")
     listed = _count_listings(root, monkeypatch)
+    worker = Store(root, Level.PROJECT)
     clash = {**create_op("Other"), "filename": "Project_Knowledge_Hand-Made.md"}
-    result = Store(root, Level.PROJECT).apply([clash])
-    assert not result.applied and "exists" in result.rejected[0].reason, result.rejected
-    assert Store(root, Level.PROJECT).apply([create_op("Deploy window")]).applied
-    assert len(listed) == 2
+    for op in (create_op("Deploy window"), clash, create_op("Build flags")):
+        result = worker.apply([op])
+        assert bool(result.applied) == (op is not clash), result
+    assert "exists" in worker.apply([clash]).rejected[0].reason
+    assert len(listed) == 3
     Store(root, Level.PROJECT).load_index()  # a read: the hand-made note gets its row
-    assert Store(root, Level.PROJECT).apply([create_op("Build flags")]).applied
-    assert Store(root, Level.PROJECT).apply([create_op("Lint rules")]).applied
-    assert len(listed) == 2
+    assert worker.apply([create_op("Lint rules")]).applied
+    assert Store(root, Level.PROJECT).apply([create_op("Test matrix")]).applied
+    assert len(listed) == 3
 
 
 #: What happens to the store's folder between writes: mdmem's own write, or a change made
 #: elsewhere (a note written by hand, one deleted, an editor's save, a read that resyncs).
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["write", "hand-new", "hand-delete", "editor-save", "read"]),
+        st.sampled_from(
+            ["write", "write", "write-new", "hand-new", "hand-delete", "editor-save", "read"]
+        ),
         st.integers(0, 5),
     ),
     min_size=1,
@@ -295,24 +301,26 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(steps=STEPS)
 def test_a_write_name_check_answers_what_the_folder_holds(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]
 ) -> None:
-    # Whatever was changed elsewhere and written between, the name check of the next write
-    # (a new Store each time, as each `mdmem add` is a process) answers as the folder does.
+    # Whatever was changed elsewhere and written between (by a process that lives on, or a
+    # new one, as each `mdmem add` is), the next name check answers as the folder does.
     import time
 
     from builders import write_note
 
     root = tmp_path_factory.mktemp("mem")
     _settled(root, ["Seed note"])
+    writer = Store(root, Level.PROJECT)  # one that lives on: the worker, an import
     for i, (step, n) in enumerate(steps):
         time.sleep(0.005)  # past the folder's clock tick: a change within one is not told
         names = sorted(p.name for p in root.glob("*.md") if p.name != "MEMORY.md")
-        if step == "write":
-            assert Store(root, Level.PROJECT).apply([create_op(f"Written {i}")]).applied
+        if step in ("write", "write-new"):
+            store = writer if step == "write" else Store(root, Level.PROJECT)
+            assert store.apply([create_op(f"Written {i}")]).applied
         elif step == "hand-new":
             write_note(root, f"project_knowledge_by-hand-{i}-{n}.md", f"By hand {i}")
         elif step == "hand-delete" and names:

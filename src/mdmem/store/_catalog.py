@@ -553,9 +553,13 @@ class Catalog:
         row = self._open().execute("SELECT 1 FROM notes WHERE folded = ? LIMIT 1", (folded,))
         return row.fetchone() is not None
 
-    def folded_names(self) -> set[str]:
-        """The case-folded name of every note with a row."""
-        return {folded for (folded,) in self._open().execute("SELECT folded FROM notes")}
+    def folded_names(self, expect: int) -> set[str] | None:
+        """The case-folded name of every note with a row; None when there are not
+        ``expect`` rows (counted first: the names are read only when they may match)."""
+        con = self._open()
+        if con.execute("SELECT COUNT(*) FROM notes").fetchone()[0] != expect:
+            return None
+        return {folded for (folded,) in con.execute("SELECT folded FROM notes")}
 
     def versions(self, names: Collection[str] | None = None) -> dict[str, str]:
         """name -> content hash of every valid note (one with an index line), or of those

@@ -85,13 +85,12 @@ class Request:
         self.answer = answer
 
 
-def _lists_only(known: set[str], listed: set[str]) -> bool:
-    """Whether a folder's names (case folded) are the rows' notes and no other note: all
-    of ``known``, and beyond them only names no note has (hidden, not ``*.md``, MEMORY.md;
-    a ``*.md`` name not known may be "X.MD" or a note: not vouched for)."""
-    return known <= listed and all(
-        n[0] == "." or not n.endswith(".md") or n == _INDEX_FOLDED for n in listed - known
-    )
+def _are_the_rows(listed: set[str], cat: _catalog.Catalog) -> bool:
+    """Whether a folder's names (case folded) are the rows' notes and names no note has
+    (hidden, not ``*.md``, MEMORY.md): a ``*.md`` name with no row is not vouched for."""
+    others = {n for n in listed if n[0] == "." or not n.endswith(".md") or n == _INDEX_FOLDED}
+    known = cat.folded_names(len(listed) - len(others))
+    return known is not None and known | others == listed
 
 
 class Coherence:
@@ -130,6 +129,7 @@ class Coherence:
         self._fresh: tuple[float, str] | None = None
         # The directory's names, folded, by its stat: ``taken`` without a catalog.
         self._listing: tuple[str, set[str]] | None = None
+        self._relisted = False  # listed again after its own write: see dir_known
 
     def here(self) -> bool:
         """Whether there is a store to read: usable, and its directory exists."""
@@ -457,9 +457,8 @@ class Coherence:
 
     def dir_known(self) -> bool:
         """Whether the catalog's rows know every name in the directory as it is now: it is
-        as they last knew it, or this process listed it as it is now (a name check after a
-        pull or an editor's save) and the rows hold each note listed. The write then
-        records it again: the next name check is one query, not a listing."""
+        as they last knew it, or this process listed it for a second name check (one that
+        lives on, after a pull or an editor's save) and the rows are each note it lists."""
         try:
             st = os.lstat(self.root)
             here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
@@ -467,10 +466,8 @@ class Coherence:
                 cat = self.cat()
                 if cat.meta("dir") == here:
                     return True
-                listing = self._listing
-                if listing is None or listing[0] != here:
-                    return False
-                return _lists_only(cat.folded_names(), listing[1])
+                listing = self._listing if self._relisted else None
+                return listing is not None and listing[0] == here and _are_the_rows(listing[1], cat)
         except (OSError, _catalog.CatalogError):
             return False
 
@@ -755,6 +752,7 @@ class Coherence:
             except _catalog.CatalogError:
                 pass  # a damaged catalog: the listing answers
             if self._listing is None or self._listing[0] != here:
+                self._relisted = self._listing is not None
                 self._listing = (here, {n.casefold() for n in os.listdir(self.root)})
             return folded in self._listing[1]
 
