@@ -236,14 +236,14 @@ def _settled(root: Path, titles: list[str]) -> list[str]:
     return names
 
 
-def test_after_an_editor_saved_a_note_a_process_lists_the_folder_twice_not_each_write(
+def test_after_an_editor_saved_a_note_the_folder_is_listed_twice_not_at_each_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An editor's save (a new file renamed over the note) moves the folder: the rows no
     # longer vouch for its names, so a write lists it to check a name. A process that
     # writes again (the worker, an import) lists it a second time, finds the rows hold
     # every note listed and records the folder again: its writes after that, and every
-    # other process's, check a name with one query.
+    # other process's, check a name with one query. So do processes of one write each.
     root = tmp_path / "mem"
     names = _settled(root, ["Release steps", "Cache keys", "Port numbers"])
     saved = root / names[1]
@@ -257,6 +257,14 @@ def test_after_an_editor_saved_a_note_a_process_lists_the_folder_twice_not_each_
     assert len(listed) == 2
     assert Store(root, Level.PROJECT).apply([create_op("Release notes")]).applied
     assert len(listed) == 2
+    # Processes that write once each (`mdmem add` after `mdmem add`): the first lists the
+    # folder; the second lists it too, knowing the write before it did not know it, and
+    # finds the rows are every note: the third checks with one query.
+    (root / ".edit.tmp").write_text(saved.read_text("utf-8") + "Two more.\n", "utf-8")
+    (root / ".edit.tmp").replace(saved)
+    for title in ("Runbook", "On call", "Pager rota"):
+        assert Store(root, Level.PROJECT).apply([create_op(title)]).applied
+    assert len(listed) == 4
     # ... and a name that differs only in case from a note is still taken.
     upper = names[0].removesuffix(".md").upper() + ".md"
     clash = Store(root, Level.PROJECT).apply([{**create_op("Other"), "filename": upper}])

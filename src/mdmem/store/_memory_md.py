@@ -213,12 +213,15 @@ def finish(
     directory = scan.dir_stat if scan is not None else None
     if draft.rewrote and scan is not None:
         directory = draft.scan_dir
-    elif scan is None and draft.complete:
+    elif scan is None:
         d = os.lstat(root)
         directory = (d.st_mtime_ns, d.st_size, d.st_ino, d.st_ctime_ns)
-    cat.set_meta(
-        "dir", None if directory is None else f"{directory[0]} {directory[3]} {directory[2]}"
-    )
+    # A write that did not know the directory says so by how it left it: the next
+    # write, which must list it, then asks whether the rows are what it lists (dir_known).
+    unknown = scan is None and not draft.complete
+    text = None if directory is None else f"{directory[0]} {directory[3]} {directory[2]}"
+    cat.set_meta("dir", None if unknown else text)
+    cat.set_meta("unknown", text if unknown else None)
     from mdmem.store import marks
 
     marks.save(state, rows.marked(cat))  # before the fingerprint that vouches for it

@@ -457,8 +457,8 @@ class Coherence:
 
     def dir_known(self) -> bool:
         """Whether the catalog's rows know every name in the directory as it is now: it is
-        as they last knew it, or this process listed it for a second name check (one that
-        lives on, after a pull or an editor's save) and the rows are each note it lists."""
+        as they last knew it, or it was listed for a second name check since it moved (a
+        pull, an editor's save) and the rows are each note listed: the write records it."""
         try:
             st = os.lstat(self.root)
             here = f"{st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
@@ -466,7 +466,8 @@ class Coherence:
                 cat = self.cat()
                 if cat.meta("dir") == here:
                     return True
-                listing = self._listing if self._relisted else None
+                again = self._relisted or cat.meta("unknown") == here
+                listing = self._listing if again else None
                 return listing is not None and listing[0] == here and _are_the_rows(listing[1], cat)
         except (OSError, _catalog.CatalogError):
             return False
