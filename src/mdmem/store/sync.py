@@ -27,9 +27,7 @@ from _thread import RLock
 from mdmem.errors import LockTimeout
 from mdmem.store import _catalog, _index_file, _memory_md, files, rows
 from mdmem.store import watcher as _watcher
-from mdmem.store.paths import INDEX_NAME
-
-_INDEX_FOLDED = INDEX_NAME.casefold()
+from mdmem.store.paths import INDEX_NAME, is_candidate_name
 
 # Not typing.TYPE_CHECKING: importing typing costs ~6 ms on the `mdmem index` path.
 TYPE_CHECKING = False
@@ -86,9 +84,9 @@ class Request:
 
 
 def _are_the_rows(listed: set[str], cat: _catalog.Catalog) -> bool:
-    """Whether a folder's names (case folded) are the rows' notes and names no note has
-    (hidden, not ``*.md``, MEMORY.md): a ``*.md`` name with no row is not vouched for."""
-    others = {n for n in listed if n[0] == "." or not n.endswith(".md") or n == _INDEX_FOLDED}
+    """Whether a folder's names (case folded) are the rows' notes and names no note has:
+    a ``*.md`` name with no row is not vouched for (folded, "X.MD" looks like a note)."""
+    others = {n for n in listed if not is_candidate_name(n)}
     known = cat.folded_names(len(listed) - len(others))
     return known is not None and known | others == listed
 
