@@ -2,7 +2,8 @@
 
 The attack: a repository commits a top-level ``mdmem/__init__.py`` and
 ``typer.py``, ``yaml.py``, ``frontmatter.py``, ``filelock.py`` (modules mdmem
-imports first), each of which leaves a marker file when imported. Claude Code
+imports first), and ``os.py``, ``site.py``, ``json.py`` (standard modules a hook
+command loads itself), each of which leaves a marker file when imported. Claude Code
 runs hooks with the repository as the current directory, and
 ``python -m mdmem`` / ``python -c`` put the current directory first on
 ``sys.path`` (an empty ``PYTHONPATH`` entry does too). The real hooks, the
@@ -26,6 +27,9 @@ from conftest import ROOT, state
 from mdmem import _spawn
 
 MODULES = ("typer", "yaml", "frontmatter", "filelock")
+#: Standard modules a hook command loads itself (without ``site``, ``os`` is not loaded
+#: at start; ``site`` is imported when the command's folders are gone).
+STDLIB = ("os", "site", "sitecustomize", "json", "shlex")
 MARKER = "import os\nopen(os.path.join({markers!r}, {name!r}), 'w').close()\n"
 
 
@@ -42,6 +46,8 @@ def repo(tmp_path: Path) -> Path:
     )
     for name in MODULES:
         (root / f"{name}.py").write_text(MARKER.format(markers=str(markers), name=name))
+    for name in STDLIB:  # no import in them: `import os` in os.py would be itself
+        (root / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n")
     return root
 
 
