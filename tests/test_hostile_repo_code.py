@@ -2,8 +2,8 @@
 
 The attack: a repository commits a top-level ``mdmem/__init__.py`` and
 ``typer.py``, ``yaml.py``, ``frontmatter.py``, ``filelock.py`` (modules mdmem
-imports first), and ``os.py``, ``site.py``, ``json.py`` (standard modules a hook
-command loads itself), each of which leaves a marker file when imported. Claude Code
+imports first), and ``os.py``, ``site.py``, ``json.py`` (standard modules), each of
+which leaves a marker file when imported. Claude Code
 runs hooks with the repository as the current directory, and
 ``python -m mdmem`` / ``python -c`` put the current directory first on
 ``sys.path`` (an empty ``PYTHONPATH`` entry does too). The real hooks, the
@@ -27,8 +27,8 @@ from conftest import ROOT, state
 from mdmem import _spawn
 
 MODULES = ("typer", "yaml", "frontmatter", "filelock")
-#: Standard modules a hook command loads itself (without ``site``, ``os`` is not loaded
-#: at start; ``site`` is imported when the command's folders are gone).
+#: Standard modules, which a clone may shadow as well: ``python -c`` puts the current
+#: directory before the standard library (the frozen ones aside).
 STDLIB = ("os", "site", "sitecustomize", "json", "shlex")
 MARKER = "import os\nopen(os.path.join({markers!r}, {name!r}), 'w').close()\n"
 

@@ -79,13 +79,6 @@ def main(argv: list[str] | None = None) -> int:
         import gc
 
         gc.enable()
-    if sys.flags.no_site:
-        # A hook command (mdmem._spawn.hook_command) skips `site`, and its path holds the
-        # folders `site` adds; the full command line's packages may need what their .pth
-        # files do too (an import hook, a namespace package): `site` runs now.
-        import site
-
-        site.main()
     from mdmem.cli.main import run
 
     return run(args)

@@ -17,16 +17,10 @@ that way. Every child of mdmem is therefore started here, and only here:
   private state folder), closes its stdin and starts it in its own session.
 * :func:`hook_command` is the shell command a settings file names: this
   interpreter by absolute path, with ``-E`` (so ``PYTHONPATH`` cannot add the
-  current directory either) and ``-S``, running :func:`hook_boot`, where an
-  ``mdmem`` console script shows that mdmem is installed for it; without one,
-  the :func:`argv` form. ``-S`` skips the ``site`` module, a quarter of an
-  empty interpreter's start (it lists site-packages and runs its ``.pth``
-  files, setuptools' among them): the folders ``site`` adds, asked of this
-  interpreter once (:func:`site_dirs`), are written into the command. The
-  hook's own path imports only the standard library and mdmem; the full
-  command line runs ``site`` first (``mdmem.__main__``), and a command whose
-  folders are gone runs it at once. :func:`console_command` names the console
-  script itself (git's merge driver, whose staleness check looks for that file).
+  current directory either), running :data:`HOOK_BOOT`, where an ``mdmem``
+  console script shows that mdmem is installed for it; without one, the
+  :func:`argv` form. :func:`console_command` names the console script itself
+  (git's merge driver, whose staleness check looks for that file).
 
 Floor 0: nothing of mdmem is imported here.
 """
@@ -45,15 +39,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOT",
     "HOOK_BOOT",
-    "SITE_PROBE",
     "argv",
     "console_command",
     "console_script",
-    "earlier_hook_command",
-    "hook_boot",
     "hook_command",
     "import_path",
-    "site_dirs",
     "start",
 ]
 
@@ -72,91 +62,22 @@ BOOT = (
 )
 #: The entry point of the ``mdmem`` command line.
 CLI = "mdmem.__main__:main"
-#: What a hook command ran before :func:`hook_boot` (``<python> -E -c HOOK_BOOT ARGS``),
-#: and still runs where this interpreter's ``site`` folders cannot be asked: the current
-#: directory (``sys.path[0]`` under ``-c``) taken off the path before anything is
-#: imported, then the installed mdmem's command line, as its console script runs it. Not
-#: the console script itself: pip's wrapper imports ``re`` to rewrite ``argv[0]`` and puts
-#: its own folder first on the path, one more ``stat`` for each import (~4 M instructions
-#: of the per-prompt hook's ~105 M, ``benchmarks/bench_hook_ir.py``).
+#: What a hook command runs (``<python> -E -c HOOK_BOOT ARGS``): the current directory
+#: (``sys.path[0]`` under ``-c``) taken off the path before anything is imported, then
+#: the installed mdmem's command line, as its console script runs it. Not the console
+#: script itself: pip's wrapper imports ``re`` to rewrite ``argv[0]`` and puts its own
+#: folder first on the path, one more ``stat`` for each import (~4 M instructions of the
+#: per-prompt hook's ~105 M, ``benchmarks/bench_hook_ir.py``).
 HOOK_BOOT = (
     'import sys; del sys.path[0]; sys.argv[0] = "mdmem"; '
     "from mdmem.__main__ import main; sys.exit(main())"
 )
-#: Run by this interpreter with ``-E -S`` (:func:`site_dirs`): the folders ``site`` adds
-#: to the path, as a JSON list, in its order.
-SITE_PROBE = (
-    "import json, os, sys; del sys.path[0]; base = list(sys.path); import site; site.main(); "
-    "print(json.dumps([p for p in sys.path if p not in base and os.path.isabs(p)]))"
-)
-
-
-def hook_boot(folders: list[str], package: str) -> str:
-    """What a hook command runs (``<python> -E -S -c BOOT ARGS``), as :data:`HOOK_BOOT`
-    does, without the ``site`` module: the current directory taken off the path before
-    anything is imported (``os`` too: without ``site`` it is not loaded yet), then
-    ``folders`` (what ``site`` adds, :func:`site_dirs`) put after the standard library,
-    where ``site`` puts them; should ``package`` (the folder that holds mdmem) be gone
-    (mdmem moved, or the environment was made again), ``site`` runs after all.
-
-    The folders are written as JSON strings, which Python reads as the same strings.
-    """
-    import json
-
-    listed = json.dumps(folders)
-    held = json.dumps(os.path.join(package, "mdmem", "__init__.py"))
-    return (
-        f"import sys; del sys.path[0]; import os; sys.path += {listed}; "
-        f'os.path.isfile({held}) or __import__("site").main(); '
-        'sys.argv[0] = "mdmem"; from mdmem.__main__ import main; sys.exit(main())'
-    )
-
-
-_SITE_DIRS: dict[str, list[str] | None] = {}
-
-
-def site_dirs(python: str) -> list[str] | None:
-    """The folders ``site`` adds to ``python``'s path (``-E``: as a hook runs it), or
-    None when it cannot say (it could not be run, or said something else).
-
-    Asked of the interpreter itself, in a process of its own, from the file
-    system's root (never the current directory): what its ``site`` module adds
-    after the standard library (site-packages, and what ``.pth`` files add).
-    Once per interpreter and process.
-    """
-    if python in _SITE_DIRS:
-        return _SITE_DIRS[python]
-    import json
-    import subprocess
-
-    found: list[str] | None = None
-    try:
-        done = subprocess.run(
-            [python, "-E", "-S", "-c", SITE_PROBE],
-            cwd=os.path.abspath(os.sep),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        listed = json.loads(done.stdout) if done.returncode == 0 else None
-    except (OSError, ValueError, subprocess.SubprocessError):
-        listed = None
-    if isinstance(listed, list) and all(isinstance(p, str) and os.path.isabs(p) for p in listed):
-        found = listed
-    _SITE_DIRS[python] = found
-    return found
 
 
 def _interpreter() -> str:
     if not sys.executable or not os.path.isabs(sys.executable):
         raise OSError("the Python interpreter's absolute path is unknown (sys.executable)")
     return sys.executable
-
-
-def _package_folder() -> str:
-    """The folder that holds the imported ``mdmem`` package."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def import_path() -> list[str]:
@@ -167,7 +88,7 @@ def import_path() -> list[str]:
     is left out.
     """
     here = os.getcwd()
-    package = _package_folder()
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out: list[str] = []
     for entry in [package, *sys.path]:
         if not entry or not os.path.isabs(entry):
@@ -264,50 +185,23 @@ def _is_python_script(path: str) -> bool:
 def hook_command(*args: str) -> str:
     """The shell command that runs this installed mdmem with ``args``, whatever the cwd.
 
-    ``<python> -E -S -c BOOT ARGS`` (:func:`hook_boot`) where this interpreter
-    has an ``mdmem`` console script (mdmem is installed for it, so it imports
-    without ``PYTHONPATH``): nothing from the current directory is imported,
-    ``-E`` keeps ``PYTHONPATH`` out, and ``-S`` the ``site`` module's start-up
-    work. Where the interpreter cannot say which folders ``site`` adds, or
-    mdmem is not in one of them, ``<python> -E -c HOOK_BOOT ARGS``. A console
-    script that is not a Python script is named itself; with none (mdmem run
-    from a checkout), the :func:`argv` form.
+    ``<python> -E -c HOOK_BOOT ARGS`` where this interpreter has an ``mdmem``
+    console script (mdmem is installed for it, so it imports without
+    ``PYTHONPATH``): nothing from the current directory is imported, and ``-E``
+    keeps ``PYTHONPATH`` out. A console script that is not a Python script is
+    named itself; with none (mdmem run from a checkout), the :func:`argv` form.
 
     Raises:
         OSError: the interpreter's absolute path is unknown.
     """
     script = console_script()
     if script is not None and _is_python_script(script):
-        python = _interpreter()
-        folders = site_dirs(python)
-        package = _package_folder()
-        if folders is not None and package not in folders:
-            # Found through an import hook a .pth file installs (an editable install of
-            # another kind): the folder itself, after the rest.
-            folders = [*folders, package] if os.path.isdir(os.path.join(package, "mdmem")) else None
-        if folders is not None:
-            words = [python, "-E", "-S", "-c", hook_boot(folders, package), *args]
-        else:
-            words = [python, "-E", "-c", HOOK_BOOT, *args]
+        words = [_interpreter(), "-E", "-c", HOOK_BOOT, *args]
     elif script is not None:
         words = [script, *args]
     else:
         words = argv(*args)
     return shlex.join(words)
-
-
-def earlier_hook_command(*args: str) -> str | None:
-    """What :func:`hook_command` gave before :func:`hook_boot`: ``<python> -E -c HOOK_BOOT
-    ARGS``, where this interpreter has an ``mdmem`` console script (else None). Hooks an
-    earlier ``install`` wrote this way are still recognised and checked.
-
-    Raises:
-        OSError: the interpreter's absolute path is unknown.
-    """
-    script = console_script()
-    if script is None or not _is_python_script(script):
-        return None
-    return shlex.join([_interpreter(), "-E", "-c", HOOK_BOOT, *args])
 
 
 def console_command(*args: str) -> str:

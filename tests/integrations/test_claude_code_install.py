@@ -370,17 +370,16 @@ def test_a_shared_settings_file_says_how_to_install_mdmem(workspace: Path) -> No
     assert proc.stderr == f"mdmem is not installed ({INSTALL_HINT}): memory is off\n"
 
 
-@pytest.mark.parametrize("form", ["console script", "with site"])
-def test_hooks_an_earlier_install_wrote_are_still_checked(workspace: Path, form: str) -> None:
+def test_hooks_an_earlier_install_wrote_through_the_console_script_are_still_checked(
+    workspace: Path,
+) -> None:
     # Before the entry point was written out, install named the console script
-    # (<python> -E <script> hook ...); before -S, it ran `site` (<python> -E -c HOOK_BOOT):
-    # --check still runs those, and a new install replaces them with the command written now.
+    # (<python> -E <script> hook ...): --check still runs those, and a new install
+    # replaces them with the command written now.
     if _spawn.console_script() is None:
         pytest.skip("no mdmem console script installed")
-    earlier = (
-        _spawn.console_command() if form == "console script" else _spawn.earlier_hook_command()
-    )
-    assert earlier is not None and earlier != _spawn.hook_command()
+    earlier = _spawn.console_command()
+    assert earlier != _spawn.hook_command()
     path = workspace / ".claude" / "settings.local.json"
     assert install(str(path), earlier)
     results = check(str(path), str(workspace))

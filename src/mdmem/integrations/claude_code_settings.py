@@ -103,14 +103,12 @@ def written_commands(extra: str | None = None) -> dict[str, set[str]]:
     """Every command ``install`` could have written, by event: this mdmem's, the shared one's.
 
     This mdmem's as written now and as it was written before (through its console
-    script, :func:`mdmem._spawn.console_command`, and with ``site``,
-    :func:`mdmem._spawn.earlier_hook_command`), so hooks an earlier ``install``
+    script, :func:`mdmem._spawn.console_command`), so hooks an earlier ``install``
     wrote are still checked. ``extra`` is a ``--command`` given to ``install``.
     """
     from mdmem import _spawn
 
     bases = {default_command(), _spawn.console_command(), SHARED_COMMAND}
-    bases |= {b for b in (_spawn.earlier_hook_command(),) if b is not None}
     bases |= {extra} if extra else set()
     return {event: {hook_command(base, event) for base in bases} for event in HOOKS}
 
