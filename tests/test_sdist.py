@@ -77,8 +77,10 @@ def test_the_unpacked_sdist_passes_its_plugin_docs_and_release_tests(
     tests = ["tests/test_plugin.py", "tests/test_docs.py", "tests/test_release.py"]
     # The release file's interpreter-level checks (no fcntl, no mcp) do not read the sdist.
     only = ["-k", "not posix_only and not mcp_extra"]
+    # In this process alone (-n 0): the suite's own workers already share the machine.
+    pytest_args = ["-q", "-x", "-p", "no:cacheprovider", "-n", "0", *only, *tests]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *only, *tests],
+        [sys.executable, "-m", "pytest", *pytest_args],
         cwd=unpacked,
         # The sdist's own mdmem first, so its files are the ones under test.
         env={**os.environ, "PYTHONPATH": str(unpacked / "src")},
