@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from mdmem.extract.providers.base import ExtractionRequest
+    from mdmem.recall.fts import Index
     from mdmem.store.hit import Hit
     from mdmem.ui.guard import Settings
     from mdmem.ui.model import Stores
@@ -42,6 +43,7 @@ __all__ = [
     "forget_open_indexes",
     "form_value",
     "git",
+    "index_dump",
     "journaled",
     "mdmem_process",
     "modules_loaded_by",
@@ -395,6 +397,20 @@ def forget_open_indexes() -> None:
     from mdmem.recall import engine
 
     engine._INDEXES.clear()
+
+
+def index_dump(index: Index) -> list[tuple[object, ...]]:
+    """Everything a search index holds, in a fixed order, without row ids: two indexes of
+    the same notes compare equal (one built afresh against one kept up to date)."""
+    return (
+        index._connect()
+        .execute(
+            "SELECT n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expires,"
+            " n.supersedes, n.terms, f.title, f.summary, f.body, f.type"
+            " FROM notes n JOIN fts f ON f.rowid = n.id ORDER BY n.name"
+        )
+        .fetchall()
+    )
 
 
 def cold_search(root: Path, query: str) -> list[Hit]:

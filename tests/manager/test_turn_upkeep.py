@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import add_note, cold_search, forget_open_indexes
+from builders import add_note, cold_search, forget_open_indexes, index_dump
 from mdmem import Level, Manager, Note, NoteType, Store
 from mdmem.extract.providers.base import ExtractionRequest
 from mdmem.recall.fts import Index
@@ -71,7 +71,7 @@ def create(store: Store, title: str) -> None:
 def rebuilt(store: Store) -> list[tuple[object, ...]]:
     fresh = Index(store, path=":memory:")
     fresh.rebuild()
-    return fresh.dump()
+    return index_dump(fresh)
 
 
 def kept(root: Path) -> list[tuple[object, ...]]:
@@ -80,7 +80,7 @@ def kept(root: Path) -> list[tuple[object, ...]]:
     index = Index(Store(root, Level.PROJECT))
     index.sync()
     try:
-        return index.dump()
+        return index_dump(index)
     finally:
         index.close()
 

@@ -1,11 +1,12 @@
 """The recall index's freshness contract: cold searches never answer from stale notes.
 
 A settled store is trusted on its key (the directory, MEMORY.md, the marks and
-the catalog's files) without listing it; only the notes a query returns are
-checked. So a create, delete, rename or git checkout (they change the
-directory) is always seen, and a note edited in place is seen when it is
-returned. Each "cold search" here is a new Store and an emptied process cache,
-as a new process has; one case runs real processes.
+the catalog's files) without listing it; the in-place sweep (up to SWEEP_MAX
+notes) or, above it, the notes a query returns are checked. So a create,
+delete, rename or git checkout (they change the directory) is always seen, and
+a note edited in place is seen by the next query, or, above SWEEP_MAX with no
+watcher, when it is returned. Each "cold search" here is a new Store and an
+emptied process cache, as a new process has; one case runs real processes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -177,6 +180,43 @@ def test_an_in_place_same_size_edit_of_a_note_not_returned_is_seen_at_once(
         assert reads == []
     finally:
         Store.read_text = real  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("swept", [True, False], ids=["swept", "above-sweep-max"])
+def test_the_returned_notes_are_checked_only_when_the_sync_did_not_check_every_note(
+    root: Path, swept: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store the in-place sweep covers had every note's ctime looked at by the query's own
+    # sync: the notes it returns are not stat'ed again. Above MDMEM_SWEEP_MAX, with no
+    # watcher to ask, the key alone vouches for the folder, and the returned notes are
+    # checked (the older contract): an in-place edit of one is seen either way.
+    if not swept:
+        monkeypatch.setenv("MDMEM_SWEEP_MAX", "5")
+    settle(root)
+    # The notes the ranking itself had checked (the sweep's own checks are the sync's).
+    by_ranking: list[list[str]] = []
+    real = Index.refresh
+
+    def refresh(self: Index, names: Iterable[str]) -> bool:
+        wanted = list(names)
+        # Called by the ranking (from a comprehension in it, a frame of its own before 3.12).
+        caller = sys._getframe(1)
+        if "_rank" in (caller.f_code.co_name, caller.f_back and caller.f_back.f_code.co_name):
+            by_ranking.append(wanted)
+        return real(self, wanted)
+
+    monkeypatch.setattr(Index, "refresh", refresh)
+    assert [h[0] for h in cold(root, "zeppelin")] == ["project_knowledge_deploy.md"]
+    assert by_ranking == ([] if swept else [["project_knowledge_deploy.md"]])
+    time.sleep(0.02)
+    path = root / "project_knowledge_deploy.md"
+    with open(path, "r+", encoding="utf-8") as f:  # in place: the folder is untouched
+        text = f.read().replace(T0_TITLE, "Deploy with the zeppelin armada")
+        f.seek(0)
+        f.write(text)
+        f.truncate()
+    ((name, title, _),) = cold(root, "zeppelin")
+    assert (name, title) == ("project_knowledge_deploy.md", "Deploy with the zeppelin armada")
 
 
 def test_a_returned_note_edited_into_garbage_is_dropped(root: Path) -> None:

@@ -222,6 +222,7 @@ def _rank(
     unless the gate would read its scores (what the gate decides is the same)."""
     if not query.strip():
         return [], set()
+    started = time.monotonic()
     qterms = sorted(set(terms(query)))
     # Words in the other language that mean the same (mdmem.recall.dictionary).
     alternatives = expand(query, qterms)
@@ -273,8 +274,10 @@ def _rank(
         use_semantic = _add_semantic(candidates, per_store, query, types)
     # The notes about to be returned are checked against their files (mdmem.recall.fts's
     # freshness contract): if any changed on disk, it is re-indexed and the query runs again.
+    # Not when this query's sync checked every note (a sweep, a listing, the watcher).
     stale = [
-        index.refresh(name for (lvl, name) in candidates if lvl == level.value)
+        not index.checked_after(started)
+        and index.refresh(name for (lvl, name) in candidates if lvl == level.value)
         for index, level, _ in per_store
     ]
     if _retry and any(stale):

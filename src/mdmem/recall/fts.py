@@ -28,7 +28,8 @@ re-indexing any whose stat and content changed, and the query runs again. So
   the next full check, unless the user's watcher runs (``store/watcher.py``): it
   names the notes changed since the time the index was last in step with it
   (meta ``checked``), and only those are checked, at any size. A returned note
-  is checked by its stat either way (its content is never stale).
+  is checked by its stat when the query's sync checked no note itself (its
+  content is never stale; :meth:`Index.checked_after`).
 
 Derived and rebuilt from the notes, the file is in WAL mode with
 ``synchronous=OFF``: no query, even one that re-indexes, makes an fsync.
@@ -258,6 +259,7 @@ class Index:
         # Where this index stands in the store's watch (mdmem.store.watch), when watched.
         self._point: tuple[int, int] | None = None
         self._absent = False  # this sync found no watcher to ask
+        self._checked_at: float | None = None  # when a sync last checked every note
 
     @property
     def path(self) -> str:
@@ -361,6 +363,16 @@ class Index:
         row = self._connect().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def checked_after(self, moment: float) -> bool:
+        """Whether a sync since ``moment`` (``time.monotonic()``) checked every note against
+        its file (a listing, the sweep, a watch or the watcher vouching): then the notes a
+        query returns need no check of their own (:meth:`refresh`)."""
+        return self._checked_at is not None and self._checked_at >= moment
+
+    def _checked(self, found: int) -> int:
+        self._checked_at = time.monotonic()
+        return found
+
     def sync(
         self, progress: Callable[[int, int], None] | None = None, *, full: bool = False
     ) -> int:
@@ -400,14 +412,14 @@ class Index:
                 # The watch vouches for every note file since our point: check those alone.
                 self._restamp(db, key)
                 self._point = point
-                return int(self.refresh(named))
+                return self._checked(int(self.refresh(named)))
             # No watch in this process: the user's watcher (store/watcher.py) may say.
             told = self._told() if point is None else None
             recorded = (self._meta("key") or "\n").partition("\n")[2]
             if told is not None and self._meta("key") and told.vouches(recorded == key):
                 found = int(self.refresh(told.names))
                 self._restamp(db, key, told.now)  # in step only once they are indexed
-                return found
+                return self._checked(found)
             if self._trusted(key):
                 found = self._sweep()
                 self._point = point
@@ -416,7 +428,7 @@ class Index:
             if caught is not None:
                 if told is not None and told.kind != _watcher.UNKNOWN:
                     # The log named mdmem's own writes, the watcher the hand edits.
-                    found = caught + int(self.refresh(told.names))
+                    found = self._checked(caught + int(self.refresh(told.names)))
                     self._restamp(db, key, told.now)
                 else:
                     found = caught + self._sweep()
@@ -435,9 +447,9 @@ class Index:
         before = catalog.fs_now(self.store.state, private=self.store.private)
         scan = catalog.Scan(root)
         fingerprint = scan.fingerprint()
-        if fingerprint == self._meta("fingerprint"):
+        if fingerprint == self._meta("fingerprint"):  # every note's stat as indexed
             self._trust(db, scan, before, position)
-            return 0
+            return self._checked(0)
         self._forget()
         indexed = dict(db.execute("SELECT name, sha FROM notes").fetchall())
         listed = (fingerprint, scan, before, position)
@@ -463,7 +475,7 @@ class Index:
         settled = bool(self._change(db, gone, notes, lambda: self._stamp(db, scan, fingerprint)))
         if settled:
             self._trust(db, scan, before, position)
-        return len(notes)
+        return self._checked(len(notes))  # every listed note compared by its hash
 
     def _stamp(self, db: sqlite3.Connection, scan: catalog.Scan, fingerprint: str) -> bool:
         """Record, inside the caller's transaction, the fingerprint the index now matches.
@@ -549,7 +561,7 @@ class Index:
             return 0
         root = self.store.path
         touched = []
-        with contextlib.suppress(OSError):
+        try:
             fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
             try:  # relative to the directory: no path walk per note
                 for name in os.listdir(fd):
@@ -560,7 +572,9 @@ class Index:
                                 touched.append(name)
             finally:
                 os.close(fd)
-        return int(self.refresh(touched))
+        except OSError:
+            return 0  # not listed: nothing is vouched for
+        return self._checked(int(self.refresh(touched)))
 
     def _trust(
         self,
@@ -966,18 +980,6 @@ class Index:
         for row in out:
             row.rank = -row.rank
         return out
-
-    def dump(self) -> list[tuple[object, ...]]:
-        """Everything indexed, in a fixed order, without row ids (to compare two indexes)."""
-        return (
-            self._connect()
-            .execute(
-                "SELECT n.name, n.sha, n.type, n.title, n.summary, n.body, n.updated, n.expires,"
-                " n.supersedes, n.terms, f.title, f.summary, f.body, f.type"
-                " FROM notes n JOIN fts f ON f.rowid = n.id ORDER BY n.name"
-            )
-            .fetchall()
-        )
 
     def rows(self, names: Iterable[str] | None = None) -> list[Row]:
         """Indexed notes by name (every note when ``names`` is None), with rank 0."""
