@@ -1,9 +1,16 @@
 """The prompt hook of two checkouts, interleaved round by round with ``python -c pass``.
 
     python benchmarks/bench_hook_ab.py --before <checkout>/src --notes 10000
+    python benchmarks/bench_hook_ab.py --before <checkout>/src --notes 100000 --rounds 40 \
+        --cache <cache> --label r11b --prompt "when does the janitor vacuum the broker queues?"
 
 Uses the stores ``bench_paths.py`` generated (project store N, user store N/10) and
-each checkout's own state folder from that script's runs (``--label before`` / ``after``).
+each checkout's own state folder from that script's runs (``state-paths-before`` /
+``-after``, or with ``--label L`` the ones ``bench_paths.py --label L --before`` made:
+``state-paths-L-before`` / ``state-paths-L``). Each hook is a new session (no
+SessionStart record), run as ``mdmem install`` writes it but without ``-E``, so that
+``PYTHONPATH`` picks the checkout; the order of the three alternates every round. It
+says whether both checkouts printed the same bytes for every prompt.
 """
 
 from __future__ import annotations
@@ -16,6 +23,12 @@ import subprocess
 import sys
 import tempfile
 import time
+
+#: What ``mdmem install`` runs (``mdmem._spawn.HOOK_BOOT``), here without ``-E``.
+BOOT = (
+    'import sys; del sys.path[0]; sys.argv[0] = "mdmem"; '
+    "from mdmem.__main__ import main; sys.exit(main())"
+)
 
 PROMPTS = [
     "how do we deploy the release branch?",
@@ -30,7 +43,14 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "mdmem-bench-scale"))
+    parser.add_argument("--label", help="the state folders of bench_paths.py --label")
+    parser.add_argument("--prompt", action="append", help="the prompt (repeat for more)")
     args = parser.parse_args()
+    prompts = args.prompt or PROMPTS
+    state = {
+        "before": f"state-paths-{args.label}-before" if args.label else "state-paths-before",
+        "after": f"state-paths-{args.label}" if args.label else "state-paths-after",
+    }
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     ws = os.path.join(args.cache, f"n{args.notes}")
     user = os.path.join(args.cache, "user", f"n{args.notes // 10}", ".PseudoClaude", "memory")
@@ -39,36 +59,40 @@ def main() -> None:
         "before": dict(
             base,
             PYTHONPATH=args.before,
-            MDMEM_STATE_DIR=os.path.join(args.cache, "state-paths-before"),
+            MDMEM_STATE_DIR=os.path.join(args.cache, state["before"]),
         ),
         "after": dict(
-            base, PYTHONPATH=here, MDMEM_STATE_DIR=os.path.join(args.cache, "state-paths-after")
+            base, PYTHONPATH=here, MDMEM_STATE_DIR=os.path.join(args.cache, state["after"])
         ),
     }
     names = ["pass", *envs]
     out: dict[str, list[float]] = {k: [] for k in names}
+    printed: dict[str, list[bytes]] = {k: [] for k in envs}
     for r in range(args.rounds):
         for name in names[r % 3 :] + names[: r % 3]:
             if name == "pass":
                 argv, stdin, env = [sys.executable, "-c", "pass"], "", base
             else:
                 payload = {
-                    "session_id": f"ab-{r}",
+                    "session_id": f"ab-{r}-{name}-{time.time_ns()}",
                     "cwd": ws,
-                    "prompt": PROMPTS[r % 3],
+                    "prompt": prompts[r % len(prompts)],
                     "hook_event_name": "UserPromptSubmit",
                     "transcript_path": os.path.join(ws, "t.jsonl"),
                 }
-                argv = [sys.executable, "-m", "mdmem", "hook", "user-prompt-submit"]
+                argv = [sys.executable, "-c", BOOT, "hook", "user-prompt-submit"]
                 stdin, env = json.dumps(payload), envs[name]
             start = time.perf_counter()
-            subprocess.run(
-                argv, input=stdin.encode(), env=env, stdout=subprocess.DEVNULL, check=True
+            done = subprocess.run(
+                argv, input=stdin.encode(), env=env, stdout=subprocess.PIPE, check=True
             )
             out[name].append(time.perf_counter() - start)
+            if name in printed:
+                printed[name].append(done.stdout)
     medians = {k: statistics.median(v) for k, v in out.items()}
     for name, m in medians.items():
-        print(f"{name}: {m * 1000:.0f} ms ({m / medians['pass']:.1f}x python -c pass)")
+        print(f"{name}: {m * 1000:.1f} ms ({m / medians['pass']:.2f}x python -c pass)")
+    print("the same bytes for every prompt:", printed["before"] == printed["after"])
 
 
 if __name__ == "__main__":
