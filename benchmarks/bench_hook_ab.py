@@ -65,6 +65,12 @@ def main() -> None:
             base, PYTHONPATH=here, MDMEM_STATE_DIR=os.path.join(args.cache, state["after"])
         ),
     }
+    # Both checkouts byte-compiled first (as bench_paths.py does): where PYTHONDONTWRITEBYTECODE
+    # is set, a module edited since its .pyc would be compiled again by every process.
+    import compileall
+
+    for src in (args.before, here):
+        compileall.compile_dir(src, quiet=1)
     names = ["pass", *envs]
     out: dict[str, list[float]] = {k: [] for k in names}
     printed: dict[str, list[bytes]] = {k: [] for k in envs}

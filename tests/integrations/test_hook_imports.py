@@ -259,6 +259,13 @@ def test_a_session_without_a_start_record_takes_the_last_cached_block_after_a_wr
     store, user, env, _ = _started(workspace, tmp_path, "s-started")
     cached = blockcache.latest("session-start-", store.state, Store(user, Level.USER).state)
     assert cached is not None and names_in(cached)
+    # On the settled store, the cached block is read with mdmem._json and the marks' names
+    # come from the state folder's module: neither the json package nor the marks module.
+    settled = {"session_id": "s-unstarted", "cwd": str(workspace), "prompt": "how do we lint?"}
+    _, report = _run("user-prompt-submit", settled, env)
+    assert "mdmem.store.blockcache" in report["never"]  # the path that reads the cache
+    assert not {"json", "json.decoder", "json.scanner", "json.encoder"} & set(report["never"])
+    assert "mdmem.store.marks" not in report["modules"]
     store.apply(
         [
             {

@@ -19,16 +19,16 @@ since the block was made is a miss), exactly as MEMORY.md itself is; any write c
 block made again then follows the store's change log, see
 ``Store.catalog_current``), and ``mdmem reindex`` refreshes everything. The
 cache is derived state: a damaged or missing file is a miss, never an error.
-Only ``os`` and ``json`` are imported, lazily.
+Only ``os`` and ``mdmem._json`` (the C scanner, not the ``json`` package) are imported.
 """
 
 from __future__ import annotations
 
 import os
 
-from mdmem.store.marks import MARKS, STALE_MARKS
+from mdmem import _json
 from mdmem.store.paths import INDEX_NAME
-from mdmem.store.state import StateDir
+from mdmem.store.state import MARKS, STALE_MARKS, StateDir
 
 TYPE_CHECKING = False  # not typing's: this module is on the `mdmem index` path
 if TYPE_CHECKING:
@@ -116,11 +116,9 @@ def _home(states: tuple[StateDir | None, ...]) -> str | None:
 
 
 def _load(path: str, key: list[object], now: float, roots: tuple[str, str]) -> str | None:
-    import json
-
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read(_MAX_BYTES * 4))
+            data = _json.loads(f.read(_MAX_BYTES * 4))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("key") != key:
@@ -200,7 +198,6 @@ def cached(
         # Something changed while the block was computed (or the load itself
         # rewrote MEMORY.md): the next call computes again, with a stable key.
         return block
-    import json
 
     from mdmem.store import files
 
@@ -212,7 +209,7 @@ def cached(
         "notes": _shown(block, roots),
     }
     try:
-        data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        data = _json.dumps(record, ensure_ascii=False).encode("utf-8")
         target = os.path.join(home, f"block-{safe}.json")
         files.atomic_write(target, data, private=True, durable=False)
     except OSError:
@@ -230,7 +227,6 @@ def latest(purpose: str, project: str | StateDir, user: str | StateDir) -> str |
     now would be a guess no better, at the cost of ranking every note after a
     write). One listing of the cache's folder and one read.
     """
-    import json
 
     states = tuple(StateDir.of(where) if where else None for where in (project, user))
     home = _home(states)
@@ -249,7 +245,7 @@ def latest(purpose: str, project: str | StateDir, user: str | StateDir) -> str |
     for _, path in sorted(found, reverse=True):
         try:
             with open(path, encoding="utf-8") as f:
-                data = json.loads(f.read(_MAX_BYTES * 4))
+                data = _json.loads(f.read(_MAX_BYTES * 4))
             key, block = data["key"], data["block"]
             same = [part[0] if isinstance(part, list) else None for part in key[2:4]]
         except (OSError, ValueError, TypeError, KeyError, IndexError):
