@@ -24,11 +24,7 @@ import sys
 import tempfile
 import time
 
-#: What ``mdmem install`` runs (``mdmem._spawn.HOOK_BOOT``), here without ``-E``.
-BOOT = (
-    'import sys; del sys.path[0]; sys.argv[0] = "mdmem"; '
-    "from mdmem.__main__ import main; sys.exit(main())"
-)
+from bench_paths import installed_hook
 
 PROMPTS = [
     "how do we deploy the release branch?",
@@ -71,6 +67,8 @@ def main() -> None:
 
     for src in (args.before, here):
         compileall.compile_dir(src, quiet=1)
+    # Each checkout's hook as its own `mdmem install claude-code` writes it, without -E.
+    hooks = {name: installed_hook(env) for name, env in envs.items()}
     names = ["pass", *envs]
     out: dict[str, list[float]] = {k: [] for k in names}
     printed: dict[str, list[bytes]] = {k: [] for k in envs}
@@ -86,7 +84,7 @@ def main() -> None:
                     "hook_event_name": "UserPromptSubmit",
                     "transcript_path": os.path.join(ws, "t.jsonl"),
                 }
-                argv = [sys.executable, "-c", BOOT, "hook", "user-prompt-submit"]
+                argv = [*hooks[name], "hook", "user-prompt-submit"]
                 stdin, env = json.dumps(payload), envs[name]
             start = time.perf_counter()
             done = subprocess.run(
