@@ -83,6 +83,9 @@ def _isolated(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     # No watcher per test either (each would outlive its test by an hour): only the
     # watcher's own tests start one (store/watcher.py).
     monkeypatch.setenv("MDMEM_WATCHER", "off")
+    # Nor a prompt server per test (each prompt hook would start one): only its own tests
+    # and the attack suite's start one (integrations/prompt_server.py).
+    monkeypatch.setenv("MDMEM_PROMPT_SERVER", "off")
     # CC-CEDICT (the dictionary extra) takes seconds to read into each state folder: the
     # glossary here; the dictionary's tests name a small file of their own.
     monkeypatch.setenv("MDMEM_DICTIONARY", "off")

@@ -650,13 +650,15 @@ def test_startup_tricks_only_on_the_fast_path(tmp_path: Path) -> None:
     # and the write lock's queue (the handover hooks write under the lock), the
     # activity log (every hook appends to it), the prompt hook, the dictionary's
     # file (session start builds it in the background when it is missing) and the
-    # plain note reader (the prompt hook re-indexes the notes a turn wrote).
+    # plain note reader (the prompt hook re-indexes the notes a turn wrote), and the
+    # prompt server's client (the prompt hook relays to it).
     probe = (
         "import sys\n"
         "from mdmem.cli._fastpath import try_fast\n"
         "try_fast(['--workspace', sys.argv[1], 'index'])\n"
         "try_fast(['--workspace', sys.argv[1], 'add', '--title', 'Probe', 'By the probe.'])\n"
         "import mdmem.recall, mdmem.integrations.claude_code, mdmem.integrations.prompt_recall\n"
+        "import mdmem.integrations.prompt_server\n"
         "import mdmem.store.ledger, mdmem._spawn, mdmem.store.sessions, mdmem.store._queue\n"
         "import mdmem.store.activity, mdmem.store.cedict, mdmem.store.quicknote\n"
         "print('\\n'.join(m for m in sys.modules if m == 'mdmem' or m.startswith('mdmem.')))"

@@ -13,9 +13,11 @@ launcher all run here with that repository as their cwd; no marker may appear.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -144,6 +146,49 @@ def test_hooks_install_and_check_import_nothing_from_the_clone(repo: Path, tmp_p
     assert prompt.returncode == 0, prompt.stderr
     check = run_shell(cli("install", "claude-code", "--check"), repo, PYTHONPATH="")
     assert check.returncode == 0, check.stdout + check.stderr
+    assert markers(repo) == []
+
+
+def test_the_prompt_server_imports_nothing_from_the_clone(repo: Path) -> None:
+    """The server SessionStart starts, and then serves prompts in, the clone's folder."""
+    from mdmem import Level, Store
+    from mdmem.integrations import prompt_server
+
+    store = Store(repo / ".PseudoClaude" / "memory", Level.PROJECT)
+    store.apply([{"action": "create", "level": "project", "type": "project_knowledge",
+                  "title": "Release build", "summary": "",
+                  "content": "The release build runs with make release."}])  # fmt: skip
+    install = run_shell(cli("install", "claude-code", "--local"), repo, PYTHONPATH="")
+    assert install.returncode == 0, install.stderr
+    settings = json.loads((repo / ".claude" / "settings.local.json").read_text())
+    commands = {
+        event: groups[-1]["hooks"][0]["command"] for event, groups in settings["hooks"].items()
+    }
+    on = {"MDMEM_PROMPT_SERVER": "on", "MDMEM_PROMPT_SERVER_IDLE": "20"}
+    start = run_shell(commands["SessionStart"], repo, {"cwd": str(repo)}, **on)
+    assert start.returncode == 0, start.stderr
+    folder = Path(prompt_server.folder())
+    deadline = time.monotonic() + 30
+    while not list(folder.glob("prompt-v*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(folder.glob("prompt-v*.sock")), "SessionStart started no prompt server"
+    try:
+        for n in range(3):
+            prompt = "how is the release build made?"
+            asked = {"session_id": f"s{n}", "cwd": str(repo), "prompt": prompt}
+            done = run_shell(commands["UserPromptSubmit"], repo, asked, **on)
+            assert done.returncode == 0 and "make release" in done.stdout, done.stderr
+        # The server answered them: it holds the clone's search index open.
+        pid = next(lock.read_text().strip() for lock in folder.glob("prompt-v*.lock"))
+        fds = Path(f"/proc/{pid}/fd")
+        held = {os.readlink(fd) for fd in fds.iterdir() if fd.is_symlink()}
+        assert any(path.startswith(str(state(store.path))) for path in held), held
+    finally:
+        for lock in folder.glob("prompt-v*.lock"):
+            pid = lock.read_text().strip()
+            if pid.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
     assert markers(repo) == []
 
 

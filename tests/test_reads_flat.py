@@ -112,3 +112,88 @@ def test_doctor_with_nothing_to_fix_leaves_the_state_as_it_was(
     before = snapshot()
     subprocess.run([*mdmem, "doctor"], env=env, capture_output=True, timeout=120)
     assert snapshot() == before
+
+
+_SERVER_ARGV = (
+    "import json, sys; from mdmem import _spawn; "
+    "print(json.dumps(_spawn.argv(sys.argv[1], entry=sys.argv[2])))"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the prompt server: Linux")
+def test_a_prompt_the_prompt_server_answers_after_a_write_makes_no_sync_call(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """The hook's own process and the server that answered it, both under strace."""
+    import os
+    import time
+
+    from mdmem.integrations import prompt_server
+
+    env = python_env(
+        MDMEM_WORKSPACE=str(workspace),
+        MDMEM_SEMANTIC="off",
+        MDMEM_PROMPT_SERVER="on",
+        MDMEM_PROMPT_SERVER_IDLE="3",
+    )
+    mdmem = [sys.executable, "-m", "mdmem"]
+
+    def run(*args: str) -> None:
+        subprocess.run([*mdmem, *args], env=env, check=True, capture_output=True, timeout=120)
+
+    run("init")
+    run("add", "--title", "Deploy cache", "The deploy cache lasts a day.")
+    run("search", "deploy cache")  # builds the recall index
+    folder = prompt_server.folder()
+    os.makedirs(folder, mode=0o700)
+    # The server as a hook starts it: with the import path a hook's process has.
+    made = subprocess.run(
+        [sys.executable, "-c", _SERVER_ARGV, folder, prompt_server.ENTRY],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    argv = json.loads(made.stdout)
+    traced = tmp_path / "server.strace"
+    server = subprocess.Popen(
+        ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(traced), *argv],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list(Path(folder).glob("prompt-v*.sock")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        hook = {"cwd": str(workspace), "prompt": "how long does the deploy cache last?"}
+        relayed = []
+        for k in range(3):
+            run("add", "--title", f"Written before prompt {k}", f"A write, then prompt {k}.")
+            stdin = json.dumps({**hook, "session_id": f"s{k}"})
+            assert (
+                _syncs([*mdmem, "hook", "user-prompt-submit"], env, tmp_path / "h.txt", stdin) == 0
+            )
+            probe = subprocess.run(
+                [sys.executable, "-X", "importtime", "-m", "mdmem", "hook", "user-prompt-submit"],
+                input=json.dumps({**hook, "session_id": f"p{k}"}),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            relayed.append("mdmem.recall.engine" not in probe.stderr and "deploy" in probe.stdout)
+        assert all(relayed), relayed
+        server.wait(timeout=60)  # idle after 3 s: strace writes its count when it ends
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    total = sum(
+        int(cells[3])
+        for cells in (line.split() for line in traced.read_text().splitlines())
+        if cells and cells[-1] in ("fsync", "fdatasync")
+    )
+    assert total == 0

@@ -28,7 +28,6 @@ Floor 0: nothing of mdmem is imported here.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 
 TYPE_CHECKING = False  # not typing's: this module is on the hooks' path
@@ -201,6 +200,8 @@ def hook_command(*args: str) -> str:
         words = [script, *args]
     else:
         words = argv(*args)
+    import shlex
+
     return shlex.join(words)
 
 
@@ -220,4 +221,6 @@ def console_command(*args: str) -> str:
         words = [script, *args]
     else:
         words = argv(*args)
+    import shlex
+
     return shlex.join(words)

@@ -43,6 +43,7 @@ ALLOWED = {
     "mdmem.integrations",
     "mdmem.integrations._session",
     "mdmem.integrations.prompt_recall",
+    "mdmem.integrations.prompt_server",
     "mdmem.integrations.session_control",
     "mdmem.recall",
     "mdmem.recall.dictionary",

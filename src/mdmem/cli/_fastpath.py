@@ -424,3 +424,15 @@ def embedder_child(args: list[str]) -> int:
 
     background(Store(args[0], args[1]))
     return 0
+
+
+def prompt_server_child(args: list[str]) -> int:
+    """The resident prompt server's process (``integrations/prompt_server.py`` starts it):
+    ``[FOLDER]``. Here because it answers each hook with :func:`try_fast`; what the prompt
+    hook's answer imports is imported once, now."""
+    from mdmem.integrations import prompt_recall, session_control  # noqa: F401
+    from mdmem.integrations.prompt_server import serve
+    from mdmem.recall import engine  # noqa: F401
+    from mdmem.store import activity, blockcache, workspace  # noqa: F401
+
+    return serve(args, try_fast)

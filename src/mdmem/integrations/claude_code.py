@@ -651,6 +651,9 @@ def session_start(payload: dict[str, object], workspace: str | None, user_dir: s
     # The user's watcher, told of both stores now: its stat pass of a large store is
     # done by the first prompt, which then asks it what changed (store/watcher.py).
     watcher.ensure([project.path, user.path] if project.unavailable is None else [user.path])
+    from mdmem.integrations import prompt_server
+
+    prompt_server.ensure()  # warm by the first prompt (integrations/prompt_server.py)
     footer = extraction_line(user.path)
     block, waiting = _session_block(ws, project, user, reserve=len(footer) + 1)
     ledger.record_block(project.path, user.path, block, "session-start")

@@ -65,6 +65,7 @@ __all__ = [
     "recall",
     "recall_block",
     "recalled",
+    "recheck",
     "render_hit",
     "search",
     "semantic_mode",
@@ -137,6 +138,15 @@ def index_of(store: Store, *, fresh: bool = False) -> Index:
     while len(_INDEXES) > KEEP_OPEN:  # a page or server switched across many stores
         _INDEXES.pop(next(iter(_INDEXES)))[0].close()
     return index
+
+
+def recheck() -> None:
+    """Have the next :func:`index_of` of every store bring its index in step, as a fresh
+    process would: what a long-lived process runs before a request it answers in a fresh
+    process's place (the prompt server, ``integrations/prompt_server.py``). The indexes
+    stay open."""
+    for path, (index, dir_mtime, _) in list(_INDEXES.items()):
+        _INDEXES[path] = (index, dir_mtime, float("-inf"))
 
 
 def semantic_mode(requested: bool | None = None) -> bool:

@@ -58,7 +58,6 @@ this is on the per-prompt hook's path.
 from __future__ import annotations
 
 import os
-import sys
 
 from mdmem import _unixsock
 from mdmem.store.paths import state_base
@@ -120,7 +119,6 @@ UNAVAILABLE = "unavailable"
 RETRY_SECONDS = 3600.0
 
 _ENTRY = "mdmem.store._watcher_server:serve"
-_OFF = ("off", "0", "no", "false", "never")
 _started = False  # this process started one already: never twice
 _failed_at: float | None = None  # time.monotonic() when it last failed to answer
 _CHILDREN: list[subprocess.Popen[bytes]] = []
@@ -147,9 +145,7 @@ class Answer:
 
 def enabled() -> bool:
     """Whether readers ask a watcher: Linux, Unix sockets, and ``MDMEM_WATCHER`` not off."""
-    if os.environ.get(ENV, "").strip().lower() in _OFF:
-        return False
-    return sys.platform.startswith("linux") and hasattr(os, "geteuid")
+    return _unixsock.enabled(ENV)
 
 
 def folder() -> str:
@@ -197,38 +193,18 @@ def ask(queries: Sequence[tuple[str, int]], timeout: float = TIMEOUT) -> list[An
         if 0 <= time.monotonic() - _failed_at < QUIET_SECONDS:
             return "failed"
         _failed_at = None
-    import _socket
-
-    directory = folder()
     try:
-        dir_fd = _unixsock.private_folder(directory, create=False)
-    except FileNotFoundError:
-        return "absent"
-    except OSError:
-        return "refused"
-    try:
-        name = _name() + ".sock"
-        if _unixsock.problem(os.path.join(directory, name)) is not None:
-            return "refused"
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        sock = _unixsock.connect(folder(), _name() + ".sock", timeout)
+        if isinstance(sock, str):
+            return sock
         try:
-            sock.settimeout(timeout)
-            try:
-                sock.connect(_unixsock.socket_address(dir_fd, directory, name))
-            except (FileNotFoundError, ConnectionRefusedError):
-                return "absent"  # none, or a dead one's socket file
-            _unixsock.check_peer(sock, "the watcher's socket")
             sock.sendall(_request(queries))
             return _reply(sock, len(queries))
         finally:
             sock.close()
-    except PermissionError:
-        return "refused"
     except (OSError, ValueError, UnicodeError):  # TimeoutError among them
         _failed_at = time.monotonic()
         return "failed"
-    finally:
-        os.close(dir_fd)
 
 
 def _reply(sock: object, count: int) -> list[Answer]:
