@@ -221,6 +221,7 @@ def run_hook(
         "PATH": str(path_dir),
         "HOME": os.environ["HOME"],
         "MDMEM_WATCHER": "off",  # no watcher outliving the test
+        "MDMEM_PROMPT_SERVER": "off",  # nor a prompt server
         "MDMEM_USER_DIR": os.environ["MDMEM_USER_DIR"],
         "PYTHONPATH": str(SRC),
         "CLAUDE_PLUGIN_ROOT": str(plugin_dir()),
@@ -311,6 +312,7 @@ def launcher_env(path_dir: Path, workspace: Path, **extra: str) -> dict[str, str
         "PATH": str(path_dir),
         "HOME": os.environ["HOME"],
         "MDMEM_WATCHER": "off",  # no watcher outliving the test
+        "MDMEM_PROMPT_SERVER": "off",  # nor a prompt server
         "MDMEM_USER_DIR": os.environ["MDMEM_USER_DIR"],
         "CLAUDE_PLUGIN_ROOT": str(plugin_dir()),
         "CLAUDE_PROJECT_DIR": str(workspace),

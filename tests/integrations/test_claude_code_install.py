@@ -53,6 +53,7 @@ def test_the_hooks_run_without_mdmem_on_the_path(workspace: Path, tmp_path: Path
         "PATH": str(empty),  # no mdmem, no python: only what the command names itself
         "HOME": os.environ["HOME"],
         "MDMEM_WATCHER": "off",  # no watcher outliving the test
+        "MDMEM_PROMPT_SERVER": "off",  # nor a prompt server
         "PYTHONPATH": str(SRC),
         "CLAUDE_PROJECT_DIR": str(workspace),
     }

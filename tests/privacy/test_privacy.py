@@ -349,6 +349,18 @@ def test_module_redact_uses_env_patterns(monkeypatch: pytest.MonkeyPatch) -> Non
     assert redact("id corp-1234 here") == "id [REDACTED:custom] here"
 
 
+def test_module_redact_follows_the_env_patterns_as_they_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long-lived process (the prompt server) takes each request's environment."""
+    monkeypatch.setenv("MDMEM_REDACT_PATTERNS", r"corp-[0-9]{4}")
+    assert redact("id corp-1234, acme-99") == "id [REDACTED:custom], acme-99"
+    monkeypatch.setenv("MDMEM_REDACT_PATTERNS", r"acme-[0-9]{2}")
+    assert redact("id corp-1234, acme-99") == "id corp-1234, [REDACTED:custom]"
+    monkeypatch.delenv("MDMEM_REDACT_PATTERNS")
+    assert redact("id corp-1234, acme-99") == "id corp-1234, acme-99"
+
+
 @pytest.mark.parametrize(
     "text",
     [

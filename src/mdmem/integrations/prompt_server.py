@@ -314,6 +314,7 @@ def _run(
     """``handler(args)`` as the hook's own process would run it: its environment, its
     working directory, its stdin; (exit status or None, stdout, stderr)."""
     import io
+    import time
 
     from mdmem.recall.engine import recheck
 
@@ -324,6 +325,8 @@ def _run(
     try:
         os.environ.clear()
         os.environ.update(env)
+        if env.get("TZ") != saved_env.get("TZ"):
+            time.tzset()  # local time as the hook's own process would have it
         os.chdir(cwd)
         sys.stdin, sys.stdout, sys.stderr = io.StringIO(text), out, err
         recheck()  # every store brought in step, as in a fresh process
@@ -334,6 +337,8 @@ def _run(
         sys.stdin, sys.stdout, sys.stderr = streams
         os.environ.clear()
         os.environ.update(saved_env)
+        if env.get("TZ") != saved_env.get("TZ"):
+            time.tzset()
         os.chdir(saved_cwd)
     return status, out.getvalue(), err.getvalue()
 

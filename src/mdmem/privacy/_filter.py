@@ -269,19 +269,25 @@ class Redactor:
         return sorted({kind for kind, _, _ in self.findings(text)})
 
 
-_default: Redactor | None = None
+#: The redactor of the last ``MDMEM_REDACT_PATTERNS`` value seen, with that value.
+_default: tuple[str | None, Redactor] | None = None
 
 
 def redact(text: str) -> str:
-    """Redact ``text`` with built-in rules plus ``MDMEM_REDACT_PATTERNS`` (read on first use)."""
+    """Redact ``text`` with built-in rules plus ``MDMEM_REDACT_PATTERNS`` (as it is now)."""
     return _default_redactor().redact(text)
 
 
 def _default_redactor() -> Redactor:
+    """The built-in rules plus ``MDMEM_REDACT_PATTERNS``, made again when that changes (the
+    prompt server answers each hook with the hook's own environment)."""
+    import os
+
     global _default
-    if _default is None:
-        _default = Redactor(extra_patterns_from_env())
-    return _default
+    value = os.environ.get(ENV_VAR)
+    if _default is None or _default[0] != value:
+        _default = (value, Redactor(extra_patterns_from_env()))
+    return _default[1]
 
 
 def kinds_found(text: str) -> list[str]:
