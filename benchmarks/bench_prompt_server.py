@@ -42,8 +42,12 @@ def _server_pid(state: str) -> int | None:
         if name.startswith("prompt-v") and name.endswith(".lock"):
             with open(os.path.join(folder, name)) as f:
                 text = f.read().strip()
-            if text.isdigit() and os.path.exists(f"/proc/{text}"):
-                return int(text)
+            try:  # the lock's pid, if that process is still a prompt server (not a reused pid)
+                with open(f"/proc/{text}/cmdline", "rb") as f:
+                    if text.isdigit() and b"prompt_server_child" in f.read():
+                        return int(text)
+            except OSError:
+                pass
     return None
 
 
@@ -136,6 +140,8 @@ def bench(size: int, args: argparse.Namespace) -> dict[str, object]:
                     env = on if name == "server" else off
                     took, printed[name] = run(hook, env, payload(r, name, prompt))
                 times[name][kind].append(took)
+            if not os.path.exists(f"/proc/{pid}"):
+                raise SystemExit(f"the prompt server {pid} ended in round {r}")
             same = same and printed["off"] == printed["server"]
             if kind == "recall":
                 assert b"janitor" in printed["server"], printed["server"]

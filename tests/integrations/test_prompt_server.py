@@ -75,9 +75,11 @@ def _prompt(ws: Path, prompt: str, session: str, env: dict[str, str]) -> tuple[s
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a killed server nobody reaped yet is a zombie: not running)."""
+    """Whether ``pid`` is a running prompt server (a killed one nobody reaped yet is a
+    zombie, and a pid may be reused by another process)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z" and b"prompt_server_child" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 
