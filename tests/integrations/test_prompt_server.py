@@ -363,3 +363,29 @@ def test_the_code_record_sees_a_module_file_change(tmp_path: Path) -> None:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("mdmem_probe_module", None)
+
+
+_REAP_PROBE = """
+import os, subprocess, sys, time
+from mdmem.integrations import prompt_server
+child = subprocess.Popen([sys.executable, "-c", "pass"])
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    if open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+        break
+    time.sleep(0.02)
+else:
+    raise SystemExit("the child did not end")
+prompt_server._reap()
+print("collected" if not os.path.exists(f"/proc/{child.pid}") else "zombie")
+"""
+
+
+def test_the_children_a_request_started_are_collected_when_they_end() -> None:
+    """A hook may start a watcher or an embedder; the server, their parent, outlives them.
+    (In a process of its own: collecting this test process's children would take other
+    tests'.)"""
+    done = subprocess.run(
+        [PYTHON, "-c", _REAP_PROBE], env=python_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "collected", done.stderr

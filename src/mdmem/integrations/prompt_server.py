@@ -377,6 +377,19 @@ def _answer(conn: _socket.socket, own_path: str, code: _Code, handler: Handler) 
     return True
 
 
+def _reap() -> None:
+    """Collect the children requests started that have ended since (a watcher or an embedder
+    a hook starts when it finds none): a hook's own process exits before them, the server
+    outlives them. Between requests, when no wait of the server's own is under way."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no child left
+        if pid == 0:
+            return  # children, all still running
+
+
 def idle_seconds() -> float:
     """How long the server waits for a request before it stops (``MDMEM_PROMPT_SERVER_IDLE``)."""
     try:
@@ -416,12 +429,16 @@ def serve(args: list[str], handler: Handler) -> int:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
+                _reap()
                 if not _unixsock.still_ours(path, mine):
                     return 0  # our socket file was removed or replaced: nobody can reach us
                 continue
+            except OSError:
+                continue  # a connection that went before it was taken (ECONNABORTED)
             with conn, contextlib.suppress(OSError, ValueError, UnicodeError):
                 if not _answer(conn, own_path, code, handler):
                     return 0  # an upgrade: the next hook starts the new code
+            _reap()
             last = time.monotonic()
     finally:
         server.close()
