@@ -201,6 +201,34 @@ def test_one_server_answers_each_hook_with_its_own_environment(tmp_path: Path) -
     assert _server_pid() == pid  # one server all along
 
 
+def test_a_prompt_the_busy_server_did_not_accept_in_time_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    """The hook gives up waiting while its request sits, sent, in a stopped server's
+    backlog; the server, going on, must not run it as well (it finds the hook gone when it
+    says it accepted, or, a moment later, no go from it: the socket-pair test below)."""
+    from mdmem.store import activity
+
+    ws = _workspace(tmp_path / "ws")
+    env = _env()
+    pid = _warm(ws, env)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        out, relayed = _prompt(ws, "how do we deploy the release branch?", "busy", env)
+        waited = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not relayed and "make ship" in out  # answered by its own process
+    assert waited >= prompt_server.TIMEOUT
+    # The server takes the abandoned request now, and then answers the next prompt.
+    out, relayed = _prompt(ws, "what does the queue worker do with a failed job?", "after", env)
+    assert relayed and "parks it" in out
+    root = str(project_store(ws).root)
+    recalls = [e for e in activity.read(root, "busy") if e.get("k") == "recall"]
+    assert len(recalls) == 1, recalls
+
+
 def test_a_killed_server_costs_nothing_and_a_new_one_starts(tmp_path: Path) -> None:
     ws = _workspace(tmp_path / "ws")
     env = _env()
