@@ -77,6 +77,9 @@ def first_prompt(python: str, rounds: int) -> None:
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--notes", type=int, default=2000)

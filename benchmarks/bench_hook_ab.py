@@ -34,6 +34,9 @@ PROMPTS = [
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--before", required=True, help="the other checkout's src folder")
     parser.add_argument("--notes", type=int, default=10000)

@@ -80,6 +80,9 @@ def arguments(doc: str, label: str) -> argparse.Namespace:
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     args = arguments(__doc__, "ir")
     if shutil.which("valgrind") is None:
         sys.exit("bench_hook_ir.py needs valgrind")

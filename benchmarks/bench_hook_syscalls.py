@@ -50,6 +50,9 @@ def syscalls(argv: list[str], env: dict[str, str], stdin: str) -> tuple[dict[str
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     args = arguments(__doc__, "sys")
     if shutil.which("strace") is None:
         sys.exit("bench_hook_syscalls.py needs strace")

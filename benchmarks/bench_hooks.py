@@ -107,6 +107,9 @@ def _prompt_cases(base: str, env: dict[str, str], notes: int) -> dict[str, Calla
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its Markdown report."""
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15, help="rounds (default 15)")
     parser.add_argument(

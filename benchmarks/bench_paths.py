@@ -575,6 +575,9 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated note counts")
     parser.add_argument("--large", action="store_true", help="100,000 notes, fewer rounds")

@@ -44,6 +44,9 @@ QUERY = "why does the cache index time out in review?"
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--notes", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=9)

@@ -227,6 +227,9 @@ def bench_size(size: int, args: argparse.Namespace) -> dict[str, object]:
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="10000", help="comma-separated note counts")
     parser.add_argument("--repeat", type=int, default=5, help="rounds per case")

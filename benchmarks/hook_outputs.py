@@ -80,6 +80,9 @@ def compare(data: Path, before: str, show: int = 2) -> tuple[int, int, int]:
 
 
 def main() -> None:
+    # The prompt hook in its own process, as every round before measured it
+    # (bench_prompt_server.py times the prompt server).
+    os.environ.setdefault("MDMEM_PROMPT_SERVER", "off")
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--before", required=True, help="the other checkout's src folder")
     parser.add_argument("sets", nargs="*", type=Path, help="recall sets (default: the three)")
