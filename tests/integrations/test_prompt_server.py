@@ -417,3 +417,42 @@ def test_the_children_a_request_started_are_collected_when_they_end() -> None:
         [PYTHON, "-c", _REAP_PROBE], env=python_env(), capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "collected", done.stderr
+
+
+@pytest.mark.parametrize("then", ["hang", "die"])
+def test_an_accepted_prompt_without_an_answer_is_not_run_again_unless_the_server_died(
+    then: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook's side against a server that accepts, takes the go, and then hangs (the
+    prompt may still be answered: the hook prints nothing) or dies (it answers itself)."""
+    from mdmem import _unixsock
+
+    monkeypatch.setattr(prompt_server, "REPLY_SECONDS", 0.3)
+    path = prompt_server._import_path()
+    bound = _unixsock.bind(prompt_server.folder(), prompt_server._name(path))
+    assert bound is not None
+    listener, lock, _, _ = bound
+    release = threading.Event()
+
+    def fake() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            assert prompt_server._read_request(conn) is not None
+            conn.sendall(b"A")
+            assert conn.recv(1) == b"G"
+            if then == "hang":
+                release.wait(10)
+
+    worker = threading.Thread(target=fake)
+    worker.start()
+    try:
+        got = prompt_server._ask(path, ["hook", "user-prompt-submit"], "{}")
+    finally:
+        release.set()
+        worker.join(10)
+        listener.close()
+        os.close(lock)
+    if then == "hang":
+        assert got is not None and got[:2] == (0, "") and "no answer" in got[2]
+    else:
+        assert got is None

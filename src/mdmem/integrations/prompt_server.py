@@ -20,7 +20,9 @@ process as it does without a server: a server never changes what a prompt gets.
 
 **Never twice.** The server takes a request only when the hook, told it was
 accepted, confirms it still waits (a hook that gave up waiting runs it itself,
-so exactly one of them does).
+so exactly one of them does). A hook whose accepted request gets no answer in
+:data:`REPLY_SECONDS` prints nothing (one line on stderr) rather than run it as
+well; one whose server ended mid-request (killed) answers it itself.
 
 **Private**, as the watcher and the resident embedder (:mod:`mdmem._unixsock`):
 a socket ``0600`` in ``<state>/prompt`` (``0700``), its owner and mode checked,
@@ -199,7 +201,10 @@ def _ask(path: list[str], args: list[str], text: str) -> tuple[int, str, str] | 
                 return None  # declined (another import path, its code changed)
             sock.sendall(_GO)  # from here on the server answers it, and only the server
             sock.settimeout(REPLY_SECONDS)
-            return _reply(sock)
+            try:
+                return _reply(sock)
+            except TimeoutError:  # it has the prompt and may still answer it: not twice
+                return 0, "", f"mdmem: the prompt server gave no answer in {REPLY_SECONDS:.0f} s\n"
         finally:
             sock.close()
     except (OSError, ValueError, UnicodeError):  # TimeoutError among them
