@@ -165,6 +165,7 @@ def test_the_prompt_server_imports_nothing_from_the_clone(repo: Path) -> None:
         event: groups[-1]["hooks"][0]["command"] for event, groups in settings["hooks"].items()
     }
     on = {"MDMEM_PROMPT_SERVER": "on", "MDMEM_PROMPT_SERVER_IDLE": "20"}
+    on["MDMEM_PROMPT_SERVER_WAIT"] = "10"  # a loaded machine: relayed all the same
     start = run_shell(commands["SessionStart"], repo, {"cwd": str(repo)}, **on)
     assert start.returncode == 0, start.stderr
     folder = Path(prompt_server.folder())

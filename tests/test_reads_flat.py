@@ -135,6 +135,7 @@ def test_a_prompt_the_prompt_server_answers_after_a_write_makes_no_sync_call(
         MDMEM_SEMANTIC="off",
         MDMEM_PROMPT_SERVER="on",
         MDMEM_PROMPT_SERVER_IDLE="3",
+        MDMEM_PROMPT_SERVER_WAIT="10",  # a loaded machine: relayed all the same
     )
     mdmem = [sys.executable, "-m", "mdmem"]
 

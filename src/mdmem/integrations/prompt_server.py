@@ -86,7 +86,8 @@ MAGIC = b"MDP1"
 PROTOCOL = 1
 #: The server stops after this many seconds without a request (``MDMEM_PROMPT_SERVER_IDLE``).
 IDLE_SECONDS = 1800.0
-#: How long the hook waits for the server to accept its request before it answers itself.
+#: How long the hook waits for the server to accept its request before it answers itself
+#: (``MDMEM_PROMPT_SERVER_WAIT``, seconds).
 TIMEOUT = 0.5
 #: How long the hook waits for the answer of an accepted request (Claude Code's own
 #: timeout for a hook is 60 s).
@@ -185,10 +186,19 @@ def relay(args: list[str]) -> int | None:
     return status
 
 
+def _wait_seconds() -> float:
+    """How long the hook waits to be accepted: ``MDMEM_PROMPT_SERVER_WAIT`` or :data:`TIMEOUT`."""
+    try:
+        value = float(os.environ.get("MDMEM_PROMPT_SERVER_WAIT", TIMEOUT))
+    except ValueError:
+        return TIMEOUT
+    return value if 0 < value <= REPLY_SECONDS else TIMEOUT
+
+
 def _ask(path: list[str], args: list[str], text: str) -> tuple[int, str, str] | None:
     directory = folder()
     try:
-        sock = _unixsock.connect(directory, _name(path) + ".sock", TIMEOUT)
+        sock = _unixsock.connect(directory, _name(path) + ".sock", _wait_seconds())
         if isinstance(sock, str):
             if sock == "absent":
                 _start(directory)
