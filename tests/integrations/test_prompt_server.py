@@ -174,6 +174,12 @@ def test_an_edit_just_before_a_prompt_is_seen_by_it(tmp_path: Path) -> None:
     note.write_text(text.replace("make ship", "make sail"))
     out, relayed = _prompt(ws, "how do we deploy the release branch with make sail?", "s2", env)
     assert relayed and "make sail" in out and "make ship" not in out
+    # Words no note held before: found only if the index itself was brought in step (a
+    # candidate's own check cannot find a note that was not a candidate).
+    queue = next(p for p in store.glob("*queue-retries*.md"))
+    queue.write_text(queue.read_text().replace("queue worker", "zebra gazebo"))
+    out, relayed = _prompt(ws, "what does the zebra gazebo do?", "s2b", env)
+    assert relayed and "zebra gazebo" in out
     # Editor-style: a new file renamed over the note.
     tmp = note.with_name(".edit.tmp")
     tmp.write_text(note.read_text().replace("make sail", "make fly"))
