@@ -39,6 +39,8 @@ __all__ = [
     "private_folder",
     "problem",
     "recv_exact",
+    "release",
+    "seconds",
     "socket_address",
     "still_ours",
 ]
@@ -53,6 +55,16 @@ def enabled(variable: str) -> bool:
     if os.environ.get(variable, "").strip().lower() in _OFF:
         return False
     return sys.platform.startswith("linux") and hasattr(os, "geteuid")
+
+
+def seconds(variable: str, default: float, most: float | None = None) -> float:
+    """``$variable`` as a positive number of seconds (at most ``most``), else ``default``:
+    a helper's idle time or a client's wait (``MDMEM_WATCHER_IDLE`` and the like)."""
+    try:
+        value = float(os.environ.get(variable, default))
+    except ValueError:
+        return default
+    return value if value > 0 and (most is None or value <= most) else default
 
 
 def private_folder(path: str, *, create: bool) -> int:
@@ -243,6 +255,17 @@ def bind(directory: str, name: str) -> tuple[socket.socket, int, str, int] | Non
         return server, lock, path, os.lstat(path).st_ino
     finally:
         os.close(dir_fd)
+
+
+def release(server: socket.socket, path: str, inode: int) -> None:
+    """Close a server's listening socket and remove its socket file, if it is still the one
+    it bound (:func:`bind`'s path and inode; a newer server's is left alone)."""
+    server.close()
+    try:
+        if os.lstat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def still_ours(path: str, inode: int) -> bool:

@@ -188,11 +188,7 @@ def relay(args: list[str]) -> int | None:
 
 def _wait_seconds() -> float:
     """How long the hook waits to be accepted: ``MDMEM_PROMPT_SERVER_WAIT`` or :data:`TIMEOUT`."""
-    try:
-        value = float(os.environ.get("MDMEM_PROMPT_SERVER_WAIT", TIMEOUT))
-    except ValueError:
-        return TIMEOUT
-    return value if 0 < value <= REPLY_SECONDS else TIMEOUT
+    return _unixsock.seconds("MDMEM_PROMPT_SERVER_WAIT", TIMEOUT, REPLY_SECONDS)
 
 
 def _ask(path: list[str], args: list[str], text: str) -> tuple[int, str, str] | None:
@@ -407,11 +403,7 @@ def _reap() -> None:
 
 def idle_seconds() -> float:
     """How long the server waits for a request before it stops (``MDMEM_PROMPT_SERVER_IDLE``)."""
-    try:
-        value = float(os.environ.get("MDMEM_PROMPT_SERVER_IDLE", IDLE_SECONDS))
-    except ValueError:
-        return IDLE_SECONDS
-    return value if value > 0 else IDLE_SECONDS
+    return _unixsock.seconds("MDMEM_PROMPT_SERVER_IDLE", IDLE_SECONDS)
 
 
 def serve(args: list[str], handler: Handler) -> int:
@@ -456,7 +448,4 @@ def serve(args: list[str], handler: Handler) -> int:
             _reap()
             last = time.monotonic()
     finally:
-        server.close()
-        with contextlib.suppress(OSError):
-            if os.lstat(path).st_ino == mine:
-                os.unlink(path)
+        _unixsock.release(server, path, mine)

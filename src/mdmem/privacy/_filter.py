@@ -9,6 +9,7 @@ matched again. :class:`Redactor` and the module-level helpers live here.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -281,8 +282,6 @@ def redact(text: str) -> str:
 def _default_redactor() -> Redactor:
     """The built-in rules plus ``MDMEM_REDACT_PATTERNS``, made again when that changes (the
     prompt server answers each hook with the hook's own environment)."""
-    import os
-
     global _default
     value = os.environ.get(ENV_VAR)
     if _default is None or _default[0] != value:
@@ -340,8 +339,6 @@ def _log_filter(record: object) -> bool:
 
 def extra_patterns_from_env() -> list[str]:
     """Return the patterns in ``MDMEM_REDACT_PATTERNS``: one per line, invalid ones as literals."""
-    import os
-
     patterns: list[str] = []
     for line in os.environ.get(ENV_VAR, "").splitlines():
         pattern = line.strip()

@@ -135,11 +135,7 @@ def _name(model: str) -> str:
 
 def idle_seconds() -> float:
     """How long the server waits for a request before it stops (``MDMEM_EMBEDDER_IDLE``)."""
-    try:
-        value = float(os.environ.get("MDMEM_EMBEDDER_IDLE", IDLE_SECONDS))
-    except ValueError:
-        return IDLE_SECONDS
-    return value if value > 0 else IDLE_SECONDS
+    return _unixsock.seconds("MDMEM_EMBEDDER_IDLE", IDLE_SECONDS)
 
 
 _private_folder = _unixsock.private_folder
@@ -352,10 +348,7 @@ def serve(
         vectors(["warm up"])
         _loop(server, path, mine, idle_seconds(), model, (vectors, similarities))
     finally:
-        server.close()
-        with contextlib.suppress(OSError):
-            if os.lstat(path).st_ino == mine:
-                os.unlink(path)
+        _unixsock.release(server, path, mine)
     return 0
 
 

@@ -391,11 +391,7 @@ class _Server:
 
 def idle_seconds() -> float:
     """How long the watcher waits for a request before it stops (``MDMEM_WATCHER_IDLE``)."""
-    try:
-        value = float(os.environ.get("MDMEM_WATCHER_IDLE", watcher.IDLE_SECONDS))
-    except ValueError:
-        return watcher.IDLE_SECONDS
-    return value if value > 0 else watcher.IDLE_SECONDS
+    return _unixsock.seconds("MDMEM_WATCHER_IDLE", watcher.IDLE_SECONDS)
 
 
 def _unavailable(directory: str, why: str) -> int:
@@ -454,11 +450,8 @@ def run(directory: str, name: str, roots: list[str]) -> int:
                     me.handle(conn)
                 last = time.monotonic()
     finally:
-        server.close()
         os.close(fd)
-        with contextlib.suppress(OSError):
-            if os.lstat(path).st_ino == mine:
-                os.unlink(path)
+        _unixsock.release(server, path, mine)
 
 
 def serve(args: list[str]) -> int:
