@@ -222,12 +222,14 @@ def test_a_write_that_returned_before_the_question_is_always_in_the_answer(
     note = root / "a.md"
     note.write_text("x" * 64)
     assert watcher.start([str(root)])
+    since = _ready(root).now
     # The stores it watches are not in its command line (any local user can read that).
+    # Read once it answered: the parent's Popen returns when the exec closed its pipe,
+    # which is before the kernel has set up the new program's environment to read.
     child = watcher._CHILDREN[-1]
     cmdline = Path(f"/proc/{child.pid}/cmdline").read_bytes()
     assert os.fsencode(str(root)) not in cmdline
     assert os.fsencode(str(root)) in Path(f"/proc/{child.pid}/environ").read_bytes()
-    since = _ready(root).now
     for i in range(200):
         with open(note, "r+b") as f:
             f.write(b"%08d" % i)
