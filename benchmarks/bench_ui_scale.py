@@ -13,6 +13,7 @@ interleave the pages.
 
     python benchmarks/bench_ui_scale.py                # 10,000 notes, 5 rounds
     python benchmarks/bench_ui_scale.py --size 1000 --rounds 3
+    python benchmarks/bench_ui_scale.py --size 100000 --rounds 3   # peak memory at scale
 
 The store is bench_scale.py's (generated once under ``--cache``, realistic
 notes), settled by one ``Store.entries()`` before the rounds.
@@ -39,7 +40,7 @@ CASES = {
 }
 
 _CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 ws, path = sys.argv[1], sys.argv[2]
 t0 = time.perf_counter()
 from starlette.testclient import TestClient
@@ -59,7 +60,8 @@ for _ in range(2):
     out.append(time.perf_counter() - start)
     assert r.status_code == 200, (path, r.status_code, r.text[:300])
 print(json.dumps({"cold": out[0], "warm": out[1], "bytes": len(r.content),
-                  "setup": ready - t0}))
+                  "setup": ready - t0,
+                  "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
@@ -112,14 +114,15 @@ def main() -> None:
                     fmt_ms(Summary.of(s["cold"]).median),
                     fmt_ms(Summary.of(s["warm"]).median),
                     fmt_ms(Summary.of(s["warm"]).p90),
+                    f"{max(s['peak']):.0f}",
                 ]
             )
         print(f"{args.size:,} project notes, {args.rounds} fresh processes per page\n")
         print(
             table(
-                ["page", "address", "KiB", "cold (ms)", "warm (ms)", "warm p90"],
+                ["page", "address", "KiB", "cold (ms)", "warm (ms)", "warm p90", "peak MiB"],
                 rows,
-                right=[2, 3, 4, 5],
+                right=[2, 3, 4, 5, 6],
             )
         )
         print()
