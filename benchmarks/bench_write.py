@@ -22,6 +22,19 @@ the ones after it show whether the rows were trusted again. The creates are dele
 
     python benchmarks/bench_write.py --after-edit --before <checkout> --sizes 100000 --rounds 5
 
+``--turns`` times instead, in each round, a Manager turn as ``bench_paths`` makes it (a
+zero-latency model creating three notes, one a correction, in both stores; the user
+store N/10) against four durable writes just before it, each turn more than two seconds
+after the last, as a user's turns are; with the turn's CPU time (the worker process's,
+``time.process_time``: what a busy disk does not blur):
+
+    python benchmarks/bench_write.py --turns --before <checkout> --sizes 1000,4000
+    python benchmarks/bench_write.py --turns --after-clone --before <checkout> --sizes 1000
+
+``--after-clone`` gives every note a new ctime just before the first full check, as a
+clone or checkout does: for the ten minutes to the next full check, each in-place sweep
+compares every note (below ``SWEEP_MAX`` notes, with no watcher).
+
 ``--layouts`` times only the write of one line into MEMORY.md, on a copy of it: as mdmem
 does it (a new file swapped in), shifting the bytes after the line in place, appending.
 
@@ -97,10 +110,46 @@ def after_edit():
     store.apply(made)
     return took
 
+_manager = []
+
+def turn():
+    # A turn a user's prompt later: more than a warm process's two seconds of trust
+    # (recall.fts.SWEEP_AGAIN) after the last, as turns are; then four durable writes.
+    if not _manager:
+        if os.environ.get("BENCH_AFTER_CLONE"):
+            # As a clone or checkout leaves them: every note's ctime new, moments before
+            # the first full check, so the in-place sweep compares every note for minutes.
+            for name in os.listdir(root):
+                path = os.path.join(root, name)
+                os.chmod(path, os.stat(path).st_mode)
+        sys.path.insert(0, sys.argv[3])
+        from bench_paths import Correcting
+        from mdmem import Manager
+        _manager.append(Manager(os.environ["MDMEM_WORKSPACE"],
+                                user_dir=os.environ["MDMEM_USER_DIR"],
+                                provider=Correcting(), resume=False))
+        turn()  # untimed: builds what the first turn of a session builds
+    from bench_paths import TURN
+    mgr = _manager[0]
+    time.sleep(2.2)
+    floor = sum(durable() for _ in range(4))
+    start, cpu = time.perf_counter(), time.process_time()
+    result = mgr.update_async(TURN).result()
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    for st, part in ((mgr.project, result.project), (mgr.user, result.user)):
+        gone = [{"action": "delete", "level": st.level.value, "filename": a.filename}
+                for a in part.applied]
+        if gone:
+            st.apply(gone)
+    return [floor, took, cpu]
+
 print("ready", flush=True)
 for line in sys.stdin:
     if line.strip() == "edit":
         print(json.dumps(after_edit()), flush=True)
+        continue
+    if line.strip() == "turn":
+        print(json.dumps(turn()), flush=True)
         continue
     if line.strip() != "round":
         break
@@ -115,7 +164,15 @@ def _compile(checkout: str) -> None:
 class Side:
     """One checkout: its copy of the store, its state folder, its worker process."""
 
-    def __init__(self, label: str, checkout: str, ws: str, scratch: str) -> None:
+    def __init__(
+        self,
+        label: str,
+        checkout: str,
+        ws: str,
+        scratch: str,
+        user: str | None = None,
+        after_clone: bool = False,
+    ) -> None:
         self.label = label
         self.ws = os.path.join(scratch, label, "ws")
         os.makedirs(os.path.dirname(self.ws))
@@ -135,8 +192,12 @@ class Side:
             "MDMEM_EMBED": "off",
             "MDMEM_WATCH": "off",
         }
+        if after_clone:
+            self.env["BENCH_AFTER_CLONE"] = "1"
+        if user is not None:
+            subprocess.run(["cp", "-a", user, self.env["MDMEM_USER_DIR"]], check=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", WORKER, self.root, floor],
+            [sys.executable, "-c", WORKER, self.root, floor, HERE],
             env=self.env,
             cwd=self.ws,
             stdin=subprocess.PIPE,
@@ -169,6 +230,15 @@ class Side:
         self.samples.setdefault("first", []).append(first)
         self.samples.setdefault("later", []).extend(later)
 
+    def turn(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("turn\n")
+        self.proc.stdin.flush()
+        floor, took, cpu = json.loads(self.proc.stdout.readline())
+        self.samples.setdefault("floor4", []).append(floor)
+        self.samples.setdefault("turn", []).append(took)
+        self.samples.setdefault("cpu", []).append(cpu)
+
     def stop(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -190,18 +260,38 @@ class Side:
         self.samples["rm"].append(self.run([py, "-m", "mdmem", "rm", added]))
 
 
-def _after_edit(sides: list[Side], size: int, rounds: int) -> list[list[str]]:
+def _alternate(sides: list[Side], rounds: int, step: str) -> None:
+    """Run ``step`` of each side ``rounds`` times, their order flipped each round; stop them."""
     for n in range(rounds):
         for side in sides if n % 2 == 0 else sides[::-1]:
-            side.edit()
+            getattr(side, step)()
     for side in sides:
         side.stop()
+
+
+def _after_edit(sides: list[Side], size: int, rounds: int) -> list[list[str]]:
+    _alternate(sides, rounds, "edit")
     return [
         [
             f"{size:,}",
             side.label,
             fmt_ms(statistics.median(side.samples["first"])),
             fmt_ms(statistics.median(side.samples["later"])),
+        ]
+        for side in sides
+    ]
+
+
+def _turns(sides: list[Side], size: int, rounds: int) -> list[list[str]]:
+    _alternate(sides, rounds, "turn")
+    return [
+        [
+            f"{size:,}",
+            side.label,
+            fmt_ms(statistics.median(side.samples["floor4"])),
+            fmt_ms(statistics.median(side.samples["turn"])),
+            fmt_ratio(ratio(side.samples["turn"], side.samples["floor4"])),
+            fmt_ms(statistics.median(side.samples["cpu"])),
         ]
         for side in sides
     ]
@@ -291,6 +381,12 @@ def main() -> None:
     parser.add_argument(
         "--after-edit", action="store_true", help="only six creates after an editor's save"
     )
+    parser.add_argument(
+        "--turns", action="store_true", help="only a Manager turn with a correction"
+    )
+    parser.add_argument(
+        "--after-clone", action="store_true", help="with --turns: every note's ctime new"
+    )
     args = parser.parse_args()
     if args.layouts:
         found = []
@@ -317,7 +413,17 @@ def main() -> None:
         scratch = tempfile.mkdtemp(prefix=f"bench-write-{size}-")
         try:
             print(f"  [{size}] copying and settling", file=sys.stderr, flush=True)
-            sides = [Side(label, path, ws, scratch) for label, path in checkouts.items()]
+            user = None
+            if args.turns:
+                user = os.path.join(
+                    generate(os.path.join(args.cache, "user"), max(size // 10, 1)),
+                    ".PseudoClaude",
+                    "memory",
+                )
+            sides = [
+                Side(label, path, ws, scratch, user, args.after_clone)
+                for label, path in checkouts.items()
+            ]
             for side in sides:
                 side.ready()
             # The copies leave hundreds of MB dirty: written back now, not during the rounds
@@ -327,11 +433,10 @@ def main() -> None:
             if args.after_edit:
                 rows += _after_edit(sides, size, args.rounds)
                 continue
-            for n in range(args.rounds):
-                for side in sides if n % 2 == 0 else sides[::-1]:
-                    side.round()
-            for side in sides:
-                side.stop()
+            if args.turns:
+                rows += _turns(sides, size, args.rounds)
+                continue
+            _alternate(sides, args.rounds, "round")
             for n in range(args.processes):
                 for side in sides if n % 2 == 0 else sides[::-1]:
                     side.processes(n)
@@ -354,6 +459,18 @@ def main() -> None:
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+    if args.turns:
+        headers = [
+            "notes",
+            "checkout",
+            "four durable writes",
+            "turn",
+            "turn ÷ four durable",
+            "turn, CPU",
+        ]
+        print(table(headers, rows, right=range(2, 6)))
+        print(f"\nmedians of {args.rounds} rounds, ms (ratios paired per round)")
+        return
     if args.after_edit:
         headers = ["notes", "checkout", "first create after the save", "the five after it"]
         print(table(headers, rows, right=range(2, 4)))

@@ -83,3 +83,57 @@ def test_a_turn_with_a_correction_does_not_read_every_note(
     assert checked and max(checked) <= feedback.CANDIDATES
     # No note file read for it beyond what the turn wrote.
     assert len(reads) < 10, reads
+
+
+def test_a_turn_sweeps_each_store_once(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn's four queries (the related notes of the extraction prompt, the correction's
+    candidates, in both stores) look at each store's notes' ctimes once, not four times:
+    a warm process that swept a store less than SWEEP_AGAIN ago does not sweep it again
+    (counted as the sweep's lstat calls, relative to the store's folder)."""
+    import os
+    import time
+
+    from mdmem.recall import engine, fts
+    from mdmem.recall.fts import Index, freshness_key
+
+    # The turn's later queries come within it on a loaded machine too (2 s by default).
+    monkeypatch.setattr(fts, "SWEEP_AGAIN", 60.0)
+
+    notes = [create(f"Cache rule {i}", f"Cache {i} is kept a day.") for i in range(30)]
+    correction = create(
+        "Cache kept a day", "The deploy cache is kept a day, not a week.", "correction_feedback"
+    )
+    user_note = create_op("Answer about caches", "Check the schedule first.", level="user")
+    provider = Scripted(notes, [correction, user_note])
+    with Manager(workspace, provider=provider) as manager:
+        manager.update_async([{"role": "user", "content": "Caches?"}]).result(60)
+        # Settled, as a store is between a user's turns: its key recorded (trusted).
+        for store in (manager.project, manager.user):
+            for _ in range(200):
+                engine.recheck()
+                search([store], "anything", semantic=False)
+                if Index(store)._trusted(freshness_key(store.path, store.state)):
+                    break
+                time.sleep(0.02)
+            else:
+                raise AssertionError(f"{store.path} never settled")
+        counted = len(manager.project.entries()) + len(manager.user.entries())
+        swept: list[str] = []
+        real_stat = os.stat
+
+        def stat(path: object, *a: object, **k: object) -> os.stat_result:
+            if k.get("dir_fd") is not None and k.get("follow_symlinks") is False:
+                swept.append(str(path))
+            return real_stat(path, *a, **k)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "stat", stat)
+        engine.recheck()  # as if the last turn were seconds ago: every store is swept again
+        result = manager.update_async(
+            [
+                {"role": "assistant", "content": "The deploy cache is kept a week."},
+                {"role": "user", "content": "No, it is kept a day, not a week."},
+            ]
+        ).result(60)
+    assert result.project.applied and result.user.applied  # the turn wrote to both stores
+    # Each store swept once (its notes, the ones this turn wrote included), not twice.
+    assert 0 < len(swept) <= counted + 2, (len(swept), counted)

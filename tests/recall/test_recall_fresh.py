@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from builders import cold_search, git, write_note
+from builders import cold_search, create_op, git, write_note
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
+from mdmem.recall import fts
 from mdmem.recall.fts import Index, freshness_key
 
 T0_TITLE = "Deploy with the zeppelin"
@@ -217,6 +218,51 @@ def test_the_returned_notes_are_checked_only_when_the_sync_did_not_check_every_n
         f.truncate()
     ((name, title, _),) = cold(root, "zeppelin")
     assert (name, title) == ("project_knowledge_deploy.md", "Deploy with the zeppelin armada")
+
+
+def test_a_warm_process_sweeps_once_in_two_seconds_and_a_recheck_sweeps_again(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long-lived process (a Manager's worker) that swept a store moments ago does not
+    # sweep it again when the folder changes (mdmem's own write, in the change log); what
+    # a query returns is still checked, an edit in place elsewhere waits for the next
+    # sweep; recheck() (the prompt server, before each prompt) has the next one sweep.
+    from mdmem.recall import engine
+
+    monkeypatch.setattr(fts, "SWEEP_AGAIN", 60.0)  # however slow the machine, within it
+    settle(root)
+    store = Store(root, Level.PROJECT)
+    warm = lambda query: [h.filename for h in engine.search([store], query, semantic=False)]  # noqa: E731
+    assert warm("zeppelin") == ["project_knowledge_deploy.md"]  # swept just now
+    time.sleep(0.02)
+    hidden = root / "project_knowledge_other-3.md"
+    before = hidden.read_bytes()
+    with open(hidden, "r+b") as f:  # in place, same size, a word no note had
+        f.write(before.replace(b"Unrelated", b"Kitesurfs"))
+    returned = root / "project_knowledge_deploy.md"
+    with open(returned, "r+", encoding="utf-8") as f:  # in place, still a hit
+        text = f.read().replace(T0_TITLE, "Deploy with the zeppelin armada")
+        f.seek(0)
+        f.write(text)
+        f.truncate()
+    store.apply([create_op("Kept a day", "The cache is kept a day.")])  # the folder moves
+    # A hit is checked by its own stat: never returned with what it said before.
+    hits = engine.search([store], "zeppelin", semantic=False)
+    assert [(h.filename, h.title) for h in hits] == [
+        ("project_knowledge_deploy.md", "Deploy with the zeppelin armada")
+    ]
+    assert warm("kitesurfs") == []  # not swept again within SWEEP_AGAIN (60 s here)
+    engine.recheck()
+    assert warm("kitesurfs") == ["project_knowledge_other-3.md"]
+    # And without a recheck, once SWEEP_AGAIN has passed.
+    time.sleep(0.02)
+    with open(hidden, "r+b") as f:
+        f.write(before.replace(b"Unrelated", b"Paraglide"))
+    store.apply([create_op("Kept a week", "The log is kept a week.")])
+    assert warm("paraglide") == []
+    monkeypatch.setattr(fts, "SWEEP_AGAIN", 0.0)  # as if the time had passed
+    store.apply([create_op("Kept a month", "The trash is kept a month.")])
+    assert warm("paraglide") == ["project_knowledge_other-3.md"]
 
 
 def test_a_returned_note_edited_into_garbage_is_dropped(root: Path) -> None:

@@ -146,6 +146,7 @@ def recheck() -> None:
     process's place (the prompt server, ``integrations/prompt_server.py``). The indexes
     stay open."""
     for path, (index, dir_mtime, _) in list(_INDEXES.items()):
+        index.doubt()
         _INDEXES[path] = (index, dir_mtime, float("-inf"))
 
 

@@ -24,7 +24,10 @@ re-indexing any whose stat and content changed, and the query runs again. So
   (:meth:`Index._catch_up`), without a listing;
 * a note edited in place is seen by the next query in a store of up to
   :data:`SWEEP_MAX` notes: a trusted key is followed by a sweep of the notes'
-  ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read); in a larger one at
+  ctimes (:meth:`Index._sweep`, one ``lstat`` each, no read; a process that
+  swept less than :data:`SWEEP_AGAIN` ago does not sweep again, as a warm
+  process trusts an unchanged directory as long, and the prompt server's
+  ``recheck`` has it sweep for every prompt); in a larger one at
   the next full check, unless the user's watcher runs (``store/watcher.py``): it
   names the notes changed since the time the index was last in step with it
   (meta ``checked``), and only those are checked, at any size. A returned note
@@ -80,6 +83,10 @@ SCHEMA_VERSION = "5"
 MAX_AGE = 600.0
 # Seconds before a full check whose changes the in-place sweep re-checks (Index._sweep).
 _SWEEP_MARGIN = 2.0
+#: A process whose sync checked every note this recently (seconds) does not sweep again
+#: (Index._sweep): a turn's four syncs sweep once per store; what a query returns is
+#: still checked. As long as a warm process trusts an unchanged directory (engine).
+SWEEP_AGAIN = 2.0
 #: Up to this many notes a query sweeps the notes' ctimes for in-place edits (Index._sweep):
 #: ~10 us an lstat on a shared VM, 10-50 ms here; a larger store keeps the older contract
 #: (a returned note is checked, the rest at the next full check) until a watcher does it.
@@ -364,10 +371,13 @@ class Index:
         return None if row is None else str(row[0])
 
     def checked_after(self, moment: float) -> bool:
-        """Whether a sync since ``moment`` (``time.monotonic()``) checked every note against
-        its file (a listing, the sweep, a watch or the watcher vouching): then the notes a
-        query returns need no check of their own (:meth:`refresh`)."""
+        """Whether a sync since ``moment`` (monotonic) checked every note (a listing, the sweep,
+        a watch or the watcher): then a query's hits need no check (:meth:`refresh`)."""
         return self._checked_at is not None and self._checked_at >= moment
+
+    def doubt(self) -> None:
+        """Have the next sync sweep however recently one checked every note."""
+        self._checked_at = None
 
     def _checked(self, found: int) -> int:
         self._checked_at = time.monotonic()
@@ -550,9 +560,11 @@ class Index:
         the key cannot see it; its file's ctime can (no tool sets a ctime back). One
         ``lstat`` per note picks the notes changed since the full check (less a
         margin for the file system's coarser clock); :meth:`refresh` compares those
-        to the stats recorded then and re-indexes the ones whose content changed.
-        """
-        if self.count() > sweep_max():
+        to the stats recorded then and re-indexes the ones whose content changed (not
+        within :data:`SWEEP_AGAIN` of the last check of every note: the hits are checked)."""
+        checked = self._checked_at
+        recent = checked is not None and time.monotonic() - checked < SWEEP_AGAIN
+        if recent or self.count() > sweep_max():
             return 0
         recorded = self._meta("key")
         try:
