@@ -329,11 +329,16 @@ def journaled(workspace: Path) -> int:
 
 
 def mdmem_process(
-    args: list[str], stdin: str = "", *, cwd: Path | None = None, **env: str
+    args: list[str],
+    stdin: str = "",
+    *,
+    cwd: Path | None = None,
+    flags: tuple[str, ...] = (),
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m mdmem ARGS`` in a child process of this checkout, ``env`` added."""
+    """``python FLAGS -m mdmem ARGS`` in a child process of this checkout, ``env`` added."""
     return subprocess.run(
-        [PYTHON, "-m", "mdmem", *args],
+        [PYTHON, *flags, "-m", "mdmem", *args],
         input=stdin,
         capture_output=True,
         text=True,

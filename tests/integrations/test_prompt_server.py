@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import add_note, project_store
+from builders import add_note, mdmem_process, project_store
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
 from mdmem.integrations import prompt_server
@@ -61,15 +61,7 @@ def _hook(
     ws: Path, event: str, payload: dict[str, object], env: dict[str, str], *flags: str
 ) -> subprocess.CompletedProcess[str]:
     """The hook as Claude Code runs it: a new process in the workspace, JSON on stdin."""
-    return subprocess.run(
-        [PYTHON, *flags, "-m", "mdmem", "hook", event],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        cwd=ws,
-        env=env,
-        timeout=60,
-    )
+    return mdmem_process(["hook", event], json.dumps(payload), cwd=ws, flags=flags, **env)
 
 
 def _prompt(ws: Path, prompt: str, session: str, env: dict[str, str]) -> tuple[str, bool]:
