@@ -50,3 +50,28 @@ def test_every_public_catalog_method_is_at_the_edge(tmp_path: Path) -> None:
         assert [name for name, *_ in cat.iter_stats()] == ["project_knowledge_build.md"]
     finally:
         cat.close()
+
+
+def test_a_replaced_catalog_is_reopened_between_calls_never_inside_a_transaction(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    store.apply([create_op("Build")])
+    cat = _catalog.Catalog(store.path, private=True)
+    other = tmp_path / "other.sqlite"
+    try:
+        assert cat.begin(1.0)
+        cat.set_meta("probe", "mine")
+        # Another process puts a new catalog in its place (a rebuild, `mdmem doctor`).
+        sqlite3.connect(other).close()
+        for suffix in ("-wal", "-shm"):
+            Path(cat.path + suffix).unlink(missing_ok=True)
+        other.replace(cat.path)
+        # The transaction goes on with the file it began on: its own write is still
+        # there, and its commit is a commit (not one silently dropped with the connection).
+        assert cat.meta("probe") == "mine"
+        cat.commit()
+        # The next call sees the new file: a new catalog, without the probe.
+        assert cat.meta("probe") is None
+    finally:
+        cat.close()

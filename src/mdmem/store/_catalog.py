@@ -323,7 +323,9 @@ class Catalog:
             self._setup(con)
             return con
         if con is not None:
-            if self.memory:
+            # Inside a transaction the connection is kept whatever became of the file:
+            # dropping it would drop the transaction's writes unseen (checked after).
+            if self.memory or con.in_transaction:
                 return con
             try:
                 if os.stat(self.path).st_ino == self._ino:
