@@ -11,7 +11,8 @@ the recall index in a fresh process):
   timed; the command its settings name, as each checkout's ``mdmem install claude-code``
   writes it, ``mdmem._spawn.hook_command``, less its ``-E``), and
   also as ``python -m mdmem``, without a SessionStart record, and after a turn wrote a
-  note (a create and its ledger line, untimed, 0.3 s before); every other case sees a
+  note (a create with the worker's provenance line and its ledger line, untimed, 0.3 s
+  before; with ``--before``, that checkout's hook too); every other case sees a
   settled store (each write is followed, untimed, by a ``search`` and an ``index``);
 - ``mdmem index``, ``search``, ``recall``, ``doctor``, ``stats`` and ``mdmem add``
   as processes;
@@ -85,6 +86,12 @@ TURN_NOTE = {
     "type": "project_knowledge",
     "content": "The worker clears the deploy cache nightly; the release branch keeps it.",
 }
+
+#: The provenance line the worker writes into every note (manager/provenance.py).
+TURN_SOURCE = (
+    "turn 20261201093300123456-1a2b3c4d · anthropic/claude-haiku-4-5 · 2026-12-01T09:33Z"
+    " · git 2d611e2 · session 3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+)
 
 #: A note with words of its own, planted in each generated store (whose notes share one
 #: vocabulary, so the other prompts recall nothing), and a prompt that recalls it: the
@@ -358,25 +365,34 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
             start = {**payload, "hook_event_name": "SessionStart", "source": "startup"}
             del start["prompt"]
             run.run([*mdmem, "hook", "session-start"], before if other else env, json.dumps(start))
+        written = None
+        if wrote:
+            # A turn's worker wrote a note (and the ledger line it records) since the last
+            # prompt: what the next prompt finds after most turns. As the worker writes it,
+            # with its provenance line. A moment later, as a person types (a process
+            # started right after an fsync waits for the journal).
+            done = store.apply(
+                [{**TURN_NOTE, "title": f"Bench turn note {rounds['pass']}"}],
+                source="worker",
+                provenance=TURN_SOURCE,
+            )
+            written = done.applied[0].filename
+            ledger.record(root, "write", n=[written], via="worker")
+            time.sleep(0.3)
         if other:
             assert before is not None
             name = "hook-before" if started else "hook-unstarted-before"
             name = "hook-recall-before" if recall else name
+            name = "hook-after-write-before" if wrote else name
             argv = [*(before_installed if command is installed else command), "hook"]
             argv.append("user-prompt-submit")
             took, out = run.run(argv, before, json.dumps(payload), name=name)
             if recall:
                 recalled[name].append(PLANTED["filename"] in out)
+            if written is not None:
+                store.apply([{"action": "delete", "level": "project", "filename": written}])
+                settle()
             return took
-        written = None
-        if wrote:
-            # A turn's worker wrote a note (and the ledger line it records) since the last
-            # prompt: what the next prompt finds after most turns. A moment later, as a
-            # person types (a process started right after an fsync waits for the journal).
-            done = store.apply([{**TURN_NOTE, "title": f"Bench turn note {rounds['pass']}"}])
-            written = done.applied[0].filename
-            ledger.record(root, "write", n=[written], via="worker")
-            time.sleep(0.3)
         argv = [*command, "hook", "user-prompt-submit"]
         name = ("hook" if command is installed else "hook-m") if started else "hook-unstarted"
         name = "hook-after-write" if wrote else "hook-recall" if recall else name
@@ -444,6 +460,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
     if before is not None:
         settle()
         hooks_only |= {"hook-before", "hook-unstarted-before", "hook-recall-before"}
+        hooks_only.add("hook-after-write-before")
     samples = (
         {}
         if args.edits_only
@@ -463,6 +480,7 @@ def bench_size(size: int, args: argparse.Namespace, env: dict[str, str], run: La
                             "hook-before": lambda: hook(other=True),
                             "hook-unstarted-before": lambda: hook(started=False, other=True),
                             "hook-recall-before": lambda: hook(other=True, recall=True),
+                            "hook-after-write-before": lambda: hook(wrote=True, other=True),
                         }
                         if before is not None
                         else {}
@@ -661,6 +679,11 @@ def main() -> None:
             ("hook user-prompt-submit, the --before checkout", "hook-before", "fts"),
             ("… no SessionStart record, the --before checkout", "hook-unstarted-before", "pass"),
             ("… a prompt that recalls a note, the --before checkout", "hook-recall-before", "pass"),
+            (
+                "… after a turn wrote a note, the --before checkout",
+                "hook-after-write-before",
+                "pass",
+            ),
         ]
     if args.hooks_only:
         paths = [p for p in paths if p[1].startswith("hook")]

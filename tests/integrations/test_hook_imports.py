@@ -333,14 +333,18 @@ def test_the_installed_prompt_hook_runs_mdmem_without_its_console_script(
     assert json.loads(done.stdout) == json.loads(again)
 
 
+@pytest.mark.parametrize("by", ["worker", "cli"])
 def test_the_prompt_right_after_a_write_reads_the_change_log_without_the_store_class(
-    workspace: Path, tmp_path: Path
+    workspace: Path, tmp_path: Path, by: str
 ) -> None:
-    # A turn's worker wrote a note; the next prompt catches the search index up by the
+    # A turn's worker wrote a note (with its provenance line, as every note it writes has;
+    # or `mdmem add` did, without one); the next prompt catches the search index up by the
     # change log (no watcher here: MDMEM_WATCHER is off in tests) and finds it, loading the
     # catalog to read that log but not the store class, its coherence engine, YAML, the
     # sqlite3 package or datetime (a note mdmem wrote is read without them).
-    store, _, env, start = _started(workspace, tmp_path, "s-after")
+    from mdmem.manager.provenance import Source
+
+    store, _, env, start = _started(workspace, tmp_path, f"s-after-{by}")
     asked = {**start, "hook_event_name": "UserPromptSubmit", "prompt": "how do we deploy?"}
     _run("user-prompt-submit", asked, env)
     store.apply(
@@ -352,8 +356,19 @@ def test_the_prompt_right_after_a_write_reads_the_change_log_without_the_store_c
                 "title": "Nightly vacuum",
                 "content": "The broker's queues are vacuumed nightly by the janitor job.",
             }
-        ]
+        ],
+        source=by,
+        provenance=(
+            Source(
+                "20261201093300-1a2b3c4d", "2026-12-01T09:33Z", "anthropic/claude-haiku-4-5"
+            ).line()
+            if by == "worker"
+            else None
+        ),
     )
+    if by == "worker":
+        note = Path(store.path) / "project_knowledge_nightly-vacuum.md"
+        assert "\nsource: turn " in note.read_text(encoding="utf-8")
     asked["prompt"] = "when does the janitor vacuum the broker queues?"
     out, report = _run("user-prompt-submit", asked, env)
     assert "janitor" in json.loads(out)["hookSpecificOutput"]["additionalContext"]

@@ -174,9 +174,32 @@ _TEXTS = (
 )
 
 
-@given(_TEXTS, _TEXTS, st.datetimes(timezones=st.just(timezone.utc)) | st.none())
+# The worker's provenance line (manager/provenance.py), as it writes it and as it could be.
+_SOURCES = (
+    st.builds(
+        lambda turn, model, when, git, session: " · ".join(
+            [f"turn {turn}", model, when, *([f"git {git}"] if git else []), *session]
+        ),
+        st.from_regex(r"[0-9]{20}-[0-9a-f]{8}", fullmatch=True),
+        st.sampled_from(["zero", "anthropic/claude-haiku-4-5", "openai/gpt-5-mini", "offline"])
+        | st.text(alphabet=_PLAIN_ALPHABET + "·", max_size=12),
+        st.from_regex(r"20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]Z", fullmatch=True),
+        st.from_regex(r"[0-9a-f]{7}", fullmatch=True) | st.just(""),
+        st.lists(st.uuids().map(lambda u: f"session {u}"), max_size=1),
+    )
+    | st.text(alphabet=_PLAIN_ALPHABET + "·", max_size=30).map(lambda t: "turn " + t)
+    | _TEXTS
+)
+
+
+@given(
+    _TEXTS,
+    _TEXTS,
+    st.datetimes(timezones=st.just(timezone.utc)) | st.none(),
+    _SOURCES | st.none(),
+)
 def test_the_header_written_without_yaml_is_what_yaml_writes(
-    title: str, summary: str, moment: datetime | None
+    title: str, summary: str, moment: datetime | None, source: str | None
 ) -> None:
     from mdmem.store.note import _plain_header
 
@@ -185,11 +208,14 @@ def test_the_header_written_without_yaml_is_what_yaml_writes(
         meta["summary"] = summary
     if moment is not None:
         meta["created"] = meta["updated"] = moment
+    if source is not None:
+        meta["source"] = source
     plain = _plain_header(meta)
     if plain is not None:  # written without YAML: exactly YAML's bytes, read back the same
         assert plain == _yaml_header(meta)
         note = parse(f"---\n{plain}---\nBody.\n", "project_knowledge_x.md")
         assert (note.title, note.summary) == (title, summary)
+        assert note.extra == ({} if source is None else {"source": source})
 
 
 def test_the_header_without_yaml_is_used_for_plain_text_only() -> None:
@@ -207,3 +233,9 @@ def test_the_header_without_yaml_is_used_for_plain_text_only() -> None:
     for title in ("yes", "Key: value", "#tag", "构建", " lead", "trail ", "2026-01-01", "", "a\nb"):
         assert _plain_header({**meta, "title": title}) is None, title
     assert _plain_header({**meta, "supersedes": ["a.md"]}) is None  # a key of a person's
+    assert _plain_header({**meta, "tags": "a"}) is None
+    # The worker's provenance line, as every note it writes carries it.
+    line = "turn 20261201093300-1a2b3c4d · anthropic/claude-haiku-4-5 · 2026-12-01T09:33Z"
+    assert _plain_header({**meta, "source": line}) == _yaml_header({**meta, "source": line})
+    for odd in ("turn a: b", "turn x:", "turn #1 ", "turn x\ny", "turn a\tb"):
+        assert _plain_header({**meta, "source": odd}) is None, odd

@@ -34,6 +34,12 @@ _text = st.text(alphabet=_CHARS, max_size=30)
 _words = st.sampled_from(["yes", "No", "TRUE", "off", "null", "Null", "~", "y", "0x1F", "1e3"])
 _plainish = st.text(alphabet=string.ascii_letters + " .,'()/:#-é构", min_size=1, max_size=20)
 _value = st.one_of(_text, _plainish, _words, _words.map(lambda w: w + " more"))
+# The worker's provenance line (manager/provenance.py), and others like it.
+_source = st.one_of(
+    st.just("turn 20261201093300-1a2b3c4d · anthropic/claude-haiku-4-5 · 2026-12-01T09:33Z"),
+    _value.map(lambda v: "turn " + v),
+    _value,
+)
 _moment = st.datetimes(
     min_value=datetime(1000, 1, 1),
     max_value=datetime(9998, 12, 31),
@@ -50,7 +56,7 @@ def _same(quick: quicknote.QuickNote, full: Note) -> None:
         full.body,
     )
     assert quick.created == full.created and quick.updated == full.updated
-    assert full.extra == {}
+    assert quick.extra == full.extra and set(full.extra) <= {"source"}
     assert Index._row(quick, "sha") == Index._row(full, "sha")  # type: ignore[arg-type]
 
 
@@ -62,13 +68,15 @@ def _same(quick: quicknote.QuickNote, full: Note) -> None:
     body=st.text(max_size=80),
     created=st.none() | _moment,
     updated=st.none() | _moment,
+    source=st.none() | _source,
 )
 def test_a_rendered_note_reads_as_the_full_parse_reads_it(  # type: ignore[no-untyped-def]
-    kind, title, summary, body, created, updated
+    kind, title, summary, body, created, updated, source
 ) -> None:
     if not title.strip():
         title = "t"
-    note = Note("n.md", kind, title, summary, body, created, updated)
+    extra = {} if source is None else {"source": source}
+    note = Note("n.md", kind, title, summary, body, created, updated, extra)
     text = render(note)
     quick = quicknote.read(text, "n.md")
     if quick is not None:
@@ -76,7 +84,11 @@ def test_a_rendered_note_reads_as_the_full_parse_reads_it(  # type: ignore[no-un
 
 
 _line = st.one_of(
-    st.tuples(st.sampled_from(["type", "title", "summary", "created", "updated", "tags"]), _value),
+    st.tuples(
+        st.sampled_from(["type", "title", "summary", "created", "updated", "tags", "source"]),
+        _value,
+    ),
+    st.tuples(st.just("source"), _source),
     st.tuples(st.sampled_from(["type"]), st.sampled_from([t.value for t in NoteType])),
     st.tuples(
         st.sampled_from(["created", "updated"]),
@@ -129,10 +141,35 @@ def test_a_note_mdmem_writes_is_read_quickly(title: str) -> None:
     _same(quick, parse(render(note), "n.md"))
 
 
+def test_a_note_the_worker_writes_is_read_quickly() -> None:
+    """Every note the worker writes carries its provenance line: the prompt after the
+    turn re-indexes it, and must not import YAML to do so (as it did, ~20 ms)."""
+    when = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    line = "turn 20261201093300-1a2b3c4d · zero · 2026-12-01T09:33Z · session 3f2a-9c1e"
+    note = Note(
+        "n.md",
+        NoteType.CORRECTION_FEEDBACK,
+        "Deploy cache",
+        "A day.",
+        "B.",
+        when,
+        when,
+        {"source": line},
+    )
+    text = render(note)
+    assert f"\nsource: {line}\n" in text
+    quick = quicknote.read(text, "n.md")
+    assert quick is not None and quick.extra == {"source": line}
+    _same(quick, parse(text, "n.md"))
+    # Any other key of a person's is still the full parse's.
+    assert quicknote.read(text.replace("source:", "tags:"), "n.md") is None
+
+
 def test_reading_quickly_imports_no_yaml() -> None:
     probe = (
         "import sys; from mdmem.store import quicknote;"
-        " q = quicknote.read('---\\ntype: project_knowledge\\ntitle: A\\n---\\nb', 'n.md');"
+        " q = quicknote.read('---\\ntype: project_knowledge\\ntitle: A\\n"
+        "source: turn 1-a · zero · 2026-12-01T09:33Z\\n---\\nb', 'n.md');"
         " assert q is not None and q.title == 'A';"
         " print(sorted(m for m in ('yaml', 'frontmatter', 'dataclasses', 'mdmem.store.note')"
         " if m in sys.modules))"

@@ -336,6 +336,9 @@ def parse(text: str, filename: str = "<note>") -> Note:
 # no space at either end, and is not a word YAML reads as a boolean or null). Anything
 # else goes to YAML; tests/store/test_note.py checks the two agree on any text.
 _PLAIN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9 .,()/+'_-]{0,999}")
+# The worker's provenance line (manager/provenance.py: "turn <id> · <model> · <when> ..."),
+# which YAML writes plain too: ':' only inside a word, '·' as it is (allow_unicode).
+_PLAIN_SOURCE = re.compile(r"turn [A-Za-z0-9 .,()/+'_:\u00b7-]{1,999}")
 _NOT_TEXT = frozenset(
     f(word)
     for word in ("yes", "no", "true", "false", "on", "off", "null")
@@ -343,21 +346,28 @@ _NOT_TEXT = frozenset(
 )
 
 
+def _plain_text(key: str, value: str) -> bool:
+    """Whether YAML writes ``value`` of ``key`` as it is (plain style) and reads it back."""
+    if _PLAIN_TEXT.fullmatch(value):
+        return value[-1] != " " and value not in _NOT_TEXT
+    return (
+        key == "source"
+        and _PLAIN_SOURCE.fullmatch(value) is not None
+        and value[-1] not in " :"
+        and ": " not in value
+    )
+
+
 def _plain_header(meta: Mapping[str, object]) -> str | None:
     lines = []
     for key, value in meta.items():
+        if key not in KNOWN_KEYS and key != "source":
+            return None
         if isinstance(value, datetime):
             text = format_time(value)
-        elif (
-            type(value) is str
-            and _PLAIN_TEXT.fullmatch(value)
-            and value[-1] != " "
-            and value not in _NOT_TEXT
-        ):
+        elif type(value) is str and _plain_text(key, value):
             text = value
         else:
-            return None
-        if key not in KNOWN_KEYS:
             return None
         lines.append(f"{key}: {text}\n")
     return "".join(lines)

@@ -5,7 +5,8 @@ turn's worker wrote them); parsing one the full way (:func:`mdmem.store.note.par
 imports PyYAML, python-frontmatter and the dataclasses behind ``Note``, about
 20 ms, more than the rest of the hook. A note mdmem wrote has a front matter of
 plain ``key: value`` lines (``type``, ``title``, ``summary``, ``created``,
-``updated``), which :func:`read` reads with ``str`` methods alone, into the same
+``updated``, and ``source``: the provenance line of every note the worker
+writes), which :func:`read` reads with ``str`` methods alone, into the same
 values the full parse gives (a property test holds the two together). Anything
 else (a quoted or folded value, a list, another key, a comment, a value YAML
 would read as a number, a boolean or null, CRLF line ends) is None: the caller
@@ -33,13 +34,18 @@ MAX_NOTE_BYTES = 256 * 1024
 
 _TYPES = {t.value: t for t in NoteType}
 _KEYS = ("type", "title", "summary", "created", "updated")
+#: The one other key read here: the worker's provenance line (``manager/provenance.py``),
+#: in ``extra`` as the full parse puts it. Without it, the prompt after every turn that
+#: wrote a note imported PyYAML and python-frontmatter (~20 ms) to re-index it.
+_EXTRA = ("source",)
 # Plain scalars YAML 1.1 reads as booleans or null (checked lower-cased: a superset).
 _WORDS = {"yes", "no", "y", "n", "true", "false", "on", "off", "null"}
 
 
 class QuickNote:
     """The fields of a note that :func:`read` read: those of ``Note`` that a reader of
-    plain notes uses (no ``extra``: a note with other keys is never read here).
+    plain notes uses (``extra`` holds ``source`` at most: a note with other keys is
+    never read here).
 
     ``created`` and ``updated`` are made ``datetime`` objects only when asked for;
     ``updated_at`` is ``updated`` as seconds since the epoch, without them.
@@ -67,6 +73,7 @@ class QuickNote:
         created: str | None,
         updated: str | None,
         updated_at: float | None,
+        extra: dict[str, object] | None = None,
     ) -> None:
         self.filename = filename
         self.type = kind
@@ -76,7 +83,7 @@ class QuickNote:
         self._created = created
         self._updated = updated
         self.updated_at = updated_at
-        self.extra: dict[str, object] = {}
+        self.extra: dict[str, object] = {} if extra is None else extra
 
     @property
     def created(self) -> datetime | None:
@@ -177,13 +184,16 @@ def read(text: str, filename: str) -> QuickNote | None:
     values: dict[str, str] = {}
     for line in head.split("\n"):
         key, sep, value = line.partition(": ")
-        if not sep or key not in _KEYS or key in values:
+        if not sep or (key not in _KEYS and key not in _EXTRA) or key in values:
             return None
         values[key] = value
     kind = _TYPES.get(values.get("type", ""))
     title = values.get("title", "")
     summary = values.get("summary")
     if kind is None or not _plain(title) or (summary is not None and not _plain(summary)):
+        return None
+    extra: dict[str, object] = {key: values[key] for key in _EXTRA if key in values}
+    if not all(_plain(str(value)) for value in extra.values()):
         return None
     seconds: dict[str, float] = {}
     for key in ("created", "updated"):
@@ -202,6 +212,7 @@ def read(text: str, filename: str) -> QuickNote | None:
         values.get("created"),
         values.get("updated"),
         seconds.get("updated"),
+        extra,
     )
 
 
