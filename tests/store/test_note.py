@@ -197,9 +197,10 @@ _SOURCES = (
     _TEXTS,
     st.datetimes(timezones=st.just(timezone.utc)) | st.none(),
     _SOURCES | st.none(),
+    _TEXTS | st.none(),
 )
 def test_the_header_written_without_yaml_is_what_yaml_writes(
-    title: str, summary: str, moment: datetime | None, source: str | None
+    title: str, summary: str, moment: datetime | None, source: str | None, supersedes: str | None
 ) -> None:
     from mdmem.store.note import _plain_header
 
@@ -210,12 +211,15 @@ def test_the_header_written_without_yaml_is_what_yaml_writes(
         meta["created"] = meta["updated"] = moment
     if source is not None:
         meta["source"] = source
+    if supersedes is not None:
+        meta["supersedes"] = supersedes
     plain = _plain_header(meta)
     if plain is not None:  # written without YAML: exactly YAML's bytes, read back the same
         assert plain == _yaml_header(meta)
         note = parse(f"---\n{plain}---\nBody.\n", "project_knowledge_x.md")
         assert (note.title, note.summary) == (title, summary)
-        assert note.extra == ({} if source is None else {"source": source})
+        extra = {"source": source, "supersedes": supersedes}
+        assert note.extra == {k: v for k, v in extra.items() if v is not None}
 
 
 def test_the_header_without_yaml_is_used_for_plain_text_only() -> None:
@@ -232,8 +236,11 @@ def test_the_header_without_yaml_is_used_for_plain_text_only() -> None:
     )
     for title in ("yes", "Key: value", "#tag", "构建", " lead", "trail ", "2026-01-01", "", "a\nb"):
         assert _plain_header({**meta, "title": title}) is None, title
-    assert _plain_header({**meta, "supersedes": ["a.md"]}) is None  # a key of a person's
-    assert _plain_header({**meta, "tags": "a"}) is None
+    assert _plain_header({**meta, "supersedes": ["a.md", "b.md"]}) is None  # YAML's list
+    assert _plain_header({**meta, "supersedes": "a.md"}) == _yaml_header(
+        {**meta, "supersedes": "a.md"}
+    )
+    assert _plain_header({**meta, "tags": "a"}) is None  # a key of a person's
     # The worker's provenance line, as every note it writes carries it.
     line = "turn 20261201093300-1a2b3c4d · anthropic/claude-haiku-4-5 · 2026-12-01T09:33Z"
     assert _plain_header({**meta, "source": line}) == _yaml_header({**meta, "source": line})

@@ -56,7 +56,7 @@ def _same(quick: quicknote.QuickNote, full: Note) -> None:
         full.body,
     )
     assert quick.created == full.created and quick.updated == full.updated
-    assert quick.extra == full.extra and set(full.extra) <= {"source"}
+    assert quick.extra == full.extra and set(full.extra) <= {"source", "supersedes"}
     assert Index._row(quick, "sha") == Index._row(full, "sha")  # type: ignore[arg-type]
 
 
@@ -85,7 +85,9 @@ def test_a_rendered_note_reads_as_the_full_parse_reads_it(  # type: ignore[no-un
 
 _line = st.one_of(
     st.tuples(
-        st.sampled_from(["type", "title", "summary", "created", "updated", "tags", "source"]),
+        st.sampled_from(
+            ["type", "title", "summary", "created", "updated", "tags", "source", "supersedes"]
+        ),
         _value,
     ),
     st.tuples(st.just("source"), _source),

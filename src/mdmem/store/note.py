@@ -338,6 +338,9 @@ def parse(text: str, filename: str = "<note>") -> Note:
 _PLAIN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9 .,()/+'_-]{0,999}")
 # The worker's provenance line (manager/provenance.py: "turn <id> · <model> · <when> ..."),
 # which YAML writes plain too: ':' only inside a word, '·' as it is (allow_unicode).
+#: The other keys mdmem itself writes, plain when their value is: the worker's provenance
+#: line and the one note a note supersedes (a list of them goes to YAML).
+_PLAIN_EXTRA = frozenset({"source", "supersedes"})
 _PLAIN_SOURCE = re.compile(r"turn [A-Za-z0-9 .,()/+'_:\u00b7-]{1,999}")
 _NOT_TEXT = frozenset(
     f(word)
@@ -361,7 +364,7 @@ def _plain_text(key: str, value: str) -> bool:
 def _plain_header(meta: Mapping[str, object]) -> str | None:
     lines = []
     for key, value in meta.items():
-        if key not in KNOWN_KEYS and key != "source":
+        if key not in KNOWN_KEYS and key not in _PLAIN_EXTRA:
             return None
         if isinstance(value, datetime):
             text = format_time(value)

@@ -5,8 +5,8 @@ turn's worker wrote them); parsing one the full way (:func:`mdmem.store.note.par
 imports PyYAML, python-frontmatter and the dataclasses behind ``Note``, about
 20 ms, more than the rest of the hook. A note mdmem wrote has a front matter of
 plain ``key: value`` lines (``type``, ``title``, ``summary``, ``created``,
-``updated``, and ``source``: the provenance line of every note the worker
-writes), which :func:`read` reads with ``str`` methods alone, into the same
+``updated``, and ``source``, the provenance line of every note the worker
+writes, and ``supersedes``), which :func:`read` reads with ``str`` methods alone, into the same
 values the full parse gives (a property test holds the two together). Anything
 else (a quoted or folded value, a list, another key, a comment, a value YAML
 would read as a number, a boolean or null, CRLF line ends) is None: the caller
@@ -34,18 +34,19 @@ MAX_NOTE_BYTES = 256 * 1024
 
 _TYPES = {t.value: t for t in NoteType}
 _KEYS = ("type", "title", "summary", "created", "updated")
-#: The one other key read here: the worker's provenance line (``manager/provenance.py``),
-#: in ``extra`` as the full parse puts it. Without it, the prompt after every turn that
-#: wrote a note imported PyYAML and python-frontmatter (~20 ms) to re-index it.
-_EXTRA = ("source",)
+#: The other keys read here, into ``extra`` as the full parse puts them: the worker's
+#: provenance line (``manager/provenance.py``; without it, the prompt after every turn
+#: that wrote a note imported PyYAML and python-frontmatter, ~20 ms, to re-index it) and
+#: the one note a note supersedes (a list of them is YAML's).
+_EXTRA = ("source", "supersedes")
 # Plain scalars YAML 1.1 reads as booleans or null (checked lower-cased: a superset).
 _WORDS = {"yes", "no", "y", "n", "true", "false", "on", "off", "null"}
 
 
 class QuickNote:
     """The fields of a note that :func:`read` read: those of ``Note`` that a reader of
-    plain notes uses (``extra`` holds ``source`` at most: a note with other keys is
-    never read here).
+    plain notes uses (``extra`` holds ``source`` and ``supersedes`` at most: a note
+    with other keys is never read here).
 
     ``created`` and ``updated`` are made ``datetime`` objects only when asked for;
     ``updated_at`` is ``updated`` as seconds since the epoch, without them.
