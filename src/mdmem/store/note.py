@@ -336,11 +336,11 @@ def parse(text: str, filename: str = "<note>") -> Note:
 # no space at either end, and is not a word YAML reads as a boolean or null). Anything
 # else goes to YAML; tests/store/test_note.py checks the two agree on any text.
 _PLAIN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9 .,()/+'_-]{0,999}")
-# The worker's provenance line (manager/provenance.py: "turn <id> · <model> · <when> ..."),
-# which YAML writes plain too: ':' only inside a word, '·' as it is (allow_unicode).
-#: The other keys mdmem itself writes, plain when their value is: the worker's provenance
-#: line and the one note a note supersedes (a list of them goes to YAML).
+# The other keys mdmem itself writes, plain when their value is: the worker's provenance
+# line and the one note a note supersedes (a list of them goes to YAML).
 _PLAIN_EXTRA = frozenset({"source", "supersedes"})
+# The provenance line (manager/provenance.py: "turn <id> · <model> · <when> ..."), which
+# YAML writes plain too: ':' only inside a word, '·' as it is (allow_unicode).
 _PLAIN_SOURCE = re.compile(r"turn [A-Za-z0-9 .,()/+'_:\u00b7-]{1,999}")
 _NOT_TEXT = frozenset(
     f(word)

@@ -5,8 +5,8 @@ turn's worker wrote them); parsing one the full way (:func:`mdmem.store.note.par
 imports PyYAML, python-frontmatter and the dataclasses behind ``Note``, about
 20 ms, more than the rest of the hook. A note mdmem wrote has a front matter of
 plain ``key: value`` lines (``type``, ``title``, ``summary``, ``created``,
-``updated``, and ``source``, the provenance line of every note the worker
-writes, and ``supersedes``), which :func:`read` reads with ``str`` methods alone, into the same
+``updated``; ``source``, the provenance line of every note the worker writes;
+``supersedes``), which :func:`read` reads with ``str`` methods alone, into the same
 values the full parse gives (a property test holds the two together). Anything
 else (a quoted or folded value, a list, another key, a comment, a value YAML
 would read as a number, a boolean or null, CRLF line ends) is None: the caller
