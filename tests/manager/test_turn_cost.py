@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from builders import Scripted, create_op
-from mdmem import Manager, Store
+from mdmem import Level, Manager, Store
 from mdmem.manager import feedback
 from mdmem.recall import search
 from mdmem.recall.disputes import disputed
@@ -137,3 +139,85 @@ def test_a_turn_sweeps_each_store_once(workspace: Path, monkeypatch: pytest.Monk
     assert result.project.applied and result.user.applied  # the turn wrote to both stores
     # Each store swept once (its notes, the ones this turn wrote included), not twice.
     assert 0 < len(swept) <= counted + 2, (len(swept), counted)
+
+
+def test_a_store_that_holds_none_of_the_wrong_words_is_not_ranked(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A correction can only contradict a note that says what it calls wrong: a store in
+    which no note holds those words is not asked to rank its notes (the user store of a
+    turn correcting a project fact, say), and the store that holds them still is."""
+    from mdmem.recall.fts import Index
+
+    misleading = create("Deploy cache lifetime", "The deploy cache is kept a week.")
+    # The user store shares the turn's other words (cache, deploy), not "week".
+    user_notes = [
+        create_op(f"Deploy cache answer {i}", f"Answers about the deploy cache {i}.", level="user")
+        for i in range(5)
+    ]
+    correction = create(
+        "Nightly clearing", "The worker clears it nightly, not weekly.", kind="correction_feedback"
+    )
+    provider = Scripted([misleading, *user_notes], [correction])
+    with Manager(workspace, provider=provider) as manager:
+        manager.update_async([{"role": "user", "content": "How long is the cache kept?"}]).result(
+            60
+        )
+        ranked: list[str] = []
+        real_match = Index.match
+
+        def match(self: Index, *a: object, **k: object) -> object:
+            if k.get("heading"):
+                ranked.append(self.store.level.value)
+            return real_match(self, *a, **k)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Index, "match", match)
+        manager.update_async(
+            [
+                {"role": "assistant", "content": "The deploy cache is kept a week."},
+                {"role": "user", "content": "No, the deploy cache is kept a day, not a week."},
+            ]
+        ).result(60)
+    assert set(disputed(manager.project)) == {"project_knowledge_deploy-cache-lifetime.md"}
+    assert ranked == ["project"]
+
+
+_VOCAB = [
+    *("cache", "caches", "deploy", "week", "weeks", "printf", "log.Printf", "v1.2", "v1", "60"),
+    *("node_modules", "modules", "C++", "x86_64", "config.yaml", "sphinx-build", "缓存", "删了"),
+]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    headings=st.lists(
+        st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=4), min_size=1, max_size=6
+    ),
+    wrong=st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=2),
+)
+def test_leaving_a_store_unranked_never_changes_what_a_correction_disputes(
+    tmp_path: Path, headings: list[list[str]], wrong: list[str]
+) -> None:
+    """The shortcut above against the full ranking, on random notes: whenever a store is
+    left unranked, the full candidates hold no note the correction contradicts."""
+    from mdmem.recall.engine import index_of
+
+    root = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
+    store = Store(root, Level.PROJECT)
+    ops = [create(" ".join(words).title(), f"About {' '.join(words)}.") for words in headings]
+    for i, op in enumerate(ops):
+        op["filename"] = f"project_knowledge_n{i}.md"
+    store.apply(ops)
+    said = f"No, that is wrong: not {' '.join(wrong)}."
+    index_of(store).sync()
+    found = feedback.wrong_terms(feedback.correcting(said))
+    assume(found)
+    shortcut = feedback._candidates(store, said, 0, found)
+    full = feedback._candidates(store, said, 0)
+    as_notes = [(e.filename, f"{e.title} — {e.summary}") for e in full]
+    if not shortcut:
+        assert feedback.contradicted(said, as_notes) == []
+    else:
+        assert [e.filename for e in shortcut] == [e.filename for e in full]

@@ -286,6 +286,23 @@ def test_a_hit_carries_what_a_reader_needs(project: Store) -> None:
     assert "cargo dist" in hit.snippet
 
 
+def test_hits_without_snippets_are_the_same_notes_in_the_same_order(project: Store) -> None:
+    """``snippets=False`` (the extraction prompt's related notes, which show index lines
+    only): no snippet is made, and the budget counts the index lines alone, so at least
+    as many of the same ranking fit."""
+    for i in range(30):
+        body = f"The widget number {i} is sized by the gauge. It ships on Fridays."
+        put(project, f"project_knowledge_widget-{i}.md", f"Widget {i}", body)
+    full = recall([project], "widget gauge", 300, semantic=False)
+    bare = recall([project], "widget gauge", 300, semantic=False, snippets=False)
+    assert full and all(h.snippet for h in full)
+    assert all(h.snippet == "" for h in bare)
+    assert len(full) < len(bare)
+    assert [h.filename for h in bare[: len(full)]] == [h.filename for h in full]
+    lines = sum(estimate_tokens(engine.render_hit(h)) + 1 for h in bare)
+    assert lines + estimate_tokens(engine.HEADING) + 1 <= 300
+
+
 def test_hand_edits_and_deletes_are_seen(project: Store) -> None:
     assert search([project], "zeppelin", semantic=False) == []
     put(project, "project_knowledge_release.md", "Release process", "Ship by zeppelin.")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from mdmem.recall.disputes import clear, dispute_penalty, disputed, mark
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Collection, Iterable, Sequence
 
     from mdmem.store.store import Store
 
@@ -326,9 +326,13 @@ def after_turn(
         if found is None and not flagged:
             continue
         said, before = found if found is not None else (_last_user(messages), _last(messages))
+        part = correcting(said)
+        wrong = wrong_terms(part) if part else set()
+        if not wrong:
+            continue  # it says nothing is wrong: it contradicts no note (contradicted)
         candidates = [
             (e.filename, f"{e.title} — {e.summary}")
-            for e in _candidates(store, f"{before}\n{said}", len(mine))
+            for e in _candidates(store, f"{before}\n{said}", len(mine), wrong)
             if e.filename not in mine and e.type != "correction_feedback"
         ]
         names = contradicted(said, candidates, before)
@@ -349,17 +353,27 @@ class _Heading:
         self.filename, self.type, self.title, self.summary = filename, kind, title, summary
 
 
-def _candidates(store: Store, statement: str, skip: int) -> list[_Heading]:
+def _candidates(
+    store: Store, statement: str, skip: int, wrong: Collection[str] = ()
+) -> list[_Heading]:
     """The notes a correction may contradict: the :data:`CANDIDATES` whose title and
     summary best match its words, from the store's search index (a turn costs what it
-    writes, not a pass over every note). A note sharing no word with it cannot qualify."""
+    writes, not a pass over every note). A note sharing no word with it cannot qualify,
+    nor can one when no note of the store holds a word of ``wrong`` (what the correction
+    says is wrong, :func:`wrong_terms`): then the index is not asked to rank any."""
     from mdmem.recall.engine import index_of
     from mdmem.recall.text import terms
     from mdmem.recall.weights import distinctive
 
     index = index_of(store)
     words = sorted(set(terms(statement)))
-    rare, present = distinctive(words, index.document_frequency(words), index.count())
+    wanted = {w: set(terms(w)) for w in wrong}
+    df = index.document_frequency([*words, *(t for ts in wanted.values() for t in ts)])
+    # A note holding the word holds each of its search terms; a word with none (a stop
+    # word of the index) cannot be ruled out.
+    if wanted and all(ts and not ts <= df.keys() for ts in wanted.values()):
+        return []
+    rare, present = distinctive(words, df, index.count())
     # Found by its distinctive words; when it has none (each in most of a large store),
     # by the notes whose title and summary hold all of them: ranking most of the store
     # by words that say little would cost a turn a pass over its index.

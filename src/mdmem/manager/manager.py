@@ -714,8 +714,15 @@ class Manager:
             # Lexical only: no embedding model in the worker's turn, a cost that does
             # not depend on what is installed; a turn shares the words of the note
             # it is about.
+            # Without snippets: the lines below show none.
             hits = recall(
-                stores, query, RELATED_TOKENS, RELATED_NOTES, semantic=False, exclude=shown
+                stores,
+                query,
+                RELATED_TOKENS,
+                RELATED_NOTES,
+                semantic=False,
+                exclude=shown,
+                snippets=False,
             )
         except (MdmemError, OSError, sqlite3.Error) as exc:
             log.warning("cannot look up the notes related to this turn: %s", exc)

@@ -684,7 +684,7 @@ def _snippet(body: str, qset: set[str], fallback: str) -> str:
     return clean_inline(best, SNIPPET_CHARS)
 
 
-def _hit(c: _Candidate, qset: set[str]) -> Hit:
+def _hit(c: _Candidate, qset: set[str], snippet: bool = True) -> Hit:
     row = c.row
     return Hit.dated(
         filename=row.name,
@@ -694,7 +694,7 @@ def _hit(c: _Candidate, qset: set[str]) -> Hit:
         summary=row.summary,
         score=c.score,
         updated_at=row.updated,
-        snippet=_snippet(row.body, qset, row.summary or row.title),
+        snippet=_snippet(row.body, qset, row.summary or row.title) if snippet else "",
     )
 
 
@@ -724,17 +724,18 @@ def _more_line(count: int, hint: str) -> str:
 
 
 def _select(
-    ranked: list[_Candidate], qset: set[str], budget_tokens: int, hint: str
+    ranked: list[_Candidate], qset: set[str], budget_tokens: int, hint: str, snippets: bool = True
 ) -> tuple[list[str], list[Hit]]:
     """The block lines of the best hits that fit the budget with the heading and the "more" line.
 
-    Hits are made (snippets found) only for the candidates looked at.
+    Hits are made (snippets found, unless ``snippets`` is false) only for the candidates
+    looked at.
     """
     parts: list[str] = [HEADING]
     used = estimate_tokens(HEADING) + 1
     shown: list[Hit] = []
     for i, candidate in enumerate(ranked):
-        hit = _hit(candidate, qset)
+        hit = _hit(candidate, qset, snippets)
         piece = render_hit(hit)
         cost = estimate_tokens(piece) + 1
         left = len(ranked) - i - 1
@@ -767,11 +768,14 @@ def recall(
     relative: float = 0.0,
     listed: Iterable[str] = (),
     per_prompt: bool = False,
+    snippets: bool = True,
 ) -> list[Hit]:
     """The best hits for ``query`` whose block lines fit within ``budget_tokens``.
 
     ``exclude`` names notes (by file name) the reader has already seen;
-    ``relative``, ``listed`` and ``per_prompt`` are :func:`recalled`'s.
+    ``relative``, ``listed`` and ``per_prompt`` are :func:`recalled`'s. Without
+    ``snippets``, no hit gets one (its ``snippet`` is ``""``) and the budget counts
+    the hits' index lines alone: for a caller that shows only those.
     """
     _, hits = recalled(
         stores,
@@ -784,6 +788,7 @@ def recall(
         relative=relative,
         listed=listed,
         per_prompt=per_prompt,
+        snippets=snippets,
     )
     return hits
 
@@ -826,8 +831,10 @@ def recalled(
     relative: float = 0.0,
     listed: Iterable[str] = (),
     per_prompt: bool = False,
+    snippets: bool = True,
 ) -> tuple[str, list[Hit]]:
-    """The block :func:`recall_block` returns, and the hits it shows.
+    """The block :func:`recall_block` returns, and the hits it shows (``snippets``:
+    :func:`recall`'s).
 
     The notes shown are those :func:`gate` keeps: ``relative`` (0-1) keeps only
     the notes whose :func:`evidence` is at least that share of the best
@@ -840,7 +847,7 @@ def recalled(
     ranked, qset = _candidates(
         stores, query, limit, semantic, min_coverage, exclude, relative, listed, per_prompt
     )
-    parts, shown = _select(ranked, qset, budget_tokens, hint)
+    parts, shown = _select(ranked, qset, budget_tokens, hint, snippets)
     if not parts:
         return "", []
     if len(shown) < len(ranked):
