@@ -35,7 +35,7 @@ HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 _CHILD = """
 import json, os, sys, time
 from mdmem import Level, Store
-from mdmem.store import _catalog, stale
+from mdmem.store import _catalog_reads, stale
 ws, case = sys.argv[1], sys.argv[2]
 store = Store(os.path.join(ws, ".PseudoClaude", "memory"), Level.PROJECT)
 reads = [0]
@@ -61,7 +61,7 @@ if case == "parse":
     for _ in store.iter_entries(limit=1):
         pass
     start = time.perf_counter()
-    for name, _, _ in _catalog.iter_listing(store.state):
+    for name, _, _ in _catalog_reads.iter_listing(store.state):
         store.read(name)
     took, found = time.perf_counter() - start, 0
 else:

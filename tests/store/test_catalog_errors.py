@@ -9,7 +9,7 @@ import pytest
 
 from builders import create_op
 from mdmem import Level, MdmemError, Store
-from mdmem.store import _catalog
+from mdmem.store import _catalog, _catalog_reads
 
 
 @pytest.mark.parametrize(
@@ -75,3 +75,54 @@ def test_a_replaced_catalog_is_reopened_between_calls_never_inside_a_transaction
         assert cat.meta("probe") is None
     finally:
         cat.close()
+
+
+def test_a_shared_reader_is_reused_and_never_reads_a_catalog_that_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's one-query readers keep their connection for the thread's next query,
+    and open a new one whenever the file is not the one they opened: thrown away and
+    rebuilt (on a reused inode too: its ctime is new), or written since; in a forked
+    child; after an error; beyond the few stores kept."""
+    from mdmem._sqlite import sqlite3 as used
+
+    opened: list[str] = []
+    real_connect = used.connect
+
+    def connect(path: str, *a: object, **k: object) -> sqlite3.Connection:
+        opened.append(str(path))
+        return real_connect(path, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(used, "connect", connect)
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    store.apply([create_op("Build"), create_op("Deploy")])
+    opened.clear()
+    assert _catalog_reads.type_counts(store.state) == {"project_knowledge": 2}
+    assert _catalog_reads.present(store.state, ["project_knowledge_build.md"])
+    assert len(opened) == 1  # one connection for both
+    # The catalog thrown away and made again, as after damage: never the old rows.
+    _catalog.Catalog(store.path, private=True, state=store.state).reset()
+    store.apply([create_op("Release")])
+    assert _catalog_reads.type_counts(store.state) == {"project_knowledge": 3}
+    assert len(opened) >= 2
+    # Rows another connection commits since: what is there now, not a snapshot.
+    store.apply(
+        [{"action": "delete", "level": "project", "filename": "project_knowledge_release.md"}]
+    )
+    store.load_index()
+    assert "project_knowledge_release.md" not in _catalog_reads.present(
+        store.state, ["project_knowledge_release.md"]
+    )
+    # A forked child (another pid) opens its own.
+    count = len(opened)
+    monkeypatch.setattr(_catalog.os, "getpid", lambda: -1)
+    _catalog_reads.type_counts(store.state)
+    assert len(opened) == count + 1
+    # At most _SHARED_MAX kept: a fifth store's reader closes the oldest.
+    others = [Store(tmp_path / f"m{i}", Level.PROJECT) for i in range(_catalog_reads._SHARED_MAX)]
+    for other in others:
+        other.apply([create_op("Note")])
+        _catalog_reads.type_counts(other.state)
+    _, readers = _catalog_reads._SHARED.readers
+    assert len(readers) == _catalog_reads._SHARED_MAX
+    assert store.state.catalog not in readers

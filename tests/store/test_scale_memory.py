@@ -24,7 +24,7 @@ from conftest import PYTHON, python_env, state
 from mdmem import Level, Store
 from mdmem.manager.doctor import examine
 from mdmem.recall import fts as recall_index
-from mdmem.store import _catalog, _index_file, sync
+from mdmem.store import _catalog, _catalog_reads, _index_file, sync
 from mdmem.store import block as block
 from mdmem.store import store as store_module
 from mdmem.store.block import MAX_BYTES, MAX_LINES
@@ -32,7 +32,7 @@ from mdmem.store.block import MAX_BYTES, MAX_LINES
 
 def rows(root: Path) -> list[tuple[str, object]]:
     """The catalog's rows but their stat and time (``st``, ``at``)."""
-    return sorted((name, tuple(e)[2:]) for name, e in _catalog.load(str(root))[0].items())
+    return sorted((name, tuple(e)[2:]) for name, e in _catalog_reads.load(str(root))[0].items())
 
 
 def rebuilt(root: Path) -> tuple[str, list[tuple[str, object]]]:

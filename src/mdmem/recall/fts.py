@@ -155,7 +155,8 @@ class Row:
         self.body = str(body)
         self.updated = float(updated) if isinstance(updated, (int, float)) else None
         self.expires = float(expires) if isinstance(expires, (int, float)) else None
-        self.supersedes: list[str] = _json.loads(str(supersedes))
+        text = str(supersedes)
+        self.supersedes: list[str] = [] if text == "[]" else _json.loads(text)  # most: none
         self.terms = str(words)
         self.rank = float(rank) if isinstance(rank, (int, float)) else 0.0
 

@@ -268,9 +268,9 @@ def note_times(store: Store | None) -> dict[str, str]:
     """Each note's ``updated`` time (ISO 8601) from the store's catalog; no note is parsed."""
     if store is None:
         return {}
-    from mdmem.store import _catalog
+    from mdmem.store import _catalog_reads
 
-    return _catalog.updated_times(store.path)
+    return _catalog_reads.updated_times(store.path)
 
 
 def fitted(

@@ -1,7 +1,8 @@
 """The catalog's face for the floors above ``store/``: what they may use of it.
 
 The catalog itself (``store/_catalog.py``: the SQLite rows of every note, the
-settled fingerprint, the change log) is private to ``store/``; the search index
+settled fingerprint, the change log; ``store/_catalog_reads.py``: its one-query
+readers) is private to ``store/``; the search index
 (``recall/``), ``mdmem stats`` and ``mdmem prune`` read a store's listing and
 fingerprint through these names, and ``mdmem doctor`` checks and resets the
 catalog (:func:`reset`, the one write), as httpx's ``__init__`` hands on its
@@ -18,15 +19,12 @@ from mdmem.store._catalog import (
     Stat,
     content_hash,
     fs_now,
-    iter_listing,
     key_of,
-    load,
-    present,
     read_fingerprint,
     store_key,
-    type_counts,
 )
 from mdmem.store._catalog_check import check
+from mdmem.store._catalog_reads import iter_listing, load, present, type_counts
 
 __all__ = [
     "CatalogRow",

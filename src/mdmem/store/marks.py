@@ -319,7 +319,7 @@ def ranked_index(
     if count is not None and count > 2 * limit:
         # Settled at the last stat pass, and every change since is in the change log
         # (an mdmem write): the catalog is current, no stat pass needed.
-        from mdmem.store._catalog import ranked_lines
+        from mdmem.store._catalog_reads import ranked_lines
 
         hide = _read_marks(store.state, moment)
         # Each line it shows checked against its note (an in-place edit moves no key).
@@ -330,7 +330,7 @@ def ranked_index(
         # The stat pass alone: the lines come from the catalog, MEMORY.md is not read
         # (its text at 100,000 notes is what took the first load past 100 MiB).
         store._settle_index()
-        from mdmem.store._catalog import ranked_lines
+        from mdmem.store._catalog_reads import ranked_lines
 
         leave_out = _read_marks(store.state, moment)
         found = ranked_lines(store.state, limit, leave_out) if os.path.isdir(store.path) else None
@@ -340,7 +340,7 @@ def ranked_index(
     leave_out = _read_marks(store.state, moment)
     if text and text.count("\n") <= 2 * limit:
         return visible_lines(text, leave_out, cached_marks(store.state)), None, {}
-    from mdmem.store._catalog import ranked_lines
+    from mdmem.store._catalog_reads import ranked_lines
 
     found = ranked_lines(store.state, limit, leave_out) if os.path.isdir(store.path) else None
     if found is None or found[0] <= 2 * limit:
@@ -379,7 +379,7 @@ def dated_index(store: Store, text: str | None = None) -> str:
     if names is None:
         found = {e.filename: (e.updated, e.expires) for e in store.entries()}
     else:
-        from mdmem.store._catalog import dates_of
+        from mdmem.store._catalog_reads import dates_of
 
         found = dates_of(store.state, names)
     for filename, (updated, expires) in found.items():

@@ -355,13 +355,13 @@ def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str], 
     """Whether the cached rows at ``path`` are exactly the notes', for this tree (the same
     names, each with its note's content hash); the symbols they name are added to ``named``
     meanwhile."""
-    from mdmem.store import _catalog
+    from mdmem.store import _catalog_reads
 
     if not os.path.exists(path):
         return False
     old = _read_rows(path, key, workspace)
     prev = next(old, None)
-    for name, _updated, sha in _catalog.iter_listing(root):
+    for name, _updated, sha in _catalog_reads.iter_listing(root):
         if prev is None or prev[0] != name or not sha or prev[1][1] != sha:
             return False  # a note new, changed or gone since, or rows of another tree
         if git:
@@ -372,11 +372,11 @@ def _unchanged(root: str, path: str, key: str, workspace: str, named: set[str], 
 
 def _oldest(root: str) -> float:
     """The oldest ``updated`` among the notes (a timestamp), 0 without any."""
-    from mdmem.store import _catalog
+    from mdmem.store import _catalog_reads
     from mdmem.store.note import parse_time
 
     oldest: float | None = None
-    for _, when, _ in _catalog.iter_listing(root):
+    for _, when, _ in _catalog_reads.iter_listing(root):
         moment = parse_time(when) if when else None
         if moment is not None:
             stamp = moment.timestamp()
@@ -423,7 +423,7 @@ def check(
     and the new rows written as they come; only the distinct symbols named,
     and the stale notes, are kept.
     """
-    from mdmem.store import _catalog, files
+    from mdmem.store import _catalog_reads, files
 
     if getattr(store, "unavailable", None) is not None:
         return []  # not used as a project store: nothing to check, nothing to cache
@@ -458,7 +458,7 @@ def check(
             if use_cache
             else iter(())
         )
-        for filename, sha, prev in _merged(_catalog.iter_listing(store.state), old):
+        for filename, sha, prev in _merged(_catalog_reads.iter_listing(store.state), old):
             row: list[object]
             if prev is not None and prev[2] is not None:
                 row = prev  # the same bytes, judged for this tree

@@ -362,7 +362,9 @@ class Store:
         if held is not None:
             yield from held
             return
-        for name, _, sha in _catalog.iter_listing(self.state):
+        from mdmem.store._catalog_reads import iter_listing
+
+        for name, _, sha in iter_listing(self.state):
             if sha:
                 yield name, sha
 

@@ -23,7 +23,7 @@ import os
 from typing import TYPE_CHECKING
 
 from mdmem.errors import InvalidNote, InvalidPath, NoteNotFound
-from mdmem.store import _catalog
+from mdmem.store import _catalog, _catalog_reads
 from mdmem.store._scan import _VERSION
 from mdmem.store.state import CATALOG, StateDir
 
@@ -206,7 +206,7 @@ def iter_written_before(
     query's cursor. ``written(name, updated)`` says when a note was written where its row's
     ``updated`` is missing or not in UTC (a few rows, if any): the rest is compared in SQLite,
     without a row handed to Python."""
-    cat = _catalog._reader(root)
+    cat = _catalog_reads._reader(root)
     try:
         con = cat._open()
         params = bind_written(con, moment, written)
@@ -231,7 +231,7 @@ def count_written_before(
     one query, counted in SQLite."""
     if names is not None and not names:
         return 0
-    cat = _catalog._reader(root)
+    cat = _catalog_reads._reader(root)
     try:
         con = cat._open()
         params = bind_written(con, moment, written)
