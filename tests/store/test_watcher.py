@@ -551,3 +551,47 @@ def test_after_a_checkout_rewrote_more_notes_than_it_names_the_next_block_sees_a
     # And from then on the watcher vouches for the rows: the next edit is seen too.
     _in_place(path, b"Wombt step", b"Koala step")
     assert "- [correction_feedback] Koala step 007 " in _cli(env, "index")
+
+
+def test_a_note_mdmem_just_wrote_is_vouched_for_by_its_bytes_and_an_edit_still_seen(
+    workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A note mdmem wrote moments ago is too new for its stat to prove its bytes: the
+    watcher names it, and its bytes (the row's hash) vouch for it, with no row rewritten.
+    Bytes that differ are brought up to date, even behind a stat equal to the row's (an
+    edit within the clock tick of mdmem's write)."""
+    from mdmem.store import sync
+
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 12)
+    store = Store(root, Level.PROJECT)
+    assert _found(env, "runbook")  # a large store's search starts the watcher
+    _ready(root)
+    store.load_index()
+    refreshed: list[list[str]] = []
+    real_refresh = sync.Coherence.refresh_named
+
+    def refresh_named(self: sync.Coherence, names: list[str], *a: object, **k: object) -> bool:
+        refreshed.append(sorted(names))
+        return real_refresh(self, names, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sync.Coherence, "refresh_named", refresh_named)
+    name = "project_knowledge_fresh-write.md"
+    op = {"action": "create", "level": "project", "type": "project_knowledge"}
+    store.apply([{**op, "filename": name, "title": "Fresh write", "content": "Kept a week."}])
+    assert store.catalog_current() == 13
+    assert refreshed == []
+    # The same size, other bytes, and (as within one tick) the stat its row records.
+    path = root / name
+    recorded = store._engine.recorded_stat(name)
+    path.write_bytes(path.read_bytes().replace(b"Kept a week.", b"Kept a day!!"))
+    real_followed = sync._followed
+    monkeypatch.setattr(
+        sync, "_followed", lambda p: recorded if p == str(path) else real_followed(p)
+    )
+    assert store.catalog_current() == 13
+    assert refreshed == [[name]]
+    from mdmem.store import files
+
+    row = store._engine.cat().get(name)
+    assert row is not None and row.sha == files.content_hash(path.read_bytes())

@@ -638,6 +638,10 @@ class Coherence:
             st = _followed(os.path.join(self.root, name))
             # The pass's rule: the recorded stat, older than the row, proves the bytes.
             proven = row is not None and row.st == st and (st is None or max(st[0], st[3]) < row.at)
+            if not proven and row is not None and row.st == st and st is not None:
+                # As its row records it, but too new for the stat to prove it (a note
+                # mdmem just wrote): its bytes do, without rewriting its row.
+                proven = _holds(os.path.join(self.root, name), row.sha)
             if not proven and (row is not None or st is not None):
                 differ.append(name)
         if not differ:
@@ -828,6 +832,18 @@ def _followed(path: str) -> _catalog.Stat | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _holds(path: str, sha: str | None) -> bool:
+    """Whether the note at ``path`` (a regular file) holds the bytes of content hash ``sha``."""
+    from mdmem.store.quicknote import MAX_NOTE_BYTES
+
+    if not sha:
+        return False
+    try:
+        return _catalog.content_hash(files.read_bytes(path, MAX_NOTE_BYTES)) == sha
+    except (OSError, ValueError):
+        return False
 
 
 def _plain_note(root: str, name: str) -> bool | None:
