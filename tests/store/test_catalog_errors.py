@@ -126,3 +126,18 @@ def test_a_shared_reader_is_reused_and_never_reads_a_catalog_that_is_gone(
     _, readers = _catalog_reads._SHARED.readers
     assert len(readers) == _catalog_reads._SHARED_MAX
     assert store.state.catalog not in readers
+
+
+def test_get_many_is_get_for_each_name_it_holds(tmp_path: Path) -> None:
+    store = Store(tmp_path / "mem", Level.PROJECT)
+    store.apply([create_op("Build"), create_op("Deploy"), create_op("Release")])
+    store.load_index()
+    cat = _catalog.Catalog(store.path, private=True, state=store.state)
+    try:
+        held = [p.name for p in store.root.glob("project_knowledge_*.md")]
+        absent = [f"project_knowledge_absent-{i}.md" for i in range(700)]  # two statements
+        got = cat.get_many([*absent, *held, held[0]])
+        assert got == {name: cat.get(name) for name in held}
+        assert len(got) == 3
+    finally:
+        cat.close()

@@ -629,12 +629,13 @@ class Coherence:
         if recorded is None:
             return None
         differ = []
+        rows_of = cat.get_many([name for name in told.names if name != INDEX_NAME])
         for name in told.names:
             if name == INDEX_NAME:
                 if _memory_md.index_stat(self.root) != recorded.stat:
                     return None  # MEMORY.md edited by hand: a full pass puts it right
                 continue
-            row = cat.get(name)
+            row = rows_of.get(name)
             st = _followed(os.path.join(self.root, name))
             # The pass's rule: the recorded stat, older than the row, proves the bytes.
             proven = row is not None and row.st == st and (st is None or max(st[0], st[3]) < row.at)
