@@ -265,6 +265,44 @@ def test_a_warm_process_sweeps_once_in_two_seconds_and_a_recheck_sweeps_again(
     assert warm("paraglide") == ["project_knowledge_other-3.md"]
 
 
+def test_a_warm_process_compares_notes_as_new_as_the_full_check_once_not_every_sweep(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Notes whose ctime is within the margin of the full check (a clone's, a copy's)
+    # are compared by the first sweep; the next sweeps compare only what changed since
+    # it, and an edit in place after it is still seen.
+    from mdmem.recall import engine
+
+    monkeypatch.setattr(fts, "_SWEEP_MARGIN", 0.2)
+    settle(root)
+    store = Store(root, Level.PROJECT)
+    compared: list[list[str]] = []
+    real_refresh = Index.refresh
+
+    def refresh(self: Index, names: Iterable[str]) -> bool:
+        listed = sorted(names)
+        compared.append(listed)
+        return real_refresh(self, listed)
+
+    monkeypatch.setattr(Index, "refresh", refresh)
+    warm = lambda query: [h.filename for h in engine.search([store], query, semantic=False)]  # noqa: E731
+    time.sleep(0.3)  # the notes older than a sweep's margin, not than the full check's
+    engine.recheck()
+    assert warm("zeppelin") == ["project_knowledge_deploy.md"]
+    assert max(map(len, compared)) >= 21  # every note: as new as the full check
+    compared.clear()
+    engine.recheck()
+    assert warm("zeppelin") == ["project_knowledge_deploy.md"]
+    assert max(map(len, compared), default=0) <= 1  # the hit's own check, no sweep's
+    hidden = root / "project_knowledge_other-3.md"
+    with open(hidden, "r+b") as f:  # in place, same size, a word no note had
+        f.write(hidden.read_bytes().replace(b"Unrelated", b"Kitesurfs"))
+    compared.clear()
+    engine.recheck()
+    assert warm("kitesurfs") == ["project_knowledge_other-3.md"]
+    assert [hidden.name] in compared
+
+
 def test_a_returned_note_edited_into_garbage_is_dropped(root: Path) -> None:
     settle(root)
     time.sleep(0.02)

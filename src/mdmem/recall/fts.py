@@ -268,6 +268,7 @@ class Index:
         self._point: tuple[int, int] | None = None
         self._absent = False  # this sync found no watcher to ask
         self._checked_at: float | None = None  # when a sync last checked every note
+        self._swept: tuple[object, int] | None = None  # (the file then, ns) of _sweep
 
     @property
     def path(self) -> str:
@@ -308,12 +309,10 @@ class Index:
                 files.owner_only(path)
             db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
             try:
-                # Derived state, rebuilt from the notes: commits make no fsync. WAL checksums
-                # its frames, so a torn write after a power cut is dropped on recovery; a
-                # file damaged past that fails to open and is made again (below); an index
-                # that lost its last commits has older content hashes and stats than the
-                # notes, so the next sync re-indexes those notes. A read that re-indexes
-                # (after a hand edit) thus writes nothing durable.
+                # Derived, rebuilt from the notes: no fsync. WAL drops a torn frame on
+                # recovery; a file damaged past that is made again (below); an index that
+                # lost commits has older hashes and stats than the notes, which the next
+                # sync re-indexes: a read that re-indexes writes nothing durable.
                 with contextlib.suppress(sqlite3.OperationalError):  # busy: next open
                     db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=OFF")
@@ -343,8 +342,7 @@ class Index:
         """Close the database (a later call opens it again)."""
         if self._db is not None:
             self._db.close()
-            self._db = None
-        self._ident = None
+        self._db = self._ident = None
 
     # -- upkeep --------------------------------------------------------------------
 
@@ -353,11 +351,9 @@ class Index:
         source; None: any, for a caller that brings it up to date); None otherwise. For
         facts a fresh process would work out at each query (read counts). Never raises."""
         with contextlib.suppress(sqlite3.Error):
-            recorded = self._meta(f"derived {name}")
-            if recorded is not None:
-                stamp, _, value = recorded.partition("\n")
-                if key is None or stamp == key:
-                    return value
+            stamp, found, value = (self._meta(f"derived {name}") or "").partition("\n")
+            if found and (key is None or stamp == key):
+                return value
         return None
 
     def keep(self, name: str, key: str, value: str) -> None:
@@ -380,8 +376,8 @@ class Index:
         """Have the next sync sweep however recently one checked every note."""
         self._checked_at = None
 
-    def _checked(self, found: int) -> int:
-        self._checked_at = time.monotonic()
+    def _checked(self, found: int, swept: tuple[object, int] | None = None) -> int:
+        self._checked_at, self._swept = time.monotonic(), swept or self._swept
         return found
 
     def sync(
@@ -559,10 +555,11 @@ class Index:
 
         An in-place edit changes neither the directory nor anything of mdmem's, so
         the key cannot see it; its file's ctime can (no tool sets a ctime back). One
-        ``lstat`` per note picks the notes changed since the full check (less a
-        margin for the file system's coarser clock); :meth:`refresh` compares those
-        to the stats recorded then and re-indexes the ones whose content changed (not
-        within :data:`SWEEP_AGAIN` of the last check of every note: the hits are checked)."""
+        ``lstat`` per note picks the notes changed since the full check or this process's
+        last sweep (less a margin for the file system's coarser clock: a clone's new notes
+        are compared once); :meth:`refresh` compares those to the stats recorded and
+        re-indexes those whose content changed (not within :data:`SWEEP_AGAIN` of the last
+        check of every note: the hits are checked)."""
         checked = self._checked_at
         recent = checked is not None and time.monotonic() - checked < SWEEP_AGAIN
         if recent or self.count() > sweep_max():
@@ -572,6 +569,9 @@ class Index:
             since = int((float((recorded or "").partition("\n")[0]) - _SWEEP_MARGIN) * 1e9)
         except ValueError:
             return 0
+        if self._swept is not None and self._swept[0] == self._ident:
+            since = max(since, self._swept[1])
+        start = time.time_ns() - int(_SWEEP_MARGIN * 1e9)
         root = self.store.path
         touched = []
         try:
@@ -587,7 +587,7 @@ class Index:
                 os.close(fd)
         except OSError:
             return 0  # not listed: nothing is vouched for
-        return self._checked(int(self.refresh(touched)))
+        return self._checked(int(self.refresh(touched)), swept=(self._ident, start))
 
     def _trust(
         self,

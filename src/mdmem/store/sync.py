@@ -649,7 +649,7 @@ class Coherence:
             if told.kind == _watcher.IN_PLACE:
                 # Step on from the stat pass, so that the next answer counts from after
                 # the watch began (COMPLETE: a rename then costs its names, not a pass).
-                self._step(cat, told.now, settled)
+                _step(cat, told.now, settled)
             return recorded.lines
         if not self.refresh_named(
             differ, told.now, settled, complete=told.kind == _watcher.COMPLETE
@@ -657,21 +657,6 @@ class Coherence:
             return None
         recorded = _index_file.IndexRecord.parse(cat.meta("index"))
         return None if recorded is None else recorded.lines
-
-    @staticmethod
-    def _step(cat: _catalog.Catalog, now: int, settled: str) -> None:
-        """Record that the rows are in step with the notes at the watcher's ``now``
-        (``meta watched``); a no-op when the catalog is busy. Derived state: no fsync."""
-        try:
-            if cat.begin(0):
-                try:
-                    cat.set_meta("watched", f"{now} {settled}")
-                    cat.commit()
-                except BaseException:
-                    cat.rollback()
-                    raise
-        except _catalog.CatalogError:
-            pass
 
     def refresh_named(self, names: list[str], now: int, settled: str, *, complete: bool) -> bool:
         """Bring the rows of ``names`` (and their MEMORY.md lines) up to date from their
@@ -833,6 +818,21 @@ def _followed(path: str) -> _catalog.Stat | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _step(cat: _catalog.Catalog, now: int, settled: str) -> None:
+    """Record that the rows are in step with the notes at the watcher's ``now``
+    (``meta watched``); a no-op when the catalog is busy. Derived state: no fsync."""
+    try:
+        if cat.begin(0):
+            try:
+                cat.set_meta("watched", f"{now} {settled}")
+                cat.commit()
+            except BaseException:
+                cat.rollback()
+                raise
+    except _catalog.CatalogError:
+        pass
 
 
 def _holds(path: str, sha: str | None) -> bool:
