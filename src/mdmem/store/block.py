@@ -91,7 +91,7 @@ def _omitted(count: int, hint: str) -> str:
 
 
 def _size(line: str) -> int:
-    return len(line.encode("utf-8")) + 1
+    return len(line) + 1 if line.isascii() else len(line.encode("utf-8")) + 1
 
 
 def _iter_lines(index: str) -> Iterator[str]:
@@ -99,6 +99,11 @@ def _iter_lines(index: str) -> Iterator[str]:
 
     Blank lines and stray text a person typed into it are not worth prompt space.
     """
+    if len(index) < 1 << 16:  # a block's worth (the catalog's ranked lines): split at once
+        for line in index.splitlines():
+            if line.strip():
+                yield line.rstrip()
+        return
     start = 0
     while start < len(index):
         end = index.find("\n", start)
@@ -125,12 +130,12 @@ class _Section:
         self.count = 0
         self.bytes = 0
         self.first: list[str] = []
-        self.ranked: list[tuple[int, str]] = []
+        self.ranked: list[tuple[int, str, str]] = []  # (position, line, its file name)
 
     def add(self, line: str) -> None:
         if len(self.first) <= self.room:
             self.first.append(line)
-        self.ranked.append((self.count, line))
+        self.ranked.append((self.count, line, line_filename(line)))
         self.count += 1
         self.bytes += _size(line)
         if len(self.ranked) >= 2 * self.room + 64:
@@ -141,15 +146,15 @@ class _Section:
         # order (stable sorts: the order a sort of every line would give).
         times = self.times
         ranked = self.ranked
-        ranked.sort(key=lambda item: (line_filename(item[1]), item[0]))
-        ranked.sort(key=lambda item: times.get(line_filename(item[1])) or "", reverse=True)
+        ranked.sort(key=lambda item: (item[2], item[0]))
+        ranked.sort(key=lambda item: times.get(item[2]) or "", reverse=True)
         ranked.sort(key=lambda item: _WORTH.get(_line_type(item[1]), 3))
         del ranked[self.room :]
 
     def best(self) -> list[tuple[int, str]]:
         """The best ranked lines, best first: (position in MEMORY.md, line)."""
         self._cut()
-        return self.ranked
+        return [(i, line) for i, line, _ in self.ranked]
 
 
 def merge(
