@@ -637,12 +637,15 @@ class Coherence:
                 continue
             row = rows_of.get(name)
             st = _followed(os.path.join(self.root, name))
-            # The pass's rule: the recorded stat, older than the row, proves the bytes.
-            proven = row is not None and row.st == st and (st is None or max(st[0], st[3]) < row.at)
-            if not proven and row is not None and row.st == st and st is not None:
-                # As its row records it, but too new for the stat to prove it (a note
-                # mdmem just wrote): its bytes do, without rewriting its row.
-                proven = _holds(os.path.join(self.root, name), row.sha)
+            proven = False
+            if row is not None and row.st == st:
+                # The pass's rule: the recorded stat, older than the row, proves the bytes;
+                # too new for that (a note mdmem just wrote), the bytes do, the row kept.
+                proven = (
+                    st is None
+                    or max(st[0], st[3]) < row.at
+                    or _holds(os.path.join(self.root, name), row.sha)
+                )
             if not proven and (row is not None or st is not None):
                 differ.append(name)
         if not differ:
