@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import socket
 
 __all__ = [
+    "Reader",
     "bind",
     "check_peer",
     "connect",
@@ -140,6 +141,37 @@ def recv_exact(sock: _socket.socket, size: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
+
+
+class Reader:
+    """Exact reads from a socket through one buffer, for a reply of many small fields
+    (the watcher's names): one ``recv`` per 64 KiB, not one per field. It may read past
+    what it is asked for, so it is for the last thing the other side sends."""
+
+    __slots__ = ("_buf", "_pos", "_sock")
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock, self._buf, self._pos = sock, b"", 0
+
+    def exact(self, size: int) -> bytes:
+        """Exactly ``size`` bytes.
+
+        Raises:
+            ConnectionError: the other side closed the connection first.
+        """
+        end = self._pos + size
+        if end <= len(self._buf):
+            out, self._pos = self._buf[self._pos : end], end
+            return out
+        parts, have = [self._buf[self._pos :]], len(self._buf) - self._pos
+        while have < size:
+            chunk = self._sock.recv(max(size - have, 1 << 16))
+            if not chunk:
+                raise ConnectionError("the other side closed the connection")
+            parts.append(chunk)
+            have += len(chunk)
+        self._buf, self._pos = b"".join(parts), size
+        return self._buf[:size]
 
 
 def peer_uid(sock: _socket.socket) -> int | None:

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import PYTHON, python_env
 from mdmem import Level, Store
+from mdmem.store import _watched as checked
 from mdmem.store import watcher
 
 pytestmark = [
@@ -585,13 +586,71 @@ def test_a_note_mdmem_just_wrote_is_vouched_for_by_its_bytes_and_an_edit_still_s
     path = root / name
     recorded = store._engine.recorded_stat(name)
     path.write_bytes(path.read_bytes().replace(b"Kept a week.", b"Kept a day!!"))
-    real_followed = sync._followed
+    real_followed = checked.followed
     monkeypatch.setattr(
-        sync, "_followed", lambda p: recorded if p == str(path) else real_followed(p)
+        checked, "followed", lambda p: recorded if p == str(path) else real_followed(p)
     )
     assert store.catalog_current() == 13
     assert refreshed == [[name]]
     from mdmem.store import files
 
     row = store._engine.cat().get(name)
+    assert row is not None and row.sha == files.content_hash(path.read_bytes())
+
+
+def _told(store: Store) -> watcher.Answer | None:
+    """The watcher's answer as the store's next reader asks it (since its stat pass, or
+    since ``meta watched`` when that steps from the same pass)."""
+    engine = store._engine
+    with engine.guard:
+        cat = engine.cat()
+        settled = cat.meta("settled") or ""
+        return engine._told(checked.since(cat, settled, float(settled.split(" ")[2])))
+
+
+def test_the_names_of_many_writes_stop_piling_up_in_every_answer(
+    workspace: Path, env: dict[str, str]
+) -> None:
+    """Until the next stat pass (up to ten minutes) every write adds its notes to each
+    later answer, and an ``lstat`` each to each reader. An answer that names more than
+    ``STEP_NAMES`` notes, each with the row its file says, moves ``meta watched`` on:
+    the next answer names none, and an edit in place after that is still seen."""
+
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 12)
+    store = Store(root, Level.PROJECT)
+    assert _found(env, "runbook")
+    _ready(root)
+    store.load_index()
+    time.sleep(2.1)  # the watch older than the clock's margin: COMPLETE answers
+    op = {"action": "create", "level": "project", "type": "project_knowledge"}
+
+    def write(first: int, count: int) -> None:
+        store.apply(
+            [
+                {**op, "filename": f"project_knowledge_w{i:03d}.md", "title": f"Wrote {i:03d}"}
+                | {"content": f"Written {i:03d}."}
+                for i in range(first, first + count)
+            ]
+        )
+
+    write(0, 5)
+    assert store.catalog_current() == 17
+    told = _told(store)
+    assert told is not None and told.kind == watcher.COMPLETE and len(told.names) >= 5
+    write(5, checked.STEP_NAMES)
+    assert store.catalog_current() == 17 + checked.STEP_NAMES
+    told = _told(store)
+    assert told is not None and len(told.names) > checked.STEP_NAMES  # within the margin
+    time.sleep(watcher.MARGIN_NS / 1e9 + 0.1)
+    assert store.catalog_current() == 17 + checked.STEP_NAMES
+    told = _told(store)
+    assert told is not None and told.kind == watcher.COMPLETE
+    assert not {n for n in told.names if watcher.is_note(n)}  # stepped on: none named
+    path = root / "project_knowledge_w003.md"
+    path.write_bytes(path.read_bytes().replace(b"Written 003.", b"Rewrote 003"))
+    assert store.catalog_current() == 17 + checked.STEP_NAMES
+    from mdmem.store import files
+
+    row = store._engine.cat().get(path.name)
     assert row is not None and row.sha == files.content_hash(path.read_bytes())

@@ -41,9 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HORIZON_NS", "MARGIN_NS", "run", "serve"]
 
-#: The file-system clock is coarser than the wall clock: names changed this much before
-#: the time a reader names are in its answer too.
-MARGIN_NS = 2_000_000_000
+MARGIN_NS = watcher.MARGIN_NS  # names changed this much before a reader's T are in its answer
 #: Notes whose ctime is older than this when a watch begins are not kept (a reader whose
 #: last check is older gets UNKNOWN).
 HORIZON_NS = 7 * 86400 * 1_000_000_000

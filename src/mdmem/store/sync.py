@@ -25,7 +25,7 @@ import os
 from _thread import RLock
 
 from mdmem.errors import LockTimeout
-from mdmem.store import _catalog, _index_file, _memory_md, files, rows
+from mdmem.store import _catalog, _index_file, _memory_md, _watched, files, rows
 from mdmem.store import watcher as _watcher
 from mdmem.store.paths import INDEX_NAME, is_candidate_name
 
@@ -590,7 +590,9 @@ class Coherence:
                 position = (settled[0], int(settled[1]))
                 now_key = _catalog.store_key(self.root)
                 chained = cat.changes_after(position, settled[3], now_key, names=False) is not None
-                told = self._told(cat, " ".join(settled), at) if ask else None
+                joined = " ".join(settled)
+                since = _watched.since(cat, joined, at)
+                told = self._told(since) if ask else None
                 if told is not None and told.kind == _watcher.UNKNOWN:
                     if _watcher.vouches_from_now(self.root):
                         # It cannot vouch for our last stat pass's time, and never will
@@ -602,7 +604,7 @@ class Coherence:
                 if vouched and told is None:
                     return None
                 if told is not None and (told.kind == _watcher.COMPLETE or chained):
-                    return self._vouched(cat, told, " ".join(settled))
+                    return self._vouched(cat, told, joined, since)
                 if not chained or not 0 <= time.time() - at < max_age:
                     return None
                 recorded = _index_file.IndexRecord.parse(cat.meta("index"))
@@ -610,49 +612,27 @@ class Coherence:
             except (_catalog.CatalogError, ValueError):
                 return None
 
-    def _told(self, cat: _catalog.Catalog, settled: str, at: float) -> _watcher.Answer | None:
-        """The watcher's answer since the last stat pass's listing (or since the last
-        :meth:`refresh_named` after it, ``meta watched``); None: no watcher."""
+    def _told(self, since: int) -> _watcher.Answer | None:
+        """The watcher's answer since ``since`` (``_watched.since``); None: no watcher."""
         if not _watcher.enabled():
             return None
-        since = int(at * 1e9)
-        stepped = (cat.meta("watched") or "").split(" ", 1)
-        if len(stepped) == 2 and stepped[1] == settled and stepped[0].isdigit():
-            since = max(since, int(stepped[0]))
         answers = _watcher.ask([(self.root, since)])
         return None if isinstance(answers, str) else answers[0]
 
-    def _vouched(self, cat: _catalog.Catalog, told: _watcher.Answer, settled: str) -> int | None:
+    def _vouched(
+        self, cat: _catalog.Catalog, told: _watcher.Answer, settled: str, since: int
+    ) -> int | None:
         """MEMORY.md's line count once every note the watcher named has the row its file
         says (those that differ refreshed alone); None when that cannot be done."""
         recorded = _index_file.IndexRecord.parse(cat.meta("index"))
         if recorded is None:
             return None
-        differ = []
-        rows_of = cat.get_many([name for name in told.names if name != INDEX_NAME])
-        for name in told.names:
-            if name == INDEX_NAME:
-                if _memory_md.index_stat(self.root) != recorded.stat:
-                    return None  # MEMORY.md edited by hand: a full pass puts it right
-                continue
-            row = rows_of.get(name)
-            st = _followed(os.path.join(self.root, name))
-            proven = False
-            if row is not None and row.st == st:
-                # The pass's rule: the recorded stat, older than the row, proves the bytes;
-                # too new for that (a note mdmem just wrote), the bytes do, the row kept.
-                proven = (
-                    st is None
-                    or max(st[0], st[3]) < row.at
-                    or _holds(os.path.join(self.root, name), row.sha)
-                )
-            if not proven and (row is not None or st is not None):
-                differ.append(name)
+        differ = _watched.differing(self.root, cat, told, recorded.stat)
+        if differ is None:
+            return None  # MEMORY.md edited by hand: a full pass puts it right
         if not differ:
-            if told.kind == _watcher.IN_PLACE:
-                # Step on from the stat pass, so that the next answer counts from after
-                # the watch began (COMPLETE: a rename then costs its names, not a pass).
-                _step(cat, told.now, settled)
+            if _watched.steps(told, since):
+                _watched.step(cat, told.now, settled)
             return recorded.lines
         if not self.refresh_named(
             differ, told.now, settled, complete=told.kind == _watcher.COMPLETE
@@ -812,42 +792,6 @@ def _suppress() -> contextlib.AbstractContextManager[None]:
     import contextlib
 
     return contextlib.suppress(Exception)
-
-
-def _followed(path: str) -> _catalog.Stat | None:
-    """A note's stat as the listing records it (a link's target's); None when it is gone."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
-
-
-def _step(cat: _catalog.Catalog, now: int, settled: str) -> None:
-    """Record that the rows are in step with the notes at the watcher's ``now``
-    (``meta watched``); a no-op when the catalog is busy. Derived state: no fsync."""
-    try:
-        if cat.begin(0):
-            try:
-                cat.set_meta("watched", f"{now} {settled}")
-                cat.commit()
-            except BaseException:
-                cat.rollback()
-                raise
-    except _catalog.CatalogError:
-        pass
-
-
-def _holds(path: str, sha: str | None) -> bool:
-    """Whether the note at ``path`` (a regular file) holds the bytes of content hash ``sha``."""
-    from mdmem.store.quicknote import MAX_NOTE_BYTES
-
-    if not sha:
-        return False
-    try:
-        return _catalog.content_hash(files.read_bytes(path, MAX_NOTE_BYTES)) == sha
-    except (OSError, ValueError):
-        return False
 
 
 def _plain_note(root: str, name: str) -> bool | None:

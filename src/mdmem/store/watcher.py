@@ -143,6 +143,11 @@ class Answer:
         return self.kind == COMPLETE or (self.kind == IN_PLACE and same_key)
 
 
+#: The file-system clock is coarser than the wall clock: names changed this much before
+#: the time a reader names are in its answer too.
+MARGIN_NS = 2_000_000_000
+
+
 def enabled() -> bool:
     """Whether readers ask a watcher: Linux, Unix sockets, and ``MDMEM_WATCHER`` not off."""
     return _unixsock.enabled(ENV)
@@ -208,13 +213,13 @@ def ask(queries: Sequence[tuple[str, int]], timeout: float = TIMEOUT) -> list[An
 
 
 def _reply(sock: object, count: int) -> list[Answer]:
-    recv = _unixsock.recv_exact
-    head = recv(sock, len(MAGIC) + 4)  # type: ignore[arg-type]
+    recv = _unixsock.Reader(sock).exact  # type: ignore[arg-type]
+    head = recv(len(MAGIC) + 4)
     if head[: len(MAGIC)] != MAGIC or int.from_bytes(head[len(MAGIC) :], "little") != count:
         raise ValueError("not an mdmem watcher's answer")
     out = []
     for _ in range(count):
-        part = recv(sock, 13)  # type: ignore[arg-type]
+        part = recv(13)
         kind = part[0]
         now = int.from_bytes(part[1:9], "little", signed=True)
         n = int.from_bytes(part[9:13], "little")
@@ -222,10 +227,10 @@ def _reply(sock: object, count: int) -> list[Answer]:
             raise ValueError("a malformed answer")
         names = []
         for _ in range(n):
-            size = int.from_bytes(recv(sock, 4), "little")  # type: ignore[arg-type]
+            size = int.from_bytes(recv(4), "little")
             if size > MAX_PATH:
                 raise ValueError("a malformed answer")
-            names.append(os.fsdecode(recv(sock, size)))  # type: ignore[arg-type]
+            names.append(os.fsdecode(recv(size)))
         out.append(Answer(kind, now, frozenset(names)))
     return out
 
