@@ -172,7 +172,8 @@ def ranked_lines(
             ).fetchall()
             rows = [row for row in rows if row[0] not in hidden][:limit]
             folder = root.root if isinstance(root, StateDir) else root
-            if verify and not all(_as_recorded(folder, row[0], row[3:7]) for row in rows):
+            prefix = folder.rstrip(os.sep) + os.sep  # os.path.join's work, once
+            if verify and not all(_as_recorded(prefix + row[0], row[3:7]) for row in rows):
                 return None
             kept = [(str(n), str(line), str(u) if u else None) for n, line, u, *_ in rows]
             return int(count or 0) - shown_hidden, kept
@@ -182,12 +183,12 @@ def ranked_lines(
         raise
 
 
-def _as_recorded(root: str, name: str, recorded: tuple[object, ...]) -> bool:
+def _as_recorded(path: str, recorded: tuple[object, ...]) -> bool:
     """Whether a note's stat is the one its row records (as the block cache checks a
     shown note: an edit in the clock tick of mdmem's own write, on a kernel before Linux
     6.13, is the one that can hide, see docs/concepts/index.md)."""
     try:
-        st = os.stat(os.path.join(root, name))  # followed, as the listing does
+        st = os.stat(path)  # followed, as the listing does
     except OSError:
         return False
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns) == recorded

@@ -96,14 +96,14 @@ def _shown(block: str, roots: tuple[str, str]) -> list[list[object]]:
     """``[root, name, stat]`` of every note line the block shows."""
     shown: list[list[object]] = []
     section = -1
+    prefixes = [root.rstrip(os.sep) + os.sep for root in roots]  # os.path.join's work, once
     for line in block.splitlines():
         if line in _HEADINGS:
             section = _HEADINGS[line]
         elif line.startswith("- ") and line.endswith(".md)") and section >= 0 and roots[section]:
             name = line[line.rfind("(") + 1 : -1]
             if name and "/" not in name and name not in (".", ".."):
-                path = os.path.join(roots[section], name)
-                shown.append([roots[section], name, _stat(path)])
+                shown.append([roots[section], name, _stat(prefixes[section] + name)])
     return shown
 
 
