@@ -654,3 +654,44 @@ def test_the_names_of_many_writes_stop_piling_up_in_every_answer(
 
     row = store._engine.cat().get(path.name)
     assert row is not None and row.sha == files.content_hash(path.read_bytes())
+
+
+def test_a_block_the_watcher_vouches_for_checks_no_shown_note_and_still_sees_an_edit(
+    workspace: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large store's block comes from its catalog's rows. Unwatched, each line it shows
+    is checked against its note (one ``stat``: an edit in place moves no key). When the
+    watcher has compared every note changed since the stat pass with its row, those
+    checks are its: none is made again, and an edit in place is still in the block."""
+    from mdmem.store import _catalog_reads
+    from mdmem.store.block import prompt_block
+
+    root = workspace / ".PseudoClaude" / "memory"
+    _notes(root, 450)
+    store = Store(root, Level.PROJECT)
+    store.load_index()
+    checked: list[str] = []
+    real = _catalog_reads._as_recorded
+
+    def as_recorded(path: str, recorded: tuple[object, ...]) -> bool:
+        checked.append(path)
+        return real(path, recorded)
+
+    monkeypatch.setattr(_catalog_reads, "_as_recorded", as_recorded)
+    monkeypatch.setenv(watcher.ENV, "off")
+    unwatched = prompt_block(store, None)
+    assert len(checked) >= 150 and all(p.startswith(f"{root}{os.sep}") for p in checked)
+    monkeypatch.setenv(watcher.ENV, "on")
+    assert watcher.start([str(root)])
+    _ready(root)
+    checked.clear()
+    assert prompt_block(store, None) == unwatched
+    assert checked == []
+    shown = next(i for i in range(450) if f"release-step-{i:03d}.md)" in unwatched)
+    _in_place(
+        root / f"project_knowledge_release-step-{shown:03d}.md",
+        b"title: Release step",
+        b"title: Rollout step",
+    )
+    block = prompt_block(store, None)
+    assert f"Rollout step {shown:03d}" in block and checked == []

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
         def _settle_index(self) -> None: ...
 
-        def catalog_current(self, max_age: float = ...) -> int | None: ...
+        def catalog_current(self, max_age: float = ..., *, watched: bool = ...) -> int | None: ...
 
         def entries(self) -> list[IndexEntry]: ...
 
@@ -315,15 +315,21 @@ def ranked_index(
         big = os.lstat(os.path.join(store.path, INDEX_NAME)).st_size > 2 * limit * _MIN_LINE
     except OSError:
         big = False
-    count = store.catalog_current() if big else None
+    # A watch (this process's or the user's watcher) compared every note changed since
+    # the last stat pass with its row: then the rows are as current as the notes.
+    count = store.catalog_current(watched=True) if big else None
+    watched = count is not None
+    if big and count is None:
+        count = store.catalog_current()
     if count is not None and count > 2 * limit:
         # Settled at the last stat pass, and every change since is in the change log
         # (an mdmem write): the catalog is current, no stat pass needed.
         from mdmem.store._catalog_reads import ranked_lines
 
         hide = _read_marks(store.state, moment)
-        # Each line it shows checked against its note (an in-place edit moves no key).
-        found = ranked_lines(store.state, limit, hide, count=count, verify=True)
+        # Unwatched, each line it shows checked against its note (an edit in place moves
+        # no key).
+        found = ranked_lines(store.state, limit, hide, count=count, verify=not watched)
         if found is not None and found[0] > 2 * limit:
             return _ranked(found, store.state)
     if big:

@@ -475,7 +475,7 @@ class Store:
         with self._engine.guard:
             return self._engine.cat().versions(names)
 
-    def catalog_current(self, max_age: float = 600.0) -> int | None:
+    def catalog_current(self, max_age: float = 600.0, *, watched: bool = False) -> int | None:
         """How many notes the catalog lists (MEMORY.md's lines), when it may be read as
         the notes are without a stat pass; None otherwise.
 
@@ -486,13 +486,15 @@ class Store:
         store (``store/watch.py``): then every note file changed since this
         object's last stat pass must still have the stat its row records, and
         the stat pass's age does not matter; else the watcher's (store/watcher.py).
+        With ``watched``, None unless one of those two compared every note changed
+        since with its row: then a row is as current as its note, edited in place or not.
         """
-        if watched := watch.active(self._root):
+        if inside := watch.active(self._root):
             point = watch.unchanged(self._root, self._watch_point, self._engine.recorded_stat)
             if point is None:
                 return None
             self._watch_point, max_age = point, float("inf")
-        return self._engine.catalog_current(max_age, ask=not watched)
+        return self._engine.catalog_current(max_age, ask=not inside, vouched=watched and not inside)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> ReindexReport:
         """Rebuild MEMORY.md and the catalog from the notes, parsing every one.
