@@ -576,7 +576,7 @@ class Coherence:
         (:meth:`refresh_named`), whatever the stat pass's age. With ``vouched``, None
         unless the watcher answered.
         """
-        if not self.here():
+        if not self.here() or (vouched and not (ask and _watcher.enabled())):
             return None
         import time
 
