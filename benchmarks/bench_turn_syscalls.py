@@ -6,7 +6,11 @@ correction, in both stores; the user store N/10), the third of a session, each
 directory reads and the syncs of the whole process; only those between two marker
 ``stat`` calls around that one turn are counted. Prints a Markdown table.
 
-    python benchmarks/bench_turn_syscalls.py --before <checkout> --sizes 1000,4000
+``--watcher``: with the user's watcher running, as on Linux by default (it is started
+before strace, outside the traced process, and stopped after), so its answers are
+the turn's, and its own calls are not counted.
+
+    python benchmarks/bench_turn_syscalls.py --before <checkout> --sizes 1000,4000 [--watcher]
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,7 +60,32 @@ with Manager(ws, user_dir=user, provider=Correcting(), resume=False) as mgr:
 """
 
 
-def count(checkout: str, ws: str, user: str, scratch: str) -> Counter[str]:
+# Starts the watcher over both stores and waits until it vouches for them.
+_START_WATCHER = r"""
+import sys, time
+from mdmem.store import watcher
+roots = sys.argv[1:]
+assert watcher.start(roots), "no watcher could be started"
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    answers = watcher.ask([(root, time.time_ns()) for root in roots], timeout=5)
+    if not isinstance(answers, str) and all(a.kind != watcher.UNKNOWN for a in answers):
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit("the watcher did not answer")
+"""
+
+
+def _stop_watcher(env: dict[str, str]) -> None:
+    lock = os.path.join(env["MDMEM_STATE_DIR"], "watcher", "watch-v1.lock")
+    try:
+        with open(lock, encoding="utf-8") as f:
+            os.kill(int(f.read().strip()), signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+def count(checkout: str, ws: str, user: str, scratch: str, watched: bool) -> Counter[str]:
     """The calls of :data:`CALLS` the one turn made, by name."""
     trace = os.path.join(scratch, "trace.txt")
     env = {
@@ -65,12 +95,20 @@ def count(checkout: str, ws: str, user: str, scratch: str) -> Counter[str]:
         "HOME": scratch,
         "MDMEM_PROMPT_SERVER": "off",
         "MDMEM_WATCH": "off",
-        "MDMEM_WATCHER": "off",
+        "MDMEM_WATCHER": "on" if watched else "off",
+        "MDMEM_WATCHER_IDLE": "120",
         "MDMEM_SEMANTIC": "off",
     }
+    if watched:
+        roots = [os.path.join(ws, ".PseudoClaude", "memory"), user]
+        subprocess.run([sys.executable, "-c", _START_WATCHER, *roots], env=env, check=True)
     argv = ["strace", "-f", "-o", trace, "-e", f"trace={','.join(CALLS)}"]
     argv += [sys.executable, "-c", _CHILD, ws, user, HERE]
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    try:
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        if watched:
+            _stop_watcher(env)
     found: Counter[str] = Counter()
     inside = False
     with open(trace, encoding="utf-8", errors="replace") as f:
@@ -93,6 +131,7 @@ def main() -> None:
     parser.add_argument("--after", default=REPO, help="default: this one")
     parser.add_argument("--sizes", default="1000,4000")
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "mdmem-bench"))
+    parser.add_argument("--watcher", action="store_true", help="with the user's watcher running")
     args = parser.parse_args()
     if shutil.which("strace") is None:
         sys.exit("strace is not installed")
@@ -106,13 +145,14 @@ def main() -> None:
                 subprocess.run(["cp", "-a", ws, copy], check=True)
                 source = os.path.join(users, ".PseudoClaude", "memory")
                 subprocess.run(["cp", "-a", source, user], check=True)
-                found = count(os.path.abspath(checkout), copy, user, scratch)
+                found = count(os.path.abspath(checkout), copy, user, scratch, args.watcher)
             stats = sum(found[c] for c in ("newfstatat", "statx", "lstat", "stat"))
             syncs = found["fsync"] + found["fdatasync"]
             rows.append([f"{size:,}", label, str(stats), str(found["getdents64"]), str(syncs)])
     headers = ["notes", "checkout", "stat calls", "getdents64", "fsync + fdatasync"]
     print(table(headers, rows, right=range(2, 5)))
-    print("\none settled turn with a correction, both stores, strace -f")
+    watcher = "the user's watcher running" if args.watcher else "no watcher"
+    print(f"\none settled turn with a correction, both stores, {watcher}, strace -f")
 
 
 if __name__ == "__main__":
