@@ -130,31 +130,51 @@ class _Section:
         self.count = 0
         self.bytes = 0
         self.first: list[str] = []
-        self.ranked: list[tuple[int, str, str]] = []  # (position, line, its file name)
+        # (position, line, its file name, its size in the block)
+        self.ranked: list[tuple[int, str, str, int]] = []
 
     def add(self, line: str) -> None:
-        if len(self.first) <= self.room:
-            self.first.append(line)
-        self.ranked.append((self.count, line, line_filename(line)))
-        self.count += 1
-        self.bytes += _size(line)
+        self.extend([line])
+
+    def extend(self, lines: list[str]) -> None:
+        """Take the next lines of the store's index, in its order."""
+        if not lines:
+            return
+        if (wanted := self.room + 1 - len(self.first)) > 0:
+            self.first.extend(lines[:wanted])
+        sizes = [len(line) + 1 if line.isascii() else len(line.encode()) + 1 for line in lines]
+        start = self.count
+        self.ranked.extend(
+            zip(
+                range(start, start + len(lines)),
+                lines,
+                map(line_filename, lines),
+                sizes,
+                strict=True,
+            )
+        )
+        self.count += len(lines)
+        self.bytes += sum(sizes)
         if len(self.ranked) >= 2 * self.room + 64:
             self._cut()
 
     def _cut(self) -> None:
         # Types by worth, newest first within a type; then file name, then MEMORY.md's
-        # order (stable sorts: the order a sort of every line would give).
+        # order (stable sorts: the order a sort of every line would give). A reversed
+        # sort keeps equal items in their order, so one sort does worth and time.
         times = self.times
         ranked = self.ranked
         ranked.sort(key=lambda item: (item[2], item[0]))
-        ranked.sort(key=lambda item: times.get(item[2]) or "", reverse=True)
-        ranked.sort(key=lambda item: _WORTH.get(_line_type(item[1]), 3))
+        ranked.sort(
+            key=lambda item: (-_WORTH.get(_line_type(item[1]), 3), times.get(item[2]) or ""),
+            reverse=True,
+        )
         del ranked[self.room :]
 
-    def best(self) -> list[tuple[int, str]]:
-        """The best ranked lines, best first: (position in MEMORY.md, line)."""
+    def best(self) -> list[tuple[int, str, int]]:
+        """The best ranked lines, best first: (position in MEMORY.md, line, its size)."""
         self._cut()
-        return [(i, line) for i, line, _ in self.ranked]
+        return [(i, line, size) for i, line, _, size in self.ranked]
 
 
 def merge(
@@ -191,9 +211,14 @@ def merge(
         (USER_HEADING, user, hidden[1], updated[1], totals[1]),
     ):
         section = _Section(heading, times, room)
+        batch: list[str] = []
         for line in _iter_lines(text):
             if not gone or line_filename(line) not in gone:
-                section.add(line)
+                batch.append(line)
+                if len(batch) >= room:  # a large index is never held whole
+                    section.extend(batch)
+                    batch = []
+        section.extend(batch)
         if section.count:
             sections.append(section)
         total += section.count if count is None else count
@@ -238,14 +263,14 @@ def _fit(sections: list[_Section], max_lines: int, max_bytes: int, hint: str, to
     # First each section within its fair share, then what is left, project first.
     share_lines = room_lines // len(sections)
     share_bytes = room_bytes // len(sections)
+    kept_bytes = [0] * len(sections)
     for pass_ in (0, 1):
         for s in range(len(sections)):
             s_lines = len(kept[s])
-            s_bytes = sum(_size(line) for line in kept[s].values())
-            for i, line in ranked[s]:
+            s_bytes = kept_bytes[s]
+            for i, line, cost in ranked[s]:
                 if i in kept[s]:
                     continue
-                cost = _size(line)
                 if pass_ == 0 and (s_lines + 1 > share_lines or s_bytes + cost > share_bytes):
                     break
                 if used_lines + 1 > room_lines or used_bytes + cost > room_bytes:
@@ -255,6 +280,7 @@ def _fit(sections: list[_Section], max_lines: int, max_bytes: int, hint: str, to
                 s_bytes += cost
                 used_lines += 1
                 used_bytes += cost
+            kept_bytes[s] = s_bytes
     out: list[str] = []
     for s, section in enumerate(sections):
         if not kept[s]:
