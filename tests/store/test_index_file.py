@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,19 @@ TEXT = st.text("ab 构", max_size=700)  # lines longer than a read of the bisect
     lines=st.dictionaries(NAMES, TEXT, max_size=25),
     changes=st.dictionaries(NAMES, st.none() | TEXT, max_size=6),
 )
+@pytest.mark.parametrize("reserved", [False, True], ids=["as-written", "blocks-reserved"])
 def test_splice_is_patch(
-    tmp_path: Path, lines: dict[str, str], changes: dict[str, str | None]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reserved: bool,
+    lines: dict[str, str],
+    changes: dict[str, str | None],
 ) -> None:
+    from mdmem.store import files
+
+    # A large MEMORY.md's blocks are reserved before the copy (files._preallocate): any
+    # size here, so the bytes are shown the same either way.
+    monkeypatch.setattr(files, "PREALLOCATE_BYTES", 0 if reserved else 1 << 62)
     data = _index_file.join(f"- {text} ({name})" for name, text in sorted(lines.items()))
     wanted = {n: None if t is None else f"- {t} ({n})" for n, t in changes.items()}
     path = tmp_path / "MEMORY.md"
@@ -169,6 +180,56 @@ def test_memory_md_is_swapped_in_not_renamed_over(
     assert path.read_bytes() == b"- old (a.md)\n- new (b.md)\n"
     assert path.stat().st_ino != old_ino
     assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_large_memory_md_is_copied_into_blocks_reserved_for_it(tmp_path: Path) -> None:
+    """The kernel is asked for the new file's blocks first (keeping its size to what is
+    written): the file is exactly the spliced bytes, with no padding."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "MEMORY.md"
+    lines = {
+        f"project_knowledge_n{i:05d}.md": f"- [project_knowledge] Note {i}" for i in range(6000)
+    }
+    data = _index_file.join(f"{text} ({name})" for name, text in sorted(lines.items()))
+    assert len(data) > 256 * 1024
+    path.write_bytes(data)
+    script = (
+        "import sys; from mdmem.store import _index_file; "
+        "print(_index_file.splice(sys.argv[1], {'project_knowledge_n02999a.md': '- new "
+        "(project_knowledge_n02999a.md)'}, private=False))"
+    )
+    trace = tmp_path / "trace.txt"
+    done = subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-e",
+            "trace=fallocate",
+            "-o",
+            str(trace),
+            sys.executable,
+            "-c",
+            script,
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(1, True)"
+    calls = [line for line in trace.read_text().splitlines() if "fallocate(" in line]
+    size = len(data) + len("- new (project_knowledge_n02999a.md)\n")
+    assert len(calls) == 1 and f"FALLOC_FL_KEEP_SIZE, 0, {size})" in calls[0], calls
+    after = path.read_bytes()
+    assert len(after) == size == path.stat().st_size and b"\0" not in after
+    expected = _index_file.patch(
+        data, {"project_knowledge_n02999a.md": "- new (project_knowledge_n02999a.md)"}
+    )
+    assert expected is not None and after == expected[0]
 
 
 def test_swap_in_falls_back_to_a_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
