@@ -80,6 +80,41 @@ def test_a_small_store_is_read_whole(tmp_path: Path) -> None:
     assert prompt_block(store, None) == fitted(prompt_index(store), "", store, None)
 
 
+def test_a_small_store_after_a_write_is_read_from_its_catalog_and_sees_an_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of at most 400 lines whose catalog is current (mdmem's own write since the
+    last stat pass): its index comes from the rows, no stat pass; an edit in place is seen."""
+    from builders import create_op
+    from mdmem.store import _catalog
+
+    store = write_store(tmp_path / "p", 150, 8)
+    store.load_index()  # the stat pass of a first load
+    assert os.path.getsize(store.root / "MEMORY.md") > 400 * 16  # "big" by its size
+    store.apply([create_op("Written by mdmem after the pass")])
+    passes: list[str] = []
+    real = _catalog.Scan.__init__
+
+    def counted(self: object, *args: object, **kwargs: object) -> None:
+        passes.append(str(args[0]))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_catalog.Scan, "__init__", counted)
+    text, total, times = ranked_index(store, 200)
+    assert passes == [] and total is None and times == {}
+    assert "Written by mdmem after the pass" in text
+    monkeypatch.undo()
+    assert text == prompt_index(store)
+    # An edit in place (no file created, renamed or removed) of a line the index shows.
+    name = sorted(p.name for p in store.root.glob("*_n*.md"))[3]
+    path = store.root / name
+    before = path.read_text(encoding="utf-8")
+    title = next(line for line in before.splitlines() if line.startswith("title: "))
+    path.write_text(before.replace(title, "title: Edited in place by hand"), encoding="utf-8")
+    text, total, _ = ranked_index(store, 200)
+    assert "Edited in place by hand" in text and text == prompt_index(store)
+
+
 def test_a_large_store_has_a_block_even_when_its_index_file_is_too_large_to_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -332,6 +332,18 @@ def ranked_index(
         found = ranked_lines(store.state, limit, hide, count=count, verify=not watched)
         if found is not None and found[0] > 2 * limit:
             return _ranked(found, store.state)
+    elif count is not None:
+        # A small store whose catalog is current: its whole index is its rows' lines in
+        # file-name order, MEMORY.md's (unwatched, each checked against its note): no
+        # stat pass of the store, no write after mdmem's own.
+        from mdmem.store._catalog_reads import ranked_lines
+
+        hide = _read_marks(store.state, moment)
+        found = ranked_lines(store.state, count, hide, count=count, verify=not watched)
+        if found is not None and found[0] == len(found[1]) and found[0] <= 2 * limit:
+            lines = sorted(found[1])
+            text = "".join(f"{line}\n" for _, line, _ in lines)
+            return visible_lines(text, {}, cached_marks(store.state)), None, {}
     if big:
         # The stat pass alone: the lines come from the catalog, MEMORY.md is not read
         # (its text at 100,000 notes is what took the first load past 100 MiB).
